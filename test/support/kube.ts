@@ -1,0 +1,74 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+
+export function adminKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(inject('kubeconfig'));
+  return kc;
+}
+
+/** A KubeConfig that authenticates with a bearer token only (e.g. a ServiceAccount token). */
+export function tokenKubeConfig(token: string): KubeConfig {
+  const admin = adminKubeConfig();
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('admin kubeconfig has no cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'token', token }],
+    contexts: [{ name: 'token', cluster: cluster.name, user: 'token' }],
+    currentContext: 'token',
+  });
+  return kc;
+}
+
+/** A fresh namespace per test file, so files can share one control plane. */
+export async function createNamespace(prefix: string): Promise<string> {
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+  await adminKubeConfig().makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'usergroup.dev/test': 'true' } } } });
+  return name;
+}
+
+export async function deleteNamespace(name: string): Promise<void> {
+  await adminKubeConfig().makeApiClient(CoreV1Api).deleteNamespace({ name });
+}
+
+export interface CommandResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The real kubectl built with the control plane, against the test cluster. */
+export function kubectl(args: readonly string[], options: { input?: string; timeoutMs?: number } = {}): Promise<CommandResult> {
+  return run(path.join(inject('binDir'), 'kubectl'), ['--kubeconfig', inject('kubeconfig'), ...args], options);
+}
+
+export function run(bin: string, args: readonly string[], options: { input?: string; timeoutMs?: number } = {}): Promise<CommandResult> {
+  return new Promise((resolve) => {
+    const child = execFile(bin, args, { timeout: options.timeoutMs ?? 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+    if (options.input !== undefined) child.stdin?.end(options.input);
+  });
+}
+
+/** Polls until `check` returns a value other than undefined. */
+export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `; last error: ${String(lastError)}` : ''}`);
+}
