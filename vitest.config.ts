@@ -1,5 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
+const nodeMajor = Number(process.versions.node.split('.')[0]);
+if (nodeMajor < 24) {
+  throw new Error(
+    `tests run on Node >= 24 but this is Node ${process.versions.node}: run them through npm (npm test), ` +
+      'which puts the Node 24 of the "node" dev dependency first on PATH; if node_modules/.bin/node is missing, rerun npm ci',
+  );
+}
+
 export default defineConfig({
   test: {
     projects: [
