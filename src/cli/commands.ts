@@ -1,4 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { simCommand } from '../sim/command.js';
+import { devCommand } from './dev.js';
+import { runCommand as runController, type Io } from './run.js';
 
 interface PackageInfo {
   readonly version: string;
@@ -7,23 +10,31 @@ interface PackageInfo {
 const usage = `usage: usergroup-operator <command> [flags]
 
 commands:
+  run       run the controller against a cluster (kubeconfig or in-cluster) and the service
+  sim       run the service simulator (usergroup-operator sim --port <p> --api-key <k>)
+  dev       local control plane + simulator + controller + examples, with a live view
   version   print the version
   help      show this help
+
+"usergroup-operator <command> --help" describes a command's flags.
 `;
 
-export interface Output {
-  out(text: string): void;
-  err(text: string): void;
-}
+export type Output = Io;
 
 export function packageVersion(): string {
   return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as PackageInfo).version;
 }
 
-/** Runs one command line and returns the exit code. */
-export function runCommand(argv: readonly string[], io: Output): number {
-  const [command] = argv;
+/** Runs one command line and resolves with the exit code. */
+export async function runCommand(argv: readonly string[], io: Output): Promise<number> {
+  const [command, ...rest] = argv;
   switch (command) {
+    case 'run':
+      return runController(rest, io);
+    case 'sim':
+      return simCommand(rest, { out: io.out, err: io.err });
+    case 'dev':
+      return devCommand(rest, io);
     case 'version':
     case '--version':
       io.out(`usergroup-operator ${packageVersion()}\n`);

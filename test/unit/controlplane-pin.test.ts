@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { pinnedKubernetesVersion, repoRoot } from '../../test/support/binaries.js';
+import { pinnedKubernetesVersion, repoRoot } from '../../src/devcluster/binaries.js';
 
 const gomod = (module: string): string => fs.readFileSync(path.join(repoRoot, 'test/controlplane', module, 'go.mod'), 'utf8');
 

@@ -1,0 +1,25 @@
+export const GROUP = 'usergroup.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const USERGROUP_KIND = 'UserGroup';
+export const USERGROUP_PLURAL = 'usergroups';
+export const USERGROUPSERVICE_KIND = 'UserGroupService';
+export const USERGROUPSERVICE_PLURAL = 'usergroupservices';
+
+/** Set by people (or the kubectl plugin, or Argo CD) to ask for a token rotation; any new value rotates once. */
+export const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
+
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY_VALUE = 'usergroup-operator';
+/** Names the UserGroup a token Secret belongs to. */
+export const USERGROUP_LABEL = 'usergroup.dev/usergroup';
+
+/** On the token Secret: sha256 of the stored token, so a hand-edited token is detected and restored. */
+export const TOKEN_SHA256_ANNOTATION = 'usergroup.dev/token-sha256';
+/** On the token Secret, written with the rotated token in one update: the rotation request value it satisfies. */
+export const ROTATION_HANDLED_ANNOTATION = 'usergroup.dev/rotation-handled';
+/** On the token Secret, written just before the rotation call: a rotation for this value may be in flight. */
+export const ROTATION_PENDING_ANNOTATION = 'usergroup.dev/rotation-pending';
+
+export const DEFAULT_TOKEN_KEY = 'token';
+export const FIELD_MANAGER = 'usergroup-operator';

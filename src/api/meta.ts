@@ -1,0 +1,85 @@
+/** The parts of metadata the operator reads, parsed once from what the apiserver sends. */
+export interface ObjectMeta {
+  readonly name: string;
+  readonly namespace: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly generation: number;
+  readonly creationTimestamp: string;
+  readonly deletionTimestamp: string | undefined;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly ownerReferences: readonly OwnerReference[];
+}
+
+export interface OwnerReference {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly controller: boolean;
+}
+
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function stringMap(value: unknown): Record<string, string> | undefined {
+  if (value === undefined || value === null) return {};
+  if (!isRecord(value)) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string') return undefined;
+    out[k] = v;
+  }
+  return out;
+}
+
+export function parseMeta(raw: unknown): Parsed<ObjectMeta> {
+  if (!isRecord(raw)) return { ok: false, error: 'metadata is not an object' };
+  const { name, namespace, uid, resourceVersion } = raw;
+  if (typeof name !== 'string' || name === '') return { ok: false, error: 'metadata.name is missing' };
+  if (typeof uid !== 'string' || typeof resourceVersion !== 'string') return { ok: false, error: 'metadata.uid or resourceVersion is missing' };
+  const labels = stringMap(raw['labels']);
+  const annotations = stringMap(raw['annotations']);
+  if (!labels || !annotations) return { ok: false, error: 'metadata labels/annotations are not string maps' };
+  const owners = Array.isArray(raw['ownerReferences']) ? raw['ownerReferences'] : [];
+  const ownerReferences: OwnerReference[] = [];
+  for (const o of owners) {
+    if (!isRecord(o)) continue;
+    if (typeof o['uid'] !== 'string' || typeof o['kind'] !== 'string' || typeof o['name'] !== 'string') continue;
+    ownerReferences.push({
+      apiVersion: typeof o['apiVersion'] === 'string' ? o['apiVersion'] : '',
+      kind: o['kind'],
+      name: o['name'],
+      uid: o['uid'],
+      controller: o['controller'] === true,
+    });
+  }
+  return {
+    ok: true,
+    value: {
+      name,
+      namespace: typeof namespace === 'string' ? namespace : '',
+      uid,
+      resourceVersion,
+      generation: typeof raw['generation'] === 'number' ? raw['generation'] : 0,
+      creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? raw['creationTimestamp'] : '',
+      deletionTimestamp: typeof raw['deletionTimestamp'] === 'string' ? raw['deletionTimestamp'] : undefined,
+      labels,
+      annotations,
+      ownerReferences,
+    },
+  };
+}
+
+export function objectKey(meta: { readonly namespace: string; readonly name: string }): string {
+  return `${meta.namespace}/${meta.name}`;
+}
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  return i < 0 ? { namespace: '', name: key } : { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}

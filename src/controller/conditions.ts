@@ -1,0 +1,40 @@
+import type { Condition, ConditionStatus } from '../api/usergroup.js';
+
+/** Reasons of the Ready condition; the README's troubleshooting table explains each. */
+export const Reason = {
+  Synced: 'Synced',
+  Suspended: 'Suspended',
+  Unauthorized: 'Unauthorized',
+  Rejected: 'Rejected',
+  RateLimited: 'RateLimited',
+  ServiceUnavailable: 'ServiceUnavailable',
+  InvalidResponse: 'InvalidResponse',
+  SecretConflict: 'SecretConflict',
+  DuplicateUserGroupId: 'DuplicateUserGroupId',
+  InvalidSpec: 'InvalidSpec',
+  ConnectionNotFound: 'ConnectionNotFound',
+  ConnectionInvalid: 'ConnectionInvalid',
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/**
+ * The Ready condition as it should be now. lastTransitionTime only moves when the
+ * status flips, as the Kubernetes API conventions ask.
+ */
+export function readyCondition(
+  previous: Condition | undefined,
+  status: ConditionStatus,
+  reason: Reason,
+  message: string,
+  generation: number,
+  now: string,
+): Condition {
+  return {
+    type: 'Ready',
+    status,
+    reason,
+    message: message.slice(0, 32_768),
+    lastTransitionTime: previous && previous.status === status && previous.lastTransitionTime ? previous.lastTransitionTime : now,
+    observedGeneration: generation,
+  };
+}

@@ -1,0 +1,273 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
+import { objectKey } from '../api/meta.js';
+import { parseSecret, type ObservedSecret } from '../api/secret.js';
+import { parseUserGroup, type UserGroup } from '../api/usergroup.js';
+import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
+import type { ServiceClientOptions } from '../service/client.js';
+import { ItemBackoff } from '../kube/backoff.js';
+import { InformerGroup } from '../kube/cache.js';
+import { EventRecorder } from '../kube/events.js';
+import type { KubeClient } from '../kube/http.js';
+import { Informer, type Cached } from '../kube/informer.js';
+import { paths } from '../kube/paths.js';
+import { SecretWriter } from '../kube/secret-writer.js';
+import { StatusWriter } from '../kube/status-writer.js';
+import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
+import { Connections, type DefaultConnection } from './connections.js';
+import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconciler.js';
+import { UserGroupIdIndex } from './usergroup-index.js';
+
+export interface ControllerOptions {
+  /** Namespaces to watch; empty = all. */
+  readonly namespaces: readonly string[];
+  readonly concurrency: number;
+  readonly resyncPeriodMs: number;
+  readonly defaultConnection: DefaultConnection | undefined;
+  readonly serviceQps: number;
+  readonly serviceBurst: number;
+  readonly serviceClient: ServiceClientOptions;
+  /** Identity in Events (pod name). */
+  readonly instance: string;
+  readonly watchInactivityMs?: number;
+}
+
+export interface ControllerHooks {
+  readonly queue?: WorkQueueMetrics;
+  readonly reconciled?: (result: 'success' | 'requeue' | 'error', seconds: number) => void;
+  readonly tokenRotated?: () => void;
+  readonly event?: (type: string, reason: string) => void;
+}
+
+/**
+ * Watches UserGroups, their token Secrets and UserGroupServices, turns every
+ * change into a UserGroup key on the work queue, and runs the reconciler on
+ * `concurrency` workers. Informers run from start(); workers only while
+ * startWorkers() is in effect (leader election gates them).
+ */
+export class Controller {
+  readonly userGroups: InformerGroup<UserGroup>;
+  readonly secrets: InformerGroup<ObservedSecret>;
+  readonly services: InformerGroup<UserGroupService>;
+  private readonly index = new UserGroupIdIndex();
+  private readonly backoff = new ItemBackoff();
+  private queue: WorkQueue | undefined;
+  private workers: Promise<void>[] = [];
+  private workAbort: AbortController | undefined;
+  private readonly recorder: EventRecorder;
+  private readonly reconciler: Reconciler;
+  private readonly connections: Connections;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly options: ControllerOptions,
+    private readonly log: Logger,
+    private readonly hooks: ControllerHooks = {},
+  ) {
+    const informerOptions = { client, log, ...(options.watchInactivityMs !== undefined ? { inactivityMs: options.watchInactivityMs } : {}) };
+    const group = <T extends Cached>(name: string, path: (ns?: string) => string, parse: (raw: unknown) => T | undefined, labelSelector?: string): InformerGroup<T> => {
+      const namespaces = options.namespaces.length > 0 ? options.namespaces : [''];
+      return new InformerGroup(new Map(namespaces.map((ns) => [ns, new Informer<T>({
+        ...informerOptions,
+        name,
+        path: path(ns || undefined),
+        parse,
+        ...(labelSelector ? { labelSelector } : {}),
+      })])));
+    };
+    this.userGroups = group('usergroups', paths.userGroups, (raw) => okOrUndefined(parseUserGroup(raw)));
+    this.secrets = group('secrets', paths.secrets, (raw) => okOrUndefined(parseSecret(raw)), `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`);
+    this.services = group('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
+
+    const secretWriter = new SecretWriter(client);
+    const statusWriter = new StatusWriter(client);
+    this.recorder = new EventRecorder(client, {
+      controller: 'usergroup.dev/usergroup-operator',
+      instance: options.instance,
+      log,
+      ...(hooks.event ? { onEmit: hooks.event } : {}),
+    });
+    this.connections = new Connections({
+      defaultConnection: options.defaultConnection,
+      services: this.services,
+      readSecret: (ns, name) => secretWriter.get(ns, name),
+      clientOptions: options.serviceClient,
+      qps: options.serviceQps,
+      burst: options.serviceBurst,
+      log,
+    });
+    this.reconciler = new Reconciler(
+      {
+        userGroup: (key) => this.userGroups.get(key),
+        userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
+        cachedSecret: (key) => this.secrets.get(key),
+        readSecret: (ns, name) => secretWriter.get(ns, name),
+        writeSecret: async (desired, rv) => {
+          const written = await secretWriter.write(desired, rv);
+          if (written.ok) this.secrets.upsertLocal(written.secret);
+          return written;
+        },
+        patchStatus: async (ug, status, clear) => {
+          const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
+          if (updated) this.userGroups.upsertLocal(updated);
+        },
+        resolveConnection: (ns, ref) => this.connections.resolve(ns, ref),
+        invalidateConnection: (ns) => this.connections.invalidate(ns),
+        event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
+        tokenRotated: () => hooks.tokenRotated?.(),
+        now: () => Date.now(),
+      },
+      { resyncPeriodMs: options.resyncPeriodMs, log },
+    );
+    this.wireEvents();
+  }
+
+  /** Starts the informers (also on standbys, so a takeover starts warm) and waits for their first list. */
+  async start(): Promise<void> {
+    this.userGroups.start();
+    this.secrets.start();
+    this.services.start();
+    await Promise.all([this.userGroups.waitForSync(), this.secrets.waitForSync(), this.services.waitForSync()]);
+    this.log.info({ usergroups: this.userGroups.list().length, secrets: this.secrets.list().length }, 'caches synced');
+  }
+
+  get synced(): boolean {
+    return this.userGroups.synced && this.secrets.synced && this.services.synced;
+  }
+
+  /** The longest time any informer has been failing to list or watch. */
+  watchFailingForMs(): number {
+    return Math.max(0, ...[...this.userGroups.informers, ...this.secrets.informers, ...this.services.informers].map((i) => i.failingForMs()));
+  }
+
+  /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
+  startWorkers(): void {
+    if (this.queue) return;
+    const queue = new WorkQueue({ rateLimiter: this.backoff, ...(this.hooks.queue ? { metrics: this.hooks.queue } : {}) });
+    this.queue = queue;
+    this.workAbort = new AbortController();
+    for (const ug of this.userGroups.list()) queue.add(objectKey(ug.metadata));
+    this.workers = Array.from({ length: this.options.concurrency }, () => this.work(queue));
+    this.log.info({ concurrency: this.options.concurrency }, 'workers started');
+  }
+
+  /**
+   * Stops taking work. With a grace period, in-flight reconciles may finish (graceful
+   * shutdown); with 0 they are abandoned at once (a leader that lost its lease must
+   * stop acting immediately — their service calls are aborted).
+   */
+  async stopWorkers(graceMs: number): Promise<void> {
+    const queue = this.queue;
+    if (!queue) return;
+    this.queue = undefined;
+    if (graceMs > 0) {
+      queue.shutDown();
+      const drained = await Promise.race([Promise.all(this.workers).then(() => true), delay(graceMs).then(() => false)]);
+      if (!drained) this.log.warn({ graceMs }, 'reconciles still running after the grace period; aborting them');
+    } else {
+      queue.shutDown();
+    }
+    this.workAbort?.abort();
+    await Promise.allSettled(this.workers);
+    this.workers = [];
+    this.log.info('workers stopped');
+  }
+
+  async stop(graceMs: number): Promise<void> {
+    await this.stopWorkers(graceMs);
+    await Promise.all([this.userGroups.stop(), this.secrets.stop(), this.services.stop()]);
+    await this.recorder.flush();
+  }
+
+  get queueDepth(): number {
+    return this.queue?.len() ?? 0;
+  }
+
+  private enqueue(key: string): void {
+    this.queue?.add(key);
+  }
+
+  private wireEvents(): void {
+    this.userGroups.on((type, ug, old) => {
+      this.index.update(type, ug);
+      const key = objectKey(ug.metadata);
+      if (type === 'deleted') {
+        this.onDeleted(ug);
+      } else if (type === 'updated' && old && !relevantChange(old, ug)) {
+        return;
+      }
+      this.enqueue(key);
+      // The older of two duplicates may have gone or changed: let the others re-decide.
+      const id = ug.spec.ok ? ug.spec.value.userGroupId : undefined;
+      const oldId = old?.spec.ok ? old.spec.value.userGroupId : undefined;
+      for (const other of new Set([...(id ? this.index.keys(id) : []), ...(oldId ? this.index.keys(oldId) : [])])) {
+        if (other !== key) this.enqueue(other);
+      }
+    });
+    this.secrets.on((_type, secret) => {
+      const owner = secret.metadata.ownerReferences.find((o) => o.controller && o.kind === USERGROUP_KIND);
+      if (owner) this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
+    });
+    this.services.on((_type, service) => {
+      this.connections.invalidate(service.metadata.namespace);
+      for (const ug of this.userGroups.list()) {
+        if (ug.metadata.namespace === service.metadata.namespace && ug.spec.ok && ug.spec.value.serviceRef?.name === service.metadata.name) {
+          this.enqueue(objectKey(ug.metadata));
+        }
+      }
+    });
+  }
+
+  private onDeleted(ug: UserGroup): void {
+    // Only the active controller speaks; standbys watch too but stay quiet.
+    if (!this.queue) return;
+    this.log.info({ usergroup: objectKey(ug.metadata) }, 'UserGroup deleted; the group stays at the service');
+    this.recorder.emit(regardingUserGroup(ug), 'Normal', 'Deleted', 'Delete',
+      'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection');
+  }
+
+  private async work(queue: WorkQueue): Promise<void> {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      const started = performance.now();
+      let result: ReconcileResult;
+      try {
+        result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), this.workAbort?.signal);
+      } catch (err) {
+        this.log.error({ usergroup: key, err: String(err) }, 'reconcile threw');
+        result = { kind: 'retry' };
+      }
+      const seconds = (performance.now() - started) / 1000;
+      if (result.kind === 'done') {
+        queue.forget(key);
+        if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
+        this.hooks.reconciled?.(result.requeueAfterMs !== undefined ? 'requeue' : 'success', seconds);
+      } else {
+        const backoff = this.backoff.when(key);
+        queue.addAfter(key, result.afterMs ?? Math.max(backoff, result.minDelayMs ?? 0));
+        this.hooks.reconciled?.('error', seconds);
+      }
+      queue.done(key);
+    }
+  }
+}
+
+/** Changes that can need work: spec (generation), the rotation annotation, deletion. Our own status writes are not. */
+function relevantChange(old: UserGroup, ug: UserGroup): boolean {
+  return (
+    old.metadata.generation !== ug.metadata.generation ||
+    old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION] ||
+    old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
+    old.metadata.uid !== ug.metadata.uid
+  );
+}
+
+function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: string }): T | undefined {
+  return parsed.ok ? parsed.value : undefined;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

@@ -1,0 +1,133 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { isRecord } from '../api/meta.js';
+
+export interface KubeResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+export interface RequestOptions {
+  readonly query?: Readonly<Record<string, string>>;
+  readonly body?: unknown;
+  readonly contentType?: string;
+  readonly timeoutMs?: number;
+}
+
+/** A failed apiserver call: status and the Status object's reason/message. */
+export class KubeApiError extends Error {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(`${method} ${path}: ${status} ${reason}: ${message}`);
+  }
+}
+
+/**
+ * The operator's HTTP access to the apiserver. TLS material comes from the
+ * KubeConfig once; credentials are re-applied per request so rotating in-cluster
+ * ServiceAccount tokens are picked up. Requests share a keep-alive agent; watches,
+ * which hold a connection for minutes, get their own.
+ */
+export class KubeClient {
+  private constructor(
+    private readonly kc: KubeConfig,
+    private readonly server: string,
+    private readonly agent: http.Agent,
+    private readonly streamAgent: http.Agent,
+    private readonly userAgent: string,
+  ) {}
+
+  static async create(kc: KubeConfig, userAgent = 'usergroup-operator'): Promise<KubeClient> {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const tls: https.RequestOptions = {};
+    await kc.applyToHTTPSOptions(tls);
+    const material: https.AgentOptions = {};
+    if (tls.ca !== undefined) material.ca = tls.ca;
+    if (tls.cert !== undefined) material.cert = tls.cert;
+    if (tls.key !== undefined) material.key = tls.key;
+    if (tls.rejectUnauthorized !== undefined) material.rejectUnauthorized = tls.rejectUnauthorized;
+    if (tls.servername !== undefined) material.servername = tls.servername;
+    const plain = cluster.server.startsWith('http:');
+    const make = (options: https.AgentOptions): http.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
+    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent);
+  }
+
+  /** One request with a JSON body; resolves with any status (callers decide), rejects only on transport errors. */
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> {
+    const req = await this.open(method, path, options, this.agent);
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const timer = setTimeout(() => req.request.destroy(new Error(`${method} ${path} timed out after ${timeoutMs} ms`)), timeoutMs);
+    try {
+      const res = await req.response;
+      const chunks: Buffer[] = [];
+      for await (const chunk of res) chunks.push(chunk as Buffer);
+      const text = Buffer.concat(chunks).toString('utf8');
+      let body: unknown = text;
+      if (text) {
+        try {
+          body = JSON.parse(text) as unknown;
+        } catch {
+          // Not JSON: keep the text for the error message.
+        }
+      }
+      return { status: res.statusCode ?? 0, body };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Like request(), but a non-2xx status becomes a KubeApiError. */
+  async call(method: string, path: string, options: RequestOptions = {}): Promise<unknown> {
+    const res = await this.request(method, path, options);
+    if (res.status >= 200 && res.status < 300) return res.body;
+    throw apiError(method, path, res);
+  }
+
+  /** A streaming GET (watches). */
+  openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+    return this.open('GET', path, { query }, this.streamAgent);
+  }
+
+  close(): void {
+    this.agent.destroy();
+    this.streamAgent.destroy();
+  }
+
+  private async open(method: string, path: string, options: RequestOptions, agent: http.Agent): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
+    const auth: https.RequestOptions = {};
+    await this.kc.applyToHTTPSOptions(auth);
+    const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent };
+    const authorization = (auth.headers as Record<string, unknown> | undefined)?.['Authorization'];
+    if (typeof authorization === 'string') headers['Authorization'] = authorization;
+    let payload: string | undefined;
+    if (options.body !== undefined) {
+      payload = JSON.stringify(options.body);
+      headers['Content-Type'] = options.contentType ?? 'application/json';
+      headers['Content-Length'] = String(Buffer.byteLength(payload));
+    }
+    const transport = url.protocol === 'http:' ? http : https;
+    const request = transport.request(url, { method, headers, agent });
+    const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+      request.once('response', resolve);
+      request.once('error', reject);
+    });
+    request.end(payload);
+    return { request, response };
+  }
+}
+
+export function apiError(method: string, path: string, res: KubeResponse): KubeApiError {
+  const body = isRecord(res.body) ? res.body : {};
+  const reason = typeof body['reason'] === 'string' ? body['reason'] : 'Unknown';
+  const message = typeof body['message'] === 'string' ? body['message'] : typeof res.body === 'string' ? res.body.slice(0, 200) : '';
+  return new KubeApiError(method, path, res.status, reason, message);
+}

@@ -1,0 +1,16 @@
+import { GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
+
+const ns = (namespace: string | undefined): string => (namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '');
+
+/** Collection and object paths of the resources the operator touches; no namespace = cluster-wide. */
+export const paths = {
+  userGroups: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUP_PLURAL}`,
+  userGroupStatus: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}/status`,
+  userGroupServices: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUPSERVICE_PLURAL}`,
+  secrets: (namespace?: string): string => `/api/v1${ns(namespace)}/secrets`,
+  secret: (namespace: string, name: string): string => `${paths.secrets(namespace)}/${encodeURIComponent(name)}`,
+  events: (namespace: string): string => `/apis/events.k8s.io/v1${ns(namespace)}/events`,
+  event: (namespace: string, name: string): string => `${paths.events(namespace)}/${encodeURIComponent(name)}`,
+  leases: (namespace: string): string => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases`,
+  lease: (namespace: string, name: string): string => `${paths.leases(namespace)}/${encodeURIComponent(name)}`,
+};

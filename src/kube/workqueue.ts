@@ -1,0 +1,316 @@
+import { ItemBackoff, type RateLimiter } from './backoff.js';
+
+/**
+ * Hooks for controller-runtime's workqueue metrics. Each is optional so a test
+ * or a Prometheus adapter implements only what it records:
+ * depth → workqueue_depth, add → workqueue_adds_total,
+ * retry → workqueue_retries_total, queueLatency → workqueue_queue_duration_seconds,
+ * workDuration → workqueue_work_duration_seconds. The two gauges client-go
+ * updates from a ticker (unfinished work, longest running processor) are
+ * pulled instead through WorkQueue.unfinishedWorkSeconds() and
+ * longestRunningProcessorSeconds(), so the queue runs no timer of its own.
+ */
+export interface WorkQueueMetrics {
+  /** The number of ready keys, after every change. */
+  depth?(n: number): void;
+  /** A key was accepted that was not already waiting to be processed. */
+  add?(): void;
+  /** A delayed add was accepted (addAfter / addRateLimited), as client-go counts retries. */
+  retry?(): void;
+  /** Seconds a key waited between being added and being handed to a worker. */
+  queueLatency?(seconds: number): void;
+  /** Seconds between handing a key to a worker and its done(). */
+  workDuration?(seconds: number): void;
+}
+
+export interface WorkQueueOptions {
+  /** Default: ItemBackoff with 5 ms base and 5 min cap. */
+  rateLimiter?: RateLimiter;
+  metrics?: WorkQueueMetrics;
+  /**
+   * Milliseconds from a monotonic clock; default performance.now(). It feeds
+   * the metrics and the "earlier delay wins" comparison; the delays themselves
+   * run on the global setTimeout, so fake timers in tests cover both.
+   */
+  now?: () => number;
+}
+
+/** A FIFO with O(1) push and shift (Array.prototype.shift is O(n)). */
+class Fifo<T> {
+  #items: T[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: T): void {
+    this.#items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.#head >= this.#items.length) return undefined;
+    const item = this.#items[this.#head];
+    this.#head += 1;
+    // Compact once the consumed prefix dominates, so memory tracks the live length.
+    if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+
+  clear(): void {
+    this.#items = [];
+    this.#head = 0;
+  }
+}
+
+interface DelayedAdd {
+  readyAt: number;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/**
+ * running: normal operation. draining: adds are refused, queued keys are still
+ * handed out until nothing is queued or in flight. stopped: nothing more is
+ * handed out; keys still queued are dropped (a restarted controller lists
+ * every object again, so nothing is lost for good).
+ */
+type QueueState = 'running' | 'draining' | 'stopped';
+
+/**
+ * A work queue of object keys (namespace/name) with the semantics of
+ * client-go's TypedRateLimitingInterface:
+ *  - a key is queued at most once (adds of a queued key coalesce);
+ *  - a key is handed to one worker at a time: an add while it is processed
+ *    marks it dirty, and done() queues it again, so the add is never lost;
+ *  - ready keys come out in FIFO order; concurrent get() calls get distinct keys;
+ *  - addAfter / addRateLimited delay an add, the earlier of two delays winning.
+ *
+ * Unlike client-go, shutDown() stops handing out keys at once even if some are
+ * still queued; shutDownWithDrain() is the graceful variant.
+ */
+export class WorkQueue {
+  readonly #rateLimiter: RateLimiter;
+  readonly #metrics: WorkQueueMetrics;
+  readonly #now: () => number;
+
+  // Keys that need processing: queued ones plus processed ones added again.
+  readonly #dirty = new Set<string>();
+  // Dirty keys not being processed, in the order they became ready.
+  readonly #ready = new Fifo<string>();
+  // Key → when it was handed to a worker.
+  readonly #processing = new Map<string, number>();
+  // Key → when it became dirty, for the queue latency metric.
+  readonly #addedAt = new Map<string, number>();
+  readonly #delayed = new Map<string, DelayedAdd>();
+  // Invariant: getters only wait while #ready is empty.
+  readonly #getters = new Fifo<(key: string | undefined) => void>();
+  readonly #drainWaiters = new Set<() => void>();
+  #state: QueueState = 'running';
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.#rateLimiter = options.rateLimiter ?? new ItemBackoff();
+    this.#metrics = options.metrics ?? {};
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  add(key: string): void {
+    if (this.#state !== 'running' || this.#dirty.has(key)) return;
+    this.#dirty.add(key);
+    this.#addedAt.set(key, this.#now());
+    if (!this.#processing.has(key)) this.#enqueue(key);
+    this.#metrics.add?.();
+  }
+
+  /** Adds the key after delayMs; delayMs <= 0 adds it now. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.#state !== 'running') return;
+    this.#metrics.retry?.();
+    if (!(delayMs > 0)) {
+      this.add(key);
+      return;
+    }
+    const readyAt = this.#now() + delayMs;
+    const pending = this.#delayed.get(key);
+    if (pending !== undefined) {
+      if (pending.readyAt <= readyAt) return;
+      clearTimeout(pending.timer);
+    }
+    const timer = setTimeout(() => {
+      this.#delayed.delete(key);
+      this.add(key);
+    }, delayMs);
+    // A queue with only future retries must not keep the process from exiting.
+    timer.unref();
+    this.#delayed.set(key, { readyAt, timer });
+  }
+
+  /** Adds the key after the rate limiter's delay for it (one more failure). */
+  addRateLimited(key: string): void {
+    if (this.#state !== 'running') return;
+    this.addAfter(key, this.#rateLimiter.when(key));
+  }
+
+  /** Resets the key's failure count; call it when the key was processed successfully. */
+  forget(key: string): void {
+    this.#rateLimiter.forget(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.#rateLimiter.numRequeues(key);
+  }
+
+  /**
+   * The next ready key, waiting for one if needed; undefined once the queue is
+   * stopped, or draining with nothing left to hand out. The caller owns the key
+   * until it calls done(key).
+   */
+  get(): Promise<string | undefined> {
+    if (this.#state === 'stopped') return Promise.resolve(undefined);
+    const key = this.#take();
+    if (key !== undefined) return Promise.resolve(key);
+    if (this.#state === 'draining' && this.#dirty.size === 0) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.#getters.push(resolve));
+  }
+
+  /** Ends the processing of a key handed out by get(); re-queues it if it was added meanwhile. */
+  done(key: string): void {
+    const startedAt = this.#processing.get(key);
+    if (startedAt === undefined) return;
+    this.#processing.delete(key);
+    if (this.#dirty.has(key)) this.#enqueue(key);
+    this.#settleShutdown();
+    this.#metrics.workDuration?.(this.#seconds(startedAt));
+  }
+
+  /** Stops at once: pending and future get() resolve undefined, adds are ignored, queued keys dropped. */
+  shutDown(): void {
+    if (this.#state === 'stopped') return;
+    this.#state = 'stopped';
+    this.#clearDelayed();
+    this.#ready.clear();
+    this.#dirty.clear();
+    this.#addedAt.clear();
+    this.#settleShutdown();
+    this.#metrics.depth?.(0);
+  }
+
+  /**
+   * Graceful shutdown: refuses new adds (pending delayed adds are cancelled),
+   * keeps handing out keys that are already queued (including keys re-added
+   * while in flight), and resolves true once nothing is queued or in flight.
+   * If that takes longer than timeoutMs it resolves false and stops the queue
+   * as shutDown() does; keys still in flight may finish (done() stays valid).
+   */
+  shutDownWithDrain(timeoutMs: number): Promise<boolean> {
+    if (this.#state === 'running') {
+      this.#state = 'draining';
+      this.#clearDelayed();
+    }
+    const drained = new Promise<boolean>((resolve) => {
+      if (this.#isDrained()) {
+        resolve(true);
+        return;
+      }
+      const finish = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.#drainWaiters.delete(finish);
+        resolve(false);
+        this.shutDown();
+      }, Math.max(0, timeoutMs));
+      // Shutdown must never be the thing that keeps the process alive.
+      timer.unref();
+      this.#drainWaiters.add(finish);
+    });
+    this.#settleShutdown();
+    return drained;
+  }
+
+  isShuttingDown(): boolean {
+    return this.#state !== 'running';
+  }
+
+  /** Ready keys waiting for a worker. */
+  len(): number {
+    return this.#ready.length;
+  }
+
+  /** Keys handed out and not yet done. */
+  inFlight(): number {
+    return this.#processing.size;
+  }
+
+  /** Sum of the seconds every in-flight key has been processed so far (client-go's unfinished_work_seconds). */
+  unfinishedWorkSeconds(): number {
+    let total = 0;
+    for (const startedAt of this.#processing.values()) total += this.#seconds(startedAt);
+    return total;
+  }
+
+  /** Seconds the longest-running in-flight key has been processed, 0 if none. */
+  longestRunningProcessorSeconds(): number {
+    let longest = 0;
+    for (const startedAt of this.#processing.values()) longest = Math.max(longest, this.#seconds(startedAt));
+    return longest;
+  }
+
+  #enqueue(key: string): void {
+    const getter = this.#getters.shift();
+    if (getter !== undefined) {
+      // Hand over synchronously: the key is marked in flight before any other
+      // get() can run, which is what keeps two workers off the same key.
+      this.#ready.push(key);
+      getter(this.#take());
+      return;
+    }
+    this.#ready.push(key);
+    this.#metrics.depth?.(this.#ready.length);
+  }
+
+  #take(): string | undefined {
+    const key = this.#ready.shift();
+    if (key === undefined) return undefined;
+    const now = this.#now();
+    this.#dirty.delete(key);
+    this.#processing.set(key, now);
+    const addedAt = this.#addedAt.get(key) ?? now;
+    this.#addedAt.delete(key);
+    this.#metrics.depth?.(this.#ready.length);
+    this.#metrics.queueLatency?.((now - addedAt) / 1000);
+    return key;
+  }
+
+  #isDrained(): boolean {
+    return this.#state !== 'running' && this.#dirty.size === 0 && this.#processing.size === 0;
+  }
+
+  // Once shutting down, releases getters that can never receive a key and
+  // drain waiters whose condition now holds.
+  #settleShutdown(): void {
+    if (this.#state === 'running') return;
+    if (this.#state === 'stopped' || this.#dirty.size === 0) {
+      for (let getter = this.#getters.shift(); getter !== undefined; getter = this.#getters.shift()) {
+        getter(undefined);
+      }
+    }
+    if (this.#isDrained()) {
+      const waiters = [...this.#drainWaiters];
+      this.#drainWaiters.clear();
+      for (const finish of waiters) finish();
+    }
+  }
+
+  #clearDelayed(): void {
+    for (const { timer } of this.#delayed.values()) clearTimeout(timer);
+    this.#delayed.clear();
+  }
+
+  #seconds(since: number): number {
+    return (this.#now() - since) / 1000;
+  }
+}

@@ -1,0 +1,198 @@
+import { exchange, type ExchangeOutcome } from './http-exchange.js';
+import { redactSecrets } from './redact.js';
+import { parseOversizedResponse, parseServiceResponse } from './response.js';
+import type { SecretValue } from './secret-value.js';
+import { describeTransportError } from './transport-error.js';
+import type { ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
+
+export type ServiceOperation = 'upsert' | 'rotate';
+
+export interface ServiceConnection {
+  /** Base URL, possibly with a path prefix; /api/user is appended. Check it with validateServiceUrl first. */
+  url: string;
+  apiKey: SecretValue;
+}
+
+export interface ServiceCallSample {
+  operation: ServiceOperation;
+  status: number | undefined;
+  outcome: ServiceFailureKind | 'ok';
+  durationMs: number;
+}
+
+export interface ServiceClientOptions {
+  /** Budget for the whole exchange, body included. Default 10000. */
+  timeoutMs?: number;
+  /** Larger answers are not read to the end. Default 1 MiB. */
+  maxResponseBytes?: number;
+  userAgent?: string;
+  /** Called once per call, for metrics. */
+  observe?: (sample: ServiceCallSample) => void;
+  /** Aborts in-flight calls (e.g. on shutdown); they end as `unavailable`. */
+  signal?: AbortSignal;
+}
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+const DEFAULT_USER_AGENT = 'usergroup-operator';
+
+/** The exact JSON object sent by PUT /api/user; optional fields appear only when defined. */
+export function buildUpsertBody(req: UpsertRequest): Record<string, unknown> {
+  const body: Record<string, unknown> = { user_group_id: req.userGroupId, name: req.name };
+  if (req.mapping !== undefined) {
+    body.mapping = { ...req.mapping };
+  }
+  if (req.properties !== undefined) {
+    body.properties = { ...req.properties };
+  }
+  return body;
+}
+
+function endpointOf(base: string): URL {
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    // The URL is not repeated: a malformed one may still contain credentials.
+    throw new TypeError('service URL is not an absolute URL');
+  }
+  url.username = '';
+  url.password = '';
+  url.search = '';
+  url.hash = '';
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/api/user`;
+  return url;
+}
+
+function positive(name: string, value: number, integer: boolean): number {
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    throw new RangeError(`${name} must be a positive ${integer ? 'integer' : 'number'}, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * The client of the analytics service's user-group API. Every call resolves to a ServiceResult; nothing
+ * throws, and no failure message can carry the API key or a token.
+ */
+export class ServiceClient {
+  readonly #endpoint: URL;
+  readonly #apiKey: SecretValue;
+  readonly #timeoutMs: number;
+  readonly #maxResponseBytes: number;
+  readonly #userAgent: string;
+  readonly #observe: ((sample: ServiceCallSample) => void) | undefined;
+  readonly #signal: AbortSignal | undefined;
+
+  constructor(connection: ServiceConnection, options: ServiceClientOptions = {}) {
+    this.#endpoint = endpointOf(connection.url);
+    this.#apiKey = connection.apiKey;
+    this.#timeoutMs = positive('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, false);
+    this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, true);
+    this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
+    this.#observe = options.observe;
+    this.#signal = options.signal;
+  }
+
+  /** Creates or updates a user group: PUT {url}/api/user. */
+  upsert(req: UpsertRequest): Promise<ServiceResult> {
+    return this.#call('upsert', 'PUT', () => JSON.stringify(buildUpsertBody(req)), []);
+  }
+
+  /** Rotates a user group's token: POST {url}/api/user with the token currently held. */
+  rotate(currentToken: SecretValue): Promise<ServiceResult> {
+    return this.#call('rotate', 'POST', () => JSON.stringify({ current_token: currentToken.reveal() }), [currentToken]);
+  }
+
+  async #call(
+    operation: ServiceOperation,
+    method: 'PUT' | 'POST',
+    body: () => string,
+    extraSecrets: readonly SecretValue[],
+  ): Promise<ServiceResult> {
+    const started = performance.now();
+    const secrets = [this.#apiKey, ...extraSecrets];
+    let status: number | undefined;
+    let result: ServiceResult;
+    try {
+      const outcome = await this.#send(method, body());
+      status = outcome.status;
+      result = this.#classify(outcome, secrets);
+    } catch (error) {
+      // Only reachable through a bug (e.g. properties that cannot be serialised); keep the promise
+      // contract and say nothing about the error object beyond what describeTransportError allows.
+      result = {
+        ok: false,
+        failure: {
+          kind: 'unavailable',
+          status,
+          message: `client error: ${describeTransportError(error, { timeoutMs: this.#timeoutMs, aborted: false, secrets })}`,
+        },
+      };
+    }
+    if (!result.ok) {
+      // The service may echo the API key or the token we sent back in its message.
+      result.failure.message = redactSecrets(result.failure.message, secrets);
+    }
+    this.#report({
+      operation,
+      status,
+      outcome: result.ok ? 'ok' : result.failure.kind,
+      durationMs: performance.now() - started,
+    });
+    return result;
+  }
+
+  async #send(method: 'PUT' | 'POST', body: string): Promise<ExchangeOutcome> {
+    if (this.#signal?.aborted) {
+      return { kind: 'failed', status: undefined, error: undefined };
+    }
+    return exchange({
+      url: this.#endpoint,
+      method,
+      headers: {
+        authorization: `Token ${this.#apiKey.reveal()}`,
+        'content-type': 'application/json',
+        accept: 'application/json',
+        'user-agent': this.#userAgent,
+      },
+      body,
+      timeoutMs: this.#timeoutMs,
+      maxResponseBytes: this.#maxResponseBytes,
+      signal: this.#signal,
+    });
+  }
+
+  #classify(outcome: ExchangeOutcome, secrets: readonly SecretValue[]): ServiceResult {
+    switch (outcome.kind) {
+      case 'complete':
+        return parseServiceResponse(outcome.status, outcome.headers, outcome.body);
+      case 'oversized':
+        return parseOversizedResponse(outcome.status, outcome.headers, this.#maxResponseBytes);
+      case 'failed':
+        return {
+          ok: false,
+          failure: {
+            kind: 'unavailable',
+            status: outcome.status,
+            message: describeTransportError(outcome.error, {
+              timeoutMs: this.#timeoutMs,
+              aborted: this.#signal?.aborted ?? false,
+              secrets,
+            }),
+          },
+        };
+    }
+  }
+
+  #report(sample: ServiceCallSample): void {
+    if (this.#observe === undefined) {
+      return;
+    }
+    try {
+      this.#observe(sample);
+    } catch {
+      // A broken metrics hook must not turn a finished call into a failure.
+    }
+  }
+}

@@ -1,0 +1,226 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { parseFaults, type Faults } from './faults.js';
+import { seededRandom } from './random.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from './server.js';
+import { ApiKeys } from './teams.js';
+
+export const simUsage = `usage: usergroup-operator sim [flags]
+
+Runs the user-group service simulator: PUT /api/user (create or update), POST /api/user
+(rotate), plus admin endpoints under /_sim/ (stats, faults, groups; an API key is required).
+
+flags:
+  --port <p>                  port to listen on (default $USERGROUP_SIM_PORT, else 0 = a free port)
+  --host <addr>               address to listen on (default 127.0.0.1)
+  --api-key <k>               an API key (Customer team); repeatable
+  --testing-api-key <k>       an API key whose groups are tagged Testing; repeatable
+  --api-key-file <path>       API keys one per line (blank lines and # comments skipped); repeatable
+                              with no key flag, $USERGROUP_SIM_API_KEY is the key
+  --state-file <path>         load groups from and save them to this file (mode 0600)
+  --latency-ms <n>            latency added to every API call
+  --latency-jitter-ms <n>     random extra latency of 0..n ms
+  --spike-rate <f>            fraction of calls delayed by --spike-ms, then answered normally
+  --spike-ms <n>              length of a latency spike
+  --error-rate <f>            fraction of calls answered 503 (not applied)
+  --rate-limit-rate <f>       fraction of calls answered 429 (not applied)
+  --retry-after-seconds <n>   Retry-After of a 429 (default 1)
+  --hang-rate <f>             fraction of calls never answered (not applied)
+  --seed <n>                  seed fault decisions, for repeatable runs
+  -h, --help                  show this help
+
+Fractions are from 0 to 1. More knobs (hostile answers) via PUT /_sim/faults.
+Stop with Ctrl-C or SIGTERM; pending state is written first.
+`;
+
+export interface SimCommandDeps {
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Resolves when the simulator should stop. Default: the first SIGINT or SIGTERM. */
+  readonly untilStopped: () => Promise<void>;
+  /** Called once the simulator listens; lets a test reach it. */
+  readonly onStarted: (simulator: Simulator) => void;
+}
+
+const FAULT_FLAGS = {
+  'latency-ms': { knob: 'latencyMs', kind: 'whole' },
+  'latency-jitter-ms': { knob: 'latencyJitterMs', kind: 'whole' },
+  'spike-rate': { knob: 'spikeRate', kind: 'rate' },
+  'spike-ms': { knob: 'spikeMs', kind: 'whole' },
+  'error-rate': { knob: 'errorRate', kind: 'rate' },
+  'rate-limit-rate': { knob: 'rateLimitRate', kind: 'rate' },
+  'retry-after-seconds': { knob: 'retryAfterSeconds', kind: 'whole' },
+  'hang-rate': { knob: 'hangRate', kind: 'rate' },
+} as const satisfies Record<string, { knob: keyof Faults; kind: 'rate' | 'whole' }>;
+
+const OPTIONS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'api-key': { type: 'string', multiple: true },
+  'testing-api-key': { type: 'string', multiple: true },
+  'api-key-file': { type: 'string', multiple: true },
+  'state-file': { type: 'string' },
+  seed: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  ...Object.fromEntries(Object.keys(FAULT_FLAGS).map((flag) => [flag, { type: 'string' }])),
+} as const;
+
+class UsageError extends Error {}
+
+function waitForSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      resolve();
+    };
+    process.on('SIGINT', done);
+    process.on('SIGTERM', done);
+  });
+}
+
+function defaultDeps(): SimCommandDeps {
+  return {
+    out: (text) => process.stdout.write(text),
+    err: (text) => process.stderr.write(text),
+    env: process.env,
+    untilStopped: waitForSignal,
+    onStarted: () => {},
+  };
+}
+
+function wholeNumber(flag: string, text: string, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) > max) {
+    throw new UsageError(`--${flag} must be a whole number from 0 to ${max}, got "${text}"`);
+  }
+  return Number(text);
+}
+
+function fraction(flag: string, text: string): number {
+  const value = Number(text);
+  if (!/^\d*\.?\d+$/.test(text) || value > 1) {
+    throw new UsageError(`--${flag} must be a number from 0 to 1, got "${text}"`);
+  }
+  return value;
+}
+
+function stringFlag(values: Record<string, unknown>, flag: string): string | undefined {
+  const value = values[flag];
+  return typeof value === 'string' ? value : undefined;
+}
+
+function listFlag(values: Record<string, unknown>, flag: string): string[] {
+  const value = values[flag];
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
+}
+
+async function keysFromFile(path: string): Promise<string[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? String(error.code) : 'unreadable';
+    throw new UsageError(`cannot read --api-key-file ${path} (${code})`);
+  }
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
+
+function parseFlags(argv: readonly string[]): Record<string, unknown> | 'help' {
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    const code = error instanceof Error && 'code' in error ? error.code : undefined;
+    // Node's message quotes the stray argument, which may well be a mistyped key.
+    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument; sim takes only flags');
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+  return values.help === true ? 'help' : values;
+}
+
+async function buildOptions(values: Record<string, unknown>, env: SimCommandDeps['env']): Promise<SimulatorOptions> {
+  const portText = stringFlag(values, 'port') ?? env.USERGROUP_SIM_PORT;
+  const port = portText === undefined ? 0 : wholeNumber(stringFlag(values, 'port') === undefined ? 'port (USERGROUP_SIM_PORT)' : 'port', portText, 65_535);
+
+  const apiKeys = listFlag(values, 'api-key');
+  for (const file of listFlag(values, 'api-key-file')) apiKeys.push(...(await keysFromFile(file)));
+  const testingApiKeys = listFlag(values, 'testing-api-key');
+  const envKey = env.USERGROUP_SIM_API_KEY;
+  if (apiKeys.length === 0 && testingApiKeys.length === 0 && envKey !== undefined && envKey !== '') apiKeys.push(envKey);
+  if (apiKeys.length === 0 && testingApiKeys.length === 0) {
+    throw new UsageError('an API key is required: --api-key, --testing-api-key, --api-key-file or USERGROUP_SIM_API_KEY');
+  }
+  try {
+    // Checked here so that a bad key is a usage error (exit 2), not a failure to start.
+    new ApiKeys(apiKeys, testingApiKeys);
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+
+  const faults: Partial<Record<keyof Faults, number>> = {};
+  for (const [flag, { knob, kind }] of Object.entries(FAULT_FLAGS)) {
+    const text = stringFlag(values, flag);
+    if (text === undefined) continue;
+    faults[knob] = kind === 'rate' ? fraction(flag, text) : wholeNumber(flag, text, knob === 'retryAfterSeconds' ? 86_400 : 600_000);
+  }
+  const checked = parseFaults(faults);
+  if (!checked.ok) throw new UsageError(checked.message);
+
+  const seedText = stringFlag(values, 'seed');
+  const host = stringFlag(values, 'host');
+  const stateFile = stringFlag(values, 'state-file');
+  return {
+    port,
+    apiKeys,
+    testingApiKeys,
+    faults: checked.value,
+    ...(host === undefined ? {} : { host }),
+    ...(stateFile === undefined ? {} : { stateFile }),
+    ...(seedText === undefined ? {} : { random: seededRandom(wholeNumber('seed', seedText, 4_294_967_295)) }),
+  };
+}
+
+/**
+ * `usergroup-operator sim`: runs the simulator until SIGINT/SIGTERM.
+ * @returns 0 after a clean stop, 2 on bad flags, 1 when it cannot start or save its state
+ */
+export async function simCommand(argv: readonly string[], deps: Partial<SimCommandDeps> = {}): Promise<number> {
+  const io = { ...defaultDeps(), ...deps };
+  let options: SimulatorOptions;
+  try {
+    const values = parseFlags(argv);
+    if (values === 'help') {
+      io.out(simUsage);
+      return 0;
+    }
+    options = await buildOptions(values, io.env);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`usergroup-operator sim: ${error.message}\n\n${simUsage}`);
+    return 2;
+  }
+
+  let simulator: Simulator;
+  try {
+    simulator = await startSimulator({ ...options, onError: (message) => io.err(`usergroup-operator sim: ${message}\n`) });
+  } catch (error) {
+    io.err(`usergroup-operator sim: cannot start: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  }
+  const stopped = io.untilStopped();
+  io.out(`usergroup-operator sim: listening on ${simulator.url}\n`);
+  io.onStarted(simulator);
+  await stopped;
+  try {
+    await simulator.stop();
+  } catch (error) {
+    io.err(`usergroup-operator sim: stopped, but saving the state failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  }
+  io.out('usergroup-operator sim: stopped\n');
+  return 0;
+}
