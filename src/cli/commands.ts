@@ -1,11 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { simCommand } from '../sim/command.js';
 import { devCommand } from './dev.js';
 import { runCommand as runController, type Io } from './run.js';
-
-interface PackageInfo {
-  readonly version: string;
-}
+import { packageVersion } from './version.js';
 
 const usage = `usage: usergroup-operator <command> [flags]
 
@@ -20,10 +16,6 @@ commands:
 `;
 
 export type Output = Io;
-
-export function packageVersion(): string {
-  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as PackageInfo).version;
-}
 
 /** Runs one command line and resolves with the exit code. */
 export async function runCommand(argv: readonly string[], io: Output): Promise<number> {

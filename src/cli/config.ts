@@ -81,14 +81,21 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     const arg = argv[i] ?? '';
     if (arg === '--help' || arg === '-h') return { ok: 'help' };
     if (!arg.startsWith('--')) {
-      errors.push(`unexpected argument "${arg}"`);
+      // Not echoed: a stray argument may be a mistyped secret.
+      errors.push(`unexpected argument at position ${i + 1}`);
       continue;
     }
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq < 0 ? undefined : eq);
     const spec = byFlag.get(name);
     if (!spec) {
-      errors.push(name === 'api-key' ? '--api-key is not accepted (process arguments are visible to all): use --api-key-file or USERGROUP_API_KEY' : `unknown flag --${name}`);
+      if (name === 'api-key') {
+        errors.push('--api-key is not accepted (process arguments are visible to all): use --api-key-file or USERGROUP_API_KEY');
+        // Swallow its value so it is never echoed back as a stray argument.
+        if (eq < 0 && argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--')) i++;
+      } else {
+        errors.push(`unknown flag --${name}`);
+      }
       continue;
     }
     let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
@@ -185,8 +192,10 @@ function convert(spec: FlagSpec, raw: string): Converted {
     }
     case 'list':
       return raw.split(',').map((s) => s.trim()).filter(Boolean);
-    case 'address':
-      return raw === '0' || /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):\d{1,5}$/.test(raw) ? raw : { error: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (or 0 to disable)` };
+    case 'address': {
+      const match = /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):(\d{1,5})$/.exec(raw);
+      return raw === '0' || (match && Number(match[2]) <= 65535) ? raw : { error: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (port 0-65535; or 0 to disable)` };
+    }
     case 'level':
       return (LOG_LEVELS as readonly string[]).includes(raw) ? raw : { error: `"${raw}" is not one of ${LOG_LEVELS.join(', ')}` };
   }

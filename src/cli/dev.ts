@@ -118,7 +118,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
 /** The UserGroups as `kubectl get usergroups` would show them, plus last sync and rotation. */
 export function renderTable(groups: readonly UserGroup[]): string {
   const rows = [['NAMESPACE', 'NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'LAST SYNC', 'LAST ROTATION']];
-  const sorted = [...groups].sort((a, b) => `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`));
+  const sorted = [...groups].sort((a, b) => a.metadata.namespace.localeCompare(b.metadata.namespace) || a.metadata.name.localeCompare(b.metadata.name));
   for (const ug of sorted) {
     const ready = readyCondition(ug.status);
     rows.push([

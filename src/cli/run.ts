@@ -1,13 +1,18 @@
 import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Controller } from '../controller/controller.js';
 import type { DefaultConnection } from '../controller/connections.js';
 import { KubeClient } from '../kube/http.js';
+import { LeaderElector } from '../kube/leader-election.js';
+import { serve } from '../observability/http-server.js';
+import { Metrics } from '../observability/metrics.js';
 import { createLogger } from '../observability/log.js';
 import { validateServiceUrl } from '../service/connection.js';
 import { SecretValue } from '../service/secret-value.js';
+import { packageVersion } from './version.js';
 import { parseRunConfig, usage, type RunConfig } from './config.js';
 
 export interface Io {
@@ -46,13 +51,23 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
 
 export interface RunningOperator {
   readonly controller: Controller;
+  readonly metrics: Metrics;
   readonly log: Logger;
+  /** Bound ports (tests use port 0). */
+  readonly metricsPort: number | undefined;
+  readonly healthPort: number | undefined;
+  readonly elector: LeaderElector | undefined;
   stop(): Promise<void>;
 }
 
-/** Starts the controller from a parsed configuration (also used by `dev`). */
+/** How long informers may fail before /healthz reports the process unhealthy (a restart may help). */
+const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
+
+/** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
 export async function startOperator(config: RunConfig, connection: DefaultConnection | undefined, log: Logger, kc: KubeConfig): Promise<RunningOperator> {
   const client = await KubeClient.create(kc, 'usergroup-operator');
+  const metrics = new Metrics(packageVersion());
+  const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
   const controller = new Controller(
     client,
     {
@@ -62,22 +77,88 @@ export async function startOperator(config: RunConfig, connection: DefaultConnec
       defaultConnection: connection,
       serviceQps: config.serviceQps,
       serviceBurst: config.serviceBurst,
-      serviceClient: { timeoutMs: config.serviceTimeoutMs, userAgent: 'usergroup-operator' },
-      instance: process.env['POD_NAME'] ?? os.hostname(),
+      serviceClient: { timeoutMs: config.serviceTimeoutMs, userAgent: `usergroup-operator/${packageVersion()}`, observe: (sample) => metrics.observeService(sample) },
+      instance: identity,
       ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
     },
     log,
+    {
+      queue: metrics.queueHooks('usergroup'),
+      reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
+      tokenRotated: () => metrics.tokensRotated.inc(),
+      event: (type, reason) => metrics.events.inc({ type, reason }),
+    },
   );
+  metrics.userGroupCounts = () => controller.countByReadyReason();
+
+  const health = await serve(config.healthAddr, {
+    '/healthz': async () => {
+      const failing = controller.watchFailingForMs();
+      return failing < WATCH_FAILURE_TOLERANCE_MS
+        ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
+        : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` };
+    },
+    // A standby with synced caches is ready too: it can take over at once.
+    '/readyz': async () => (controller.synced
+      ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
+      : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' }),
+  });
+  const metricsServer = await serve(config.metricsAddr, {
+    '/metrics': async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+  });
+
   await controller.start();
-  controller.startWorkers();
+  let elector: LeaderElector | undefined;
+  if (config.leaderElect) {
+    elector = new LeaderElector({
+      client,
+      namespace: config.leaderElectionNamespace ?? podNamespace(),
+      name: config.leaderElectionId,
+      identity,
+      leaseDurationMs: config.leaseDurationMs,
+      renewDeadlineMs: config.renewDeadlineMs,
+      retryPeriodMs: config.retryPeriodMs,
+      log,
+      onStartedLeading: () => {
+        metrics.leader.set(1);
+        controller.startWorkers();
+      },
+      onStoppedLeading: () => {
+        metrics.leader.set(0);
+        void controller.stopWorkers(0);
+      },
+    });
+    log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
+    elector.start();
+  } else {
+    metrics.leader.set(1);
+    controller.startWorkers();
+  }
   return {
     controller,
+    metrics,
     log,
+    metricsPort: metricsServer.port,
+    healthPort: health.port,
+    elector,
     stop: async () => {
-      await controller.stop(config.shutdownGracePeriodMs);
+      // Finish in-flight work before giving up the Lease, so a standby never overlaps with us.
+      await controller.stopWorkers(config.shutdownGracePeriodMs);
+      await elector?.stop();
+      await controller.stop(0);
+      await Promise.all([health.close(), metricsServer.close()]);
       client.close();
     },
   };
+}
+
+function podNamespace(): string {
+  if (process.env['POD_NAMESPACE']) return process.env['POD_NAMESPACE'];
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim();
+  } catch {
+    return 'default';
+  }
 }
 
 export async function runCommand(argv: readonly string[], io: Io, env: Readonly<Record<string, string | undefined>> = process.env): Promise<number> {

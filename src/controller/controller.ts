@@ -51,6 +51,8 @@ export class Controller {
   readonly secrets: InformerGroup<ObservedSecret>;
   readonly services: InformerGroup<UserGroupService>;
   private readonly index = new UserGroupIdIndex();
+  /** Owner UserGroup uid → keys of the token Secrets it controls. */
+  private readonly secretsByOwner = new Map<string, Set<string>>();
   private readonly backoff = new ItemBackoff();
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
@@ -108,6 +110,11 @@ export class Controller {
           if (written.ok) this.secrets.upsertLocal(written.secret);
           return written;
         },
+        staleSecrets: (ug, keep) =>
+          [...(this.secretsByOwner.get(ug.metadata.uid) ?? [])]
+            .flatMap((key) => this.secrets.get(key) ?? [])
+            .filter((s) => s.metadata.name !== keep),
+        deleteSecret: (secret) => secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid),
         patchStatus: async (ug, status, clear) => {
           const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
           if (updated) this.userGroups.upsertLocal(updated);
@@ -180,6 +187,17 @@ export class Controller {
     await this.recorder.flush();
   }
 
+  /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */
+  countByReadyReason(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const ug of this.userGroups.list()) {
+      const ready = ug.status.conditions?.find((c) => c.type === 'Ready');
+      const key = `${ready?.status ?? 'Unknown'}/${ready?.reason ?? ''}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return counts;
+  }
+
   get queueDepth(): number {
     return this.queue?.len() ?? 0;
   }
@@ -205,9 +223,19 @@ export class Controller {
         if (other !== key) this.enqueue(other);
       }
     });
-    this.secrets.on((_type, secret) => {
+    this.secrets.on((type, secret) => {
       const owner = secret.metadata.ownerReferences.find((o) => o.controller && o.kind === USERGROUP_KIND);
-      if (owner) this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
+      if (!owner) return;
+      const key = objectKey(secret.metadata);
+      let keys = this.secretsByOwner.get(owner.uid);
+      if (type === 'deleted') {
+        keys?.delete(key);
+        if (keys?.size === 0) this.secretsByOwner.delete(owner.uid);
+      } else {
+        if (!keys) this.secretsByOwner.set(owner.uid, (keys = new Set()));
+        keys.add(key);
+      }
+      this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
     });
     this.services.on((_type, service) => {
       this.connections.invalidate(service.metadata.namespace);

@@ -25,6 +25,9 @@ export interface ReconcilerPorts {
   readonly cachedSecret: (key: string) => ObservedSecret | undefined;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
   readonly writeSecret: (desired: ReturnType<typeof desiredSecret>, resourceVersion: string | undefined) => Promise<{ ok: true; secret: ObservedSecret } | { ok: false; conflict: true; message: string }>;
+  /** Owned token Secrets of this UserGroup other than `keep` (left over from an earlier spec.tokenSecret.name). */
+  readonly staleSecrets: (ug: UserGroup, keep: string) => ObservedSecret[];
+  readonly deleteSecret: (secret: ObservedSecret) => Promise<void>;
   readonly patchStatus: (ug: UserGroup, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[]) => Promise<void>;
   readonly resolveConnection: (namespace: string, ref: { readonly name: string } | undefined) => Promise<Resolution>;
   readonly invalidateConnection: (namespace: string) => void;
@@ -168,6 +171,8 @@ class Run {
         // the current one; store it and call the request handled, so it is never rotated twice.
         const current = await connection.upsert(request, this.signal);
         if (!current.ok) return this.serviceFailed('sync', current.failure, connection);
+        // Still the same token: the service refused the rotation itself. Not handled; retry it.
+        if (current.group.token.equals(token)) return this.serviceFailed('rotate', rotated.failure, connection);
         group = current.group;
         token = current.group.token;
         this.event('Warning', 'RotationRecovered', 'Rotate',
@@ -183,6 +188,11 @@ class Run {
     if (!token) throw new Error('no token to store');
     const stored = await this.storeSecret(spec, { token, handled, pending }, secretNow, secretVersion);
     if (!stored.ok) return { kind: 'retry' };
+    // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
+    for (const stale of this.ports.staleSecrets(ug, spec.tokenSecret.name)) {
+      await this.ports.deleteSecret(stale);
+      this.log.info({ secret: stale.metadata.name }, 'deleted the token Secret of an earlier spec.tokenSecret.name');
+    }
     if (group) {
       const restored = sync.kind === 'upsert' && (sync.why === 'secret-missing' || sync.why === 'secret-unreadable');
       this.event('Normal', 'Synced', 'Sync', restored
@@ -292,9 +302,15 @@ function reasonFor(failure: ServiceFailure): Reason {
   }
 }
 
-/** Older = created earlier; ties broken by namespace/name so every replica agrees. */
+/**
+ * Older = created earlier. creationTimestamp has one-second resolution, so within
+ * a second the one already synced keeps the id (no flip-flop), then namespace/name
+ * decides so every replica agrees.
+ */
 function isOlder(a: UserGroup, b: UserGroup): boolean {
   if (a.metadata.creationTimestamp !== b.metadata.creationTimestamp) return a.metadata.creationTimestamp < b.metadata.creationTimestamp;
+  const aSynced = a.status.syncedHash !== undefined;
+  if (aSynced !== (b.status.syncedHash !== undefined)) return aSynced;
   return objectKey(a.metadata) < objectKey(b.metadata);
 }
 

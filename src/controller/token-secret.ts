@@ -47,6 +47,8 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
   };
 }
 
+const RESERVED_ANNOTATIONS = new Set([TOKEN_SHA256_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION]);
+
 export interface SecretContent {
   readonly token: SecretValue;
   readonly handled: string | undefined;
@@ -55,10 +57,10 @@ export interface SecretContent {
 
 /** The whole Secret the operator wants: it owns it, so user labels/annotations come from spec.tokenSecret. */
 export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent): V1Secret {
-  const annotations: Record<string, string> = {
-    ...spec.tokenSecret.annotations,
-    [TOKEN_SHA256_ANNOTATION]: sha256Hex(content.token.reveal()),
-  };
+  const annotations: Record<string, string> = {};
+  // The operator's own bookkeeping keys are never taken from the user: a copied value could fake a rotation record.
+  for (const [k, v] of Object.entries(spec.tokenSecret.annotations)) if (!RESERVED_ANNOTATIONS.has(k)) annotations[k] = v;
+  annotations[TOKEN_SHA256_ANNOTATION] = sha256Hex(content.token.reveal());
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
   return {

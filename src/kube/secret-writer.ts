@@ -20,6 +20,14 @@ export class SecretWriter {
     return parsed(res.body);
   }
 
+  /** Deletes a Secret only if it is still the object with this uid (never a newer one of the same name). */
+  async delete(namespace: string, name: string, uid: string): Promise<void> {
+    const res = await this.client.request('DELETE', paths.secret(namespace, name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid } } });
+    if (res.status !== 200 && res.status !== 202 && res.status !== 404 && res.status !== 409) {
+      throw new KubeApiError('DELETE', paths.secret(namespace, name), res.status, 'Unknown', 'deleting a Secret failed');
+    }
+  }
+
   /** Creates the Secret when `resourceVersion` is undefined, else replaces that exact version. */
   async write(desired: V1Secret, resourceVersion: string | undefined): Promise<SecretWriteResult> {
     const namespace = desired.metadata?.namespace ?? '';

@@ -4,9 +4,10 @@ import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'vitest';
 
-export function adminKubeConfig(): KubeConfig {
+/** The admin KubeConfig of the shared test control plane, or of another one (a test's private control plane). */
+export function adminKubeConfig(kubeconfigPath: string = inject('kubeconfig')): KubeConfig {
   const kc = new KubeConfig();
-  kc.loadFromFile(inject('kubeconfig'));
+  kc.loadFromFile(kubeconfigPath);
   return kc;
 }
 
@@ -26,14 +27,14 @@ export function tokenKubeConfig(token: string): KubeConfig {
 }
 
 /** A fresh namespace per test file, so files can share one control plane. */
-export async function createNamespace(prefix: string): Promise<string> {
+export async function createNamespace(prefix: string, kc: KubeConfig = adminKubeConfig()): Promise<string> {
   const name = `${prefix}-${randomBytes(3).toString('hex')}`;
-  await adminKubeConfig().makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'usergroup.dev/test': 'true' } } } });
+  await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name, labels: { 'usergroup.dev/test': 'true' } } } });
   return name;
 }
 
-export async function deleteNamespace(name: string): Promise<void> {
-  await adminKubeConfig().makeApiClient(CoreV1Api).deleteNamespace({ name });
+export async function deleteNamespace(name: string, kc: KubeConfig = adminKubeConfig()): Promise<void> {
+  await kc.makeApiClient(CoreV1Api).deleteNamespace({ name });
 }
 
 export interface CommandResult {

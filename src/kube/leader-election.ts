@@ -1,0 +1,235 @@
+import type { Logger } from 'pino';
+import { isRecord } from '../api/meta.js';
+import { microTime } from './events.js';
+import type { KubeClient } from './http.js';
+import { paths } from './paths.js';
+
+export interface LeaderElectionOptions {
+  readonly client: KubeClient;
+  readonly namespace: string;
+  readonly name: string;
+  readonly identity: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly log: Logger;
+  readonly onStartedLeading: () => void;
+  /** Called the moment leadership is lost or given up; the caller must stop acting at once. */
+  readonly onStoppedLeading: () => void;
+  readonly now?: () => number;
+}
+
+interface LeaseRecord {
+  readonly holderIdentity: string;
+  readonly leaseDurationSeconds: number;
+  readonly acquireTime: string | undefined;
+  readonly renewTime: string | undefined;
+  readonly leaseTransitions: number;
+}
+
+interface ObservedLease {
+  readonly resourceVersion: string;
+  readonly record: LeaseRecord;
+}
+
+/**
+ * Leader election on a coordination.k8s.io Lease, with client-go's semantics:
+ * a candidate takes the Lease only when its holder has not renewed it for
+ * leaseDuration — measured on our own clock from when we last saw the record
+ * change, so clock skew between nodes does not matter; a leader renews every
+ * retryPeriod and, if it cannot renew within renewDeadline, stops leading at
+ * once; concurrent writers are serialised by resourceVersion (409 = lost race).
+ */
+export class LeaderElector {
+  private leading = false;
+  private observed: { key: string; at: number } | undefined;
+  private lastRenew = 0;
+  /** Fires renewDeadline after the last successful renew, even while a renew request hangs. */
+  private deadline: NodeJS.Timeout | undefined;
+  private current: ObservedLease | undefined;
+  private readonly now: () => number;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  /** When this process last became leader (for metrics and tests). */
+  becameLeaderAt: number | undefined;
+
+  constructor(private readonly options: LeaderElectionOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Stops campaigning; a leader gives the Lease up so a standby can take over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.loop;
+    if (this.leading) {
+      this.setLeading(false);
+    }
+    await this.release();
+  }
+
+  private async run(): Promise<void> {
+    const { log, retryPeriodMs, renewDeadlineMs } = this.options;
+    while (!this.stopped) {
+      let ok = false;
+      try {
+        ok = await this.tryAcquireOrRenew();
+      } catch (err) {
+        log.warn({ lease: this.options.name, err: String(err) }, 'leader election: lease request failed');
+      }
+      const now = this.now();
+      if (ok) {
+        this.lastRenew = now;
+        this.armDeadline();
+        if (!this.leading) {
+          log.info({ lease: this.options.name, identity: this.options.identity }, 'became leader');
+          this.setLeading(true);
+        }
+      } else if (this.leading && now - this.lastRenew >= renewDeadlineMs) {
+        log.error({ lease: this.options.name, sinceRenewMs: now - this.lastRenew }, 'could not renew the lease within the renew deadline; stopping work');
+        this.setLeading(false);
+      }
+      await this.sleep(this.leading ? retryPeriodMs : retryPeriodMs * (1 + Math.random() * 0.2));
+    }
+  }
+
+  private armDeadline(): void {
+    if (this.deadline) clearTimeout(this.deadline);
+    this.deadline = setTimeout(() => {
+      if (!this.leading) return;
+      this.options.log.error({ lease: this.options.name }, 'lease not renewed within the renew deadline; stopping work');
+      this.setLeading(false);
+    }, this.options.renewDeadlineMs);
+    this.deadline.unref();
+  }
+
+  private setLeading(leading: boolean): void {
+    if (!leading && this.deadline) clearTimeout(this.deadline);
+    if (this.leading === leading) return;
+    this.leading = leading;
+    if (leading) {
+      this.becameLeaderAt = this.now();
+      this.options.onStartedLeading();
+    } else {
+      this.options.onStoppedLeading();
+    }
+  }
+
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const { client, namespace, name, identity, leaseDurationMs } = this.options;
+    const now = this.now();
+    const res = await client.request('GET', paths.lease(namespace, name), { timeoutMs: this.options.renewDeadlineMs });
+    if (res.status === 404) {
+      const created = await client.request('POST', paths.leases(namespace), {
+        body: this.leaseBody(undefined, { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 }),
+        timeoutMs: this.options.renewDeadlineMs,
+      });
+      if (created.status >= 200 && created.status < 300) {
+        this.remember(parseLease(created.body), now);
+        return true;
+      }
+      return false;
+    }
+    if (res.status !== 200) throw new Error(`GET lease ${namespace}/${name}: HTTP ${res.status}`);
+    const lease = parseLease(res.body);
+    if (!lease) throw new Error(`lease ${namespace}/${name} cannot be parsed`);
+    const key = JSON.stringify(lease.record);
+    if (!this.observed || this.observed.key !== key) this.observed = { key, at: now };
+    this.current = lease;
+
+    const held = lease.record.holderIdentity !== '' && lease.record.holderIdentity !== identity;
+    const expired = this.observed.at + lease.record.leaseDurationSeconds * 1000 <= now;
+    if (held && !expired) return false;
+
+    const takingOver = lease.record.holderIdentity !== identity;
+    const record: LeaseRecord = {
+      holderIdentity: identity,
+      leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
+      acquireTime: takingOver ? microTime(now) : lease.record.acquireTime ?? microTime(now),
+      renewTime: microTime(now),
+      leaseTransitions: takingOver && lease.record.holderIdentity !== '' ? lease.record.leaseTransitions + 1 : lease.record.leaseTransitions,
+    };
+    const updated = await client.request('PUT', paths.lease(namespace, name), {
+      body: this.leaseBody(lease.resourceVersion, record),
+      timeoutMs: this.options.renewDeadlineMs,
+    });
+    if (updated.status === 409) return false;
+    if (updated.status < 200 || updated.status >= 300) throw new Error(`PUT lease ${namespace}/${name}: HTTP ${updated.status}`);
+    this.remember(parseLease(updated.body), now);
+    return true;
+  }
+
+  /** client-go's ReleaseOnCancel: clear the holder so a standby need not wait out the lease. */
+  private async release(): Promise<void> {
+    const lease = this.current;
+    if (!lease || lease.record.holderIdentity !== this.options.identity) return;
+    const now = this.now();
+    try {
+      const res = await this.options.client.request('PUT', paths.lease(this.options.namespace, this.options.name), {
+        body: this.leaseBody(lease.resourceVersion, { ...lease.record, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(now) }),
+        timeoutMs: 5_000,
+      });
+      if (res.status >= 200 && res.status < 300) this.options.log.info({ lease: this.options.name }, 'released the lease');
+    } catch (err) {
+      this.options.log.warn({ err: String(err) }, 'could not release the lease');
+    }
+  }
+
+  private remember(lease: ObservedLease | undefined, now: number): void {
+    if (!lease) return;
+    this.current = lease;
+    this.observed = { key: JSON.stringify(lease.record), at: now };
+  }
+
+  private leaseBody(resourceVersion: string | undefined, record: LeaseRecord): Record<string, unknown> {
+    return {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: this.options.name, namespace: this.options.namespace, ...(resourceVersion ? { resourceVersion } : {}) },
+      spec: {
+        holderIdentity: record.holderIdentity,
+        leaseDurationSeconds: record.leaseDurationSeconds,
+        ...(record.acquireTime ? { acquireTime: record.acquireTime } : {}),
+        ...(record.renewTime ? { renewTime: record.renewTime } : {}),
+        leaseTransitions: record.leaseTransitions,
+      },
+    };
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}
+
+function parseLease(body: unknown): ObservedLease | undefined {
+  if (!isRecord(body) || !isRecord(body['metadata'])) return undefined;
+  const rv = body['metadata']['resourceVersion'];
+  const spec = isRecord(body['spec']) ? body['spec'] : {};
+  if (typeof rv !== 'string') return undefined;
+  return {
+    resourceVersion: rv,
+    record: {
+      holderIdentity: typeof spec['holderIdentity'] === 'string' ? spec['holderIdentity'] : '',
+      leaseDurationSeconds: typeof spec['leaseDurationSeconds'] === 'number' ? spec['leaseDurationSeconds'] : 15,
+      acquireTime: typeof spec['acquireTime'] === 'string' ? spec['acquireTime'] : undefined,
+      renewTime: typeof spec['renewTime'] === 'string' ? spec['renewTime'] : undefined,
+      leaseTransitions: typeof spec['leaseTransitions'] === 'number' ? spec['leaseTransitions'] : 0,
+    },
+  };
+}

@@ -1,0 +1,32 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Handler = () => Promise<{ status: number; contentType: string; body: string }>;
+
+/** A tiny HTTP server for /metrics or /healthz + /readyz; "0" disables it. */
+export async function serve(address: string, routes: Readonly<Record<string, Handler>>): Promise<{ server: Server | undefined; port: number | undefined; close(): Promise<void> }> {
+  if (address === '0') return { server: undefined, port: undefined, close: async () => undefined };
+  const i = address.lastIndexOf(':');
+  const host = address.slice(0, i).replace(/^\[|\]$/g, '') || undefined;
+  const port = Number(address.slice(i + 1));
+  const server = createServer((req, res) => {
+    const route = routes[(req.url ?? '/').split('?')[0] ?? '/'];
+    if (!route || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    route().then(
+      ({ status, contentType, body }) => res.writeHead(status, { 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body),
+      (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

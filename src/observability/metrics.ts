@@ -1,0 +1,72 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ServiceCallSample } from '../service/client.js';
+import type { WorkQueueMetrics } from '../kube/workqueue.js';
+
+/** Buckets for reconcile and service latency: 1 ms to 60 s. */
+const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/**
+ * The operator's Prometheus metrics. Label values are only fixed vocabularies
+ * (results, operations, status codes, reasons): never names, ids, tokens or keys.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly reconcileTotal = new Counter({ name: 'usergroup_reconcile_total', help: 'Reconciles by result (success, requeue, error).', labelNames: ['result'], registers: [this.registry] });
+  readonly reconcileErrors = new Counter({ name: 'usergroup_reconcile_errors_total', help: 'Reconciles that ended in an error and a retry.', registers: [this.registry] });
+  readonly reconcileDuration = new Histogram({ name: 'usergroup_reconcile_duration_seconds', help: 'Reconcile duration by result.', labelNames: ['result'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly queueDepth = new Gauge({ name: 'workqueue_depth', help: 'Keys waiting in the work queue.', labelNames: ['name'], registers: [this.registry] });
+  readonly queueAdds = new Counter({ name: 'workqueue_adds_total', help: 'Keys added to the work queue.', labelNames: ['name'], registers: [this.registry] });
+  readonly queueRetries = new Counter({ name: 'workqueue_retries_total', help: 'Delayed re-adds (backoff, Retry-After, resync).', labelNames: ['name'], registers: [this.registry] });
+  readonly queueLatency = new Histogram({ name: 'workqueue_queue_duration_seconds', help: 'Time a key waits in the queue before a worker takes it.', labelNames: ['name'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly workDuration = new Histogram({ name: 'workqueue_work_duration_seconds', help: 'Time a worker spends on a key.', labelNames: ['name'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly serviceRequests = new Counter({ name: 'usergroup_service_requests_total', help: 'Calls to the analytics service by operation and HTTP status code ("none" when no response arrived).', labelNames: ['operation', 'code'], registers: [this.registry] });
+  readonly serviceDuration = new Histogram({ name: 'usergroup_service_request_duration_seconds', help: 'Service call latency by operation.', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly tokensRotated = new Counter({ name: 'usergroup_tokens_rotated_total', help: 'Tokens rotated at the service.', registers: [this.registry] });
+  /** Set by the controller: counts of UserGroups per "ready/reason", read at scrape time. */
+  userGroupCounts: () => ReadonlyMap<string, number> = () => new Map();
+  readonly userGroups = (() => {
+    const counts = (): ReadonlyMap<string, number> => this.userGroupCounts();
+    return new Gauge({
+      name: 'usergroup_usergroups',
+      help: 'UserGroups by Ready status and reason.',
+      labelNames: ['ready', 'reason'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [key, n] of counts()) {
+          const [ready = 'Unknown', reason = ''] = key.split('/');
+          this.set({ ready, reason }, n);
+        }
+      },
+    });
+  })();
+  readonly leader = new Gauge({ name: 'usergroup_leader', help: '1 while this process is the leader (or runs without leader election).', registers: [this.registry] });
+  readonly events = new Counter({ name: 'usergroup_events_total', help: 'Kubernetes Events emitted by type and reason.', labelNames: ['type', 'reason'], registers: [this.registry] });
+  readonly buildInfo = new Gauge({ name: 'usergroup_build_info', help: 'Build information (always 1).', labelNames: ['version', 'node_version'], registers: [this.registry] });
+
+  constructor(version: string) {
+    collectDefaultMetrics({ register: this.registry });
+    this.buildInfo.set({ version, node_version: process.version }, 1);
+  }
+
+  queueHooks(name: string): WorkQueueMetrics {
+    return {
+      depth: (n) => this.queueDepth.set({ name }, n),
+      add: () => this.queueAdds.inc({ name }),
+      retry: () => this.queueRetries.inc({ name }),
+      queueLatency: (s) => this.queueLatency.observe({ name }, s),
+      workDuration: (s) => this.workDuration.observe({ name }, s),
+    };
+  }
+
+  observeService(sample: ServiceCallSample): void {
+    this.serviceRequests.inc({ operation: sample.operation, code: sample.status === undefined ? 'none' : String(sample.status) });
+    this.serviceDuration.observe({ operation: sample.operation }, sample.durationMs / 1000);
+  }
+
+  observeReconcile(result: 'success' | 'requeue' | 'error', seconds: number): void {
+    this.reconcileTotal.inc({ result });
+    this.reconcileDuration.observe({ result }, seconds);
+    if (result === 'error') this.reconcileErrors.inc();
+  }
+}

@@ -1,0 +1,25 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestEnv } from '../support/operator.js';
+
+describe('operator basics', () => {
+  let env: TestEnv;
+  beforeAll(async () => {
+    env = await TestEnv.create('basic');
+    await env.startOperator();
+  });
+  afterAll(async () => env?.close());
+
+  it('creates the group at the service and stores its token in an owned Secret', async () => {
+    await env.createUserGroup('acme', { userGroupId: 'acme-1', name: 'Acme' });
+    const ug = await env.waitForReady('acme');
+    const token = await env.secretToken('acme');
+    expect(token).toMatch(/^[A-Za-z0-9]{64}$/);
+    expect(env.simGroup('acme-1')?.tokenSha256).toBe((await import('node:crypto')).createHash('sha256').update(token ?? '').digest('hex'));
+    const secret = await env.getSecret('acme');
+    expect(secret?.type).toBe('Opaque');
+    expect(secret?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'UserGroup', name: 'acme', uid: ug.metadata.uid, controller: true });
+    expect(secret?.metadata?.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'usergroup-operator', 'usergroup.dev/usergroup': 'acme' });
+    expect(ug.status).toMatchObject({ providedId: 'acme-1', tokenSecretName: 'acme', environmentTag: 'Customer' });
+    expect(env.calls().upsert.created).toBe(1);
+  });
+});

@@ -1,0 +1,234 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import path from 'node:path';
+import { ApiException, CoreV1Api, CustomObjectsApi, EventsV1Api, PatchStrategy, setHeaderOptions, type CoreV1Event, type EventsV1Event, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+import { parseRunConfig } from '../../src/cli/config.js';
+import { startOperator, type RunningOperator } from '../../src/cli/run.js';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { createLogger } from '../../src/observability/log.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
+import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
+
+export const group = 'usergroup.dev';
+export const version = 'v1alpha1';
+export const plural = 'usergroups';
+
+export interface UserGroupObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; namespace?: string; uid?: string; generation?: number; annotations?: Record<string, string>; creationTimestamp?: string };
+  spec: Record<string, unknown>;
+  status?: {
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[];
+    teamId?: number;
+    providedId?: string;
+    environmentTag?: string;
+    tokenSecretName?: string;
+    lastSyncTime?: string;
+    syncedHash?: string;
+    rotation?: { lastHandledRequest?: string; lastRotationTime?: string };
+  };
+}
+
+/** A controller for one test namespace: in this process, or a real child process that can be SIGKILLed. */
+export interface OperatorHandle {
+  /** Every log line the controller wrote (JSON text). */
+  readonly logs: string[];
+  /** In-process controllers only: the running operator (metrics/health ports, elector, controller). */
+  readonly operator?: RunningOperator;
+  /** Child processes only: its pid. */
+  readonly pid?: number;
+  stop(): Promise<void>;
+  /** Child processes only: SIGKILL, no cleanup at all. */
+  kill(): Promise<void>;
+}
+
+export interface OperatorStart {
+  /** Extra `run` flags (the namespace, metrics and health flags are set already). */
+  readonly args?: readonly string[];
+  /** 'process' runs `node dist/cli/main.js run` (npm test builds dist first). */
+  readonly mode?: 'in-process' | 'process';
+  /** Override the default connection's URL (e.g. an unreachable one); the API key stays the env's. */
+  readonly serviceUrl?: string;
+  readonly apiKey?: string;
+}
+
+/**
+ * One isolated world per test file: its own namespace, its own simulator with its
+ * own API key, and a controller restricted to that namespace (--namespaces), so test
+ * files share the control plane without seeing each other's objects.
+ */
+export class TestEnv {
+  readonly kc: KubeConfig;
+  readonly core: CoreV1Api;
+  readonly custom: CustomObjectsApi;
+  readonly events: EventsV1Api;
+  private operators: OperatorHandle[] = [];
+
+  private constructor(readonly namespace: string, readonly sim: Simulator, readonly apiKey: string, readonly kubeconfigPath: string) {
+    this.kc = adminKubeConfig(kubeconfigPath);
+    this.core = this.kc.makeApiClient(CoreV1Api);
+    this.custom = this.kc.makeApiClient(CustomObjectsApi);
+    this.events = this.kc.makeApiClient(EventsV1Api);
+  }
+
+  /** `kubeconfigPath` selects a private control plane; default: the run's shared one. */
+  static async create(prefix: string, sim: Partial<SimulatorOptions> = {}, kubeconfigPath: string = inject('kubeconfig')): Promise<TestEnv> {
+    const namespace = await createNamespace(prefix, adminKubeConfig(kubeconfigPath));
+    const apiKey = `key-${randomBytes(16).toString('hex')}`;
+    const simulator = await startSimulator({ apiKeys: [apiKey], ...sim });
+    return new TestEnv(namespace, simulator, apiKey, kubeconfigPath);
+  }
+
+  async startOperator(options: OperatorStart = {}): Promise<OperatorHandle> {
+    const args = ['--namespaces', this.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
+    const serviceUrl = options.serviceUrl ?? this.sim.url;
+    const apiKey = options.apiKey ?? this.apiKey;
+    const handle = options.mode === 'process'
+      ? await startChild(args, serviceUrl, apiKey, this.kubeconfigPath)
+      : await startInProcess(args, serviceUrl, apiKey, this.kc);
+    this.operators.push(handle);
+    return handle;
+  }
+
+  /** Stops controllers and the simulator, then deletes the namespace. */
+  async close(): Promise<void> {
+    await Promise.all(this.operators.map((o) => o.stop()));
+    await this.sim.stop();
+    await deleteNamespace(this.namespace, this.kc).catch(() => undefined);
+  }
+
+  async createUserGroup(name: string, spec: Record<string, unknown>, annotations?: Record<string, string>): Promise<UserGroupObject> {
+    return (await this.custom.createNamespacedCustomObject({
+      group, version, namespace: this.namespace, plural,
+      body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name, ...(annotations ? { annotations } : {}) }, spec },
+    })) as UserGroupObject;
+  }
+
+  async getUserGroup(name: string): Promise<UserGroupObject> {
+    return (await this.custom.getNamespacedCustomObject({ group, version, namespace: this.namespace, plural, name })) as UserGroupObject;
+  }
+
+  async patchUserGroup(name: string, patch: Record<string, unknown>): Promise<UserGroupObject> {
+    return (await this.custom.patchNamespacedCustomObject(
+      { group, version, namespace: this.namespace, plural, name, body: patch },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    )) as UserGroupObject;
+  }
+
+  async deleteUserGroup(name: string): Promise<void> {
+    await this.custom.deleteNamespacedCustomObject({ group, version, namespace: this.namespace, plural, name });
+  }
+
+  /** Sets the rotation annotation, as `kubectl annotate ... --overwrite` does. */
+  async requestRotation(name: string, value: string): Promise<void> {
+    await this.patchUserGroup(name, { metadata: { annotations: { 'usergroup.dev/rotate-requested-at': value } } });
+  }
+
+  /** Waits until the Ready condition matches and status describes the current generation. */
+  async waitForReady(name: string, reason = 'Synced', status = reason === 'Synced' ? 'True' : 'False', timeoutMs = 30_000): Promise<UserGroupObject> {
+    return eventually(`UserGroup ${this.namespace}/${name} Ready=${status} reason ${reason}`, async () => {
+      const ug = await this.getUserGroup(name);
+      const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+      return ready?.status === status && ready.reason === reason && ug.status?.observedGeneration === ug.metadata.generation ? ug : undefined;
+    }, timeoutMs);
+  }
+
+  async getSecret(name: string): Promise<V1Secret | undefined> {
+    try {
+      return await this.core.readNamespacedSecret({ namespace: this.namespace, name });
+    } catch (err) {
+      if (err instanceof ApiException && err.code === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async secretToken(name: string, key = 'token'): Promise<string | undefined> {
+    const data = (await this.getSecret(name))?.data?.[key];
+    return data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8');
+  }
+
+  /** The simulator's view of a group (its token only as sha256). */
+  simGroup(userGroupId: string): ReturnType<Simulator['groups']>[number] | undefined {
+    return this.sim.groups(this.apiKey).find((g) => g.userGroupId === userGroupId);
+  }
+
+  /** Calls counted at the simulator for this env's API key. */
+  calls(): ReturnType<Simulator['stats']>['operations'] {
+    return this.sim.stats(this.apiKey).operations;
+  }
+
+  /** events.k8s.io Events about one object in this namespace. */
+  async eventsFor(name: string): Promise<EventsV1Event[]> {
+    const list = await this.events.listNamespacedEvent({ namespace: this.namespace });
+    return list.items.filter((e) => e.regarding?.name === name);
+  }
+}
+
+export type { CoreV1Event };
+
+async function startInProcess(args: string[], serviceUrl: string, apiKey: string, kc: KubeConfig): Promise<OperatorHandle> {
+  const parsed = parseRunConfig(args, {});
+  if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(line);
+      done();
+    },
+  });
+  const log = createLogger('debug', sink);
+  const operator: RunningOperator = await startOperator(parsed.config, { url: serviceUrl, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, kc);
+  let stopped = false;
+  return {
+    logs,
+    operator,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      await operator.stop();
+    },
+    kill: () => Promise.reject(new Error('an in-process controller cannot be killed; use mode: process')),
+  };
+}
+
+async function startChild(args: string[], serviceUrl: string, apiKey: string, kubeconfigPath: string): Promise<OperatorHandle> {
+  const node = process.execPath;
+  const child: ChildProcess = spawn(node, [path.join(repoRoot, 'dist/cli/main.js'), 'run', '--kubeconfig', kubeconfigPath, ...args], {
+    env: { ...process.env, USERGROUP_SERVICE_URL: serviceUrl, USERGROUP_API_KEY: apiKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  let buffered = '';
+  const collect = (chunk: Buffer): void => {
+    buffered += chunk.toString('utf8');
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    logs.push(...lines.filter(Boolean));
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await eventually('the controller process to report synced caches', async () => {
+    if (child.exitCode !== null) throw new Error(`controller exited ${child.exitCode}: ${logs.join('\n')}`);
+    return logs.some((l) => l.includes('"workers started"')) ? true : undefined;
+  }, 30_000, 50);
+  return {
+    logs,
+    ...(child.pid !== undefined ? { pid: child.pid } : {}),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      await exited;
+    },
+    kill: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

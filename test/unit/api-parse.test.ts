@@ -1,0 +1,290 @@
+import { describe, expect, it } from 'vitest';
+import { objectKey, parseMeta, splitKey } from '../../src/api/meta.js';
+import { parseSecret, secretValue } from '../../src/api/secret.js';
+import { parseUserGroup, readyCondition, type UserGroup } from '../../src/api/usergroup.js';
+import { parseUserGroupService } from '../../src/api/usergroupservice.js';
+import { UserGroupIdIndex } from '../../src/controller/usergroup-index.js';
+
+function meta(over: Record<string, unknown> = {}): Record<string, unknown> {
+  return { name: 'acme', namespace: 'team-a', uid: 'uid-acme', resourceVersion: '5', generation: 2, creationTimestamp: '2025-01-01T00:00:00Z', ...over };
+}
+
+function ug(spec: unknown, extra: Record<string, unknown> = {}): UserGroup {
+  const parsed = parseUserGroup({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: meta(), spec, ...extra });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+function specError(spec: unknown): string {
+  const u = ug(spec);
+  expect(u.spec.ok).toBe(false);
+  return u.spec.ok ? '' : u.spec.error;
+}
+
+describe('parseUserGroup', () => {
+  it('applies the defaults to a minimal spec', () => {
+    const u = ug({ userGroupId: 'acme-1', name: 'Acme' });
+    expect(u.metadata.name).toBe('acme');
+    expect(u.metadata.namespace).toBe('team-a');
+    expect(u.metadata.generation).toBe(2);
+    expect(u.spec).toEqual({
+      ok: true,
+      value: {
+        userGroupId: 'acme-1',
+        name: 'Acme',
+        mapping: undefined,
+        properties: undefined,
+        tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
+        serviceRef: undefined,
+        suspend: false,
+      },
+    });
+    expect(u.status).toEqual({});
+  });
+
+  it('reads a full spec', () => {
+    const u = ug({
+      userGroupId: 'acme-1',
+      name: 'Acme',
+      mapping: { schema: 'ds' },
+      properties: { tier: 'gold', nested: { a: [1, 2] } },
+      tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
+      serviceRef: { name: 'own-account' },
+      suspend: true,
+    });
+    expect(u.spec).toEqual({
+      ok: true,
+      value: {
+        userGroupId: 'acme-1',
+        name: 'Acme',
+        mapping: { schema: 'ds' },
+        properties: { tier: 'gold', nested: { a: [1, 2] } },
+        tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
+        serviceRef: { name: 'own-account' },
+        suspend: true,
+      },
+    });
+  });
+
+  it('treats null optional fields as absent', () => {
+    const u = ug({ userGroupId: 'x', name: 'X', mapping: null, properties: null, tokenSecret: null, serviceRef: null });
+    expect(u.spec.ok && u.spec.value.mapping).toBeUndefined();
+    expect(u.spec.ok && u.spec.value.properties).toBeUndefined();
+    expect(u.spec.ok && u.spec.value.tokenSecret).toEqual({ name: 'acme', key: 'token', labels: {}, annotations: {} });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['no spec', undefined, /spec is missing/],
+    ['missing userGroupId', { name: 'X' }, /spec\.userGroupId/],
+    ['empty userGroupId', { userGroupId: '', name: 'X' }, /spec\.userGroupId/],
+    ['a 256-character userGroupId', { userGroupId: 'x'.repeat(256), name: 'X' }, /spec\.userGroupId.*1 to 255/],
+    ['missing name', { userGroupId: 'x' }, /spec\.name/],
+    ['empty name', { userGroupId: 'x', name: '' }, /spec\.name/],
+    ['a numeric name', { userGroupId: 'x', name: 5 }, /spec\.name/],
+    ['a non-string mapping value', { userGroupId: 'x', name: 'X', mapping: { a: 1 } }, /spec\.mapping/],
+    ['a mapping that is an array', { userGroupId: 'x', name: 'X', mapping: ['a'] }, /spec\.mapping/],
+    ['properties that are an array', { userGroupId: 'x', name: 'X', properties: [1] }, /spec\.properties/],
+    ['properties that are a string', { userGroupId: 'x', name: 'X', properties: 'p' }, /spec\.properties/],
+    ['an upper-case tokenSecret name', { userGroupId: 'x', name: 'X', tokenSecret: { name: 'Acme' } }, /spec\.tokenSecret\.name/],
+    ['a tokenSecret name with a slash', { userGroupId: 'x', name: 'X', tokenSecret: { name: 'a/b' } }, /spec\.tokenSecret\.name/],
+    ['an empty tokenSecret name', { userGroupId: 'x', name: 'X', tokenSecret: { name: '' } }, /spec\.tokenSecret\.name/],
+    ['a too-long tokenSecret name', { userGroupId: 'x', name: 'X', tokenSecret: { name: 'a'.repeat(254) } }, /spec\.tokenSecret\.name/],
+    ['a tokenSecret key with a slash', { userGroupId: 'x', name: 'X', tokenSecret: { key: 'a/b' } }, /spec\.tokenSecret\.key/],
+    ['a tokenSecret that is a string', { userGroupId: 'x', name: 'X', tokenSecret: 'acme' }, /spec\.tokenSecret/],
+    ['non-string tokenSecret labels', { userGroupId: 'x', name: 'X', tokenSecret: { labels: { a: true } } }, /labels and annotations/],
+    ['non-string tokenSecret annotations', { userGroupId: 'x', name: 'X', tokenSecret: { annotations: { a: 1 } } }, /labels and annotations/],
+    ['a serviceRef without name', { userGroupId: 'x', name: 'X', serviceRef: {} }, /spec\.serviceRef\.name/],
+    ['a string suspend', { userGroupId: 'x', name: 'X', suspend: 'yes' }, /spec\.suspend/],
+  ])('reports %s as an invalid spec with valid metadata', (_what, spec, error) => {
+    expect(specError(spec)).toMatch(error);
+    expect(ug(spec).metadata.uid).toBe('uid-acme');
+  });
+
+  it('accepts a 255-character userGroupId and a dotted Secret name', () => {
+    expect(ug({ userGroupId: 'x'.repeat(255), name: 'X', tokenSecret: { name: 'acme.token-1' } }).spec.ok).toBe(true);
+  });
+
+  it('fails only for unusable metadata', () => {
+    expect(parseUserGroup('nope')).toEqual({ ok: false, error: 'UserGroup is not an object' });
+    expect(parseUserGroup({ metadata: meta({ name: undefined }), spec: {} }).ok).toBe(false);
+    expect(parseUserGroup({ metadata: meta({ uid: undefined }), spec: {} }).ok).toBe(false);
+    expect(parseUserGroup({ metadata: meta({ labels: { a: 1 } }), spec: {} }).ok).toBe(false);
+  });
+
+  it('reads a complete status', () => {
+    const status = {
+      observedGeneration: 2,
+      conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: 'ok', lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 2 }],
+      teamId: 17,
+      providedId: 'acme-1',
+      environmentTag: 'Customer',
+      tokenSecretName: 'acme',
+      lastSyncTime: '2025-01-01T00:00:00Z',
+      syncedHash: 'sha256:abc',
+      rotation: { lastHandledRequest: '1700000000', lastRotationTime: '2025-01-01T00:00:00Z' },
+    };
+    const u = ug({ userGroupId: 'x', name: 'X' }, { status });
+    expect(u.status).toEqual(status);
+    expect(readyCondition(u.status)?.reason).toBe('Synced');
+  });
+
+  it('tolerates a garbage status', () => {
+    for (const status of [null, 'x', 5, [], true]) expect(ug({ userGroupId: 'x', name: 'X' }, { status }).status).toEqual({});
+    const u = ug(
+      { userGroupId: 'x', name: 'X' },
+      {
+        status: {
+          observedGeneration: 'two',
+          conditions: [null, 'x', { type: 'Ready', status: 'Maybe' }, { status: 'True' }, { type: 'Ready', status: 'False', reason: 5, observedGeneration: 'x' }],
+          teamId: '17',
+          providedId: 3,
+          lastSyncTime: {},
+          syncedHash: [],
+          rotation: 'yesterday',
+          unknownField: 1,
+        },
+      },
+    );
+    expect(u.status).toEqual({ conditions: [{ type: 'Ready', status: 'False', reason: '', message: '', lastTransitionTime: '' }] });
+    expect(ug({ userGroupId: 'x', name: 'X' }, { status: { conditions: 'x', rotation: { lastHandledRequest: 5 } } }).status).toEqual({ rotation: {} });
+    expect(readyCondition({})).toBeUndefined();
+  });
+});
+
+describe('parseMeta', () => {
+  it('keeps only well-formed owner references and normalises controller', () => {
+    const m = parseMeta(meta({
+      ownerReferences: [
+        { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
+        { kind: 'UserGroup', name: 'b', uid: 'u2', controller: 'true' },
+        { kind: 'UserGroup', name: 'c' },
+        'junk',
+      ],
+      deletionTimestamp: '2025-02-02T00:00:00Z',
+    }));
+    expect(m.ok && m.value.ownerReferences).toEqual([
+      { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
+      { apiVersion: '', kind: 'UserGroup', name: 'b', uid: 'u2', controller: false },
+    ]);
+    expect(m.ok && m.value.deletionTimestamp).toBe('2025-02-02T00:00:00Z');
+  });
+
+  it('objectKey and splitKey are inverse', () => {
+    expect(objectKey({ namespace: 'ns', name: 'n' })).toBe('ns/n');
+    expect(splitKey('ns/n')).toEqual({ namespace: 'ns', name: 'n' });
+    expect(splitKey('cluster-scoped')).toEqual({ namespace: '', name: 'cluster-scoped' });
+  });
+});
+
+describe('parseUserGroupService', () => {
+  const svc = (spec: unknown) => {
+    const p = parseUserGroupService({ metadata: meta({ name: 'own-account' }), spec });
+    if (!p.ok) throw new Error(p.error);
+    return p.value;
+  };
+
+  it('defaults the API key key to apiKey and allowInsecure to false', () => {
+    expect(svc({ url: 'https://svc.example', apiKeySecretRef: { name: 'creds' } }).spec).toEqual({
+      ok: true,
+      value: { url: 'https://svc.example', apiKeySecretRef: { name: 'creds', key: 'apiKey' }, allowInsecure: false },
+    });
+  });
+
+  it('reads an explicit key and allowInsecure', () => {
+    expect(svc({ url: 'http://svc', apiKeySecretRef: { name: 'creds', key: 'k' }, allowInsecure: true }).spec).toEqual({
+      ok: true,
+      value: { url: 'http://svc', apiKeySecretRef: { name: 'creds', key: 'k' }, allowInsecure: true },
+    });
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['no spec', undefined, /spec is missing/],
+    ['no url', { apiKeySecretRef: { name: 'c' } }, /spec\.url/],
+    ['no apiKeySecretRef', { url: 'https://x' }, /spec\.apiKeySecretRef\.name/],
+    ['an empty key', { url: 'https://x', apiKeySecretRef: { name: 'c', key: '' } }, /spec\.apiKeySecretRef\.key/],
+    ['a string allowInsecure', { url: 'https://x', apiKeySecretRef: { name: 'c' }, allowInsecure: 'yes' }, /spec\.allowInsecure/],
+  ])('reports %s as an invalid spec', (_what, spec, error) => {
+    const s = svc(spec);
+    expect(s.spec.ok).toBe(false);
+    expect(s.spec.ok ? '' : s.spec.error).toMatch(error);
+    expect(s.metadata.name).toBe('own-account');
+  });
+});
+
+describe('parseSecret', () => {
+  it('decodes values through secretValue', () => {
+    const p = parseSecret({
+      metadata: meta({ name: 'acme' }),
+      data: { token: Buffer.from('tök€n-1').toString('base64'), empty: '', bad: 5 },
+    });
+    expect(p.ok).toBe(true);
+    if (!p.ok) return;
+    expect(p.value.type).toBe('Opaque');
+    expect(secretValue(p.value, 'token')).toBe('tök€n-1');
+    expect(secretValue(p.value, 'empty')).toBe('');
+    expect(secretValue(p.value, 'bad')).toBeUndefined();
+    expect(secretValue(p.value, 'absent')).toBeUndefined();
+    expect(p.value.metadata.labels).toEqual({});
+  });
+
+  it('keeps the type and tolerates a missing data map', () => {
+    const p = parseSecret({ metadata: meta(), type: 'kubernetes.io/tls' });
+    expect(p.ok && p.value.type).toBe('kubernetes.io/tls');
+    expect(p.ok && p.value.data).toEqual({});
+    expect(parseSecret(null).ok).toBe(false);
+  });
+});
+
+describe('UserGroupIdIndex', () => {
+  const group = (name: string, spec: unknown, namespace = 'team-a'): UserGroup => {
+    const p = parseUserGroup({ metadata: meta({ name, namespace, uid: `uid-${namespace}-${name}` }), spec });
+    if (!p.ok) throw new Error(p.error);
+    return p.value;
+  };
+
+  it('indexes added groups by userGroupId across namespaces', () => {
+    const index = new UserGroupIdIndex();
+    index.update('added', group('a', { userGroupId: 'id-1', name: 'A' }));
+    index.update('added', group('b', { userGroupId: 'id-1', name: 'B' }, 'team-b'));
+    index.update('added', group('c', { userGroupId: 'id-2', name: 'C' }));
+    expect(index.keys('id-1').sort()).toEqual(['team-a/a', 'team-b/b']);
+    expect(index.keys('id-2')).toEqual(['team-a/c']);
+    expect(index.keys('id-3')).toEqual([]);
+    expect(index.idFor('team-a/a')).toBe('id-1');
+  });
+
+  it('moves a group whose id changes', () => {
+    const index = new UserGroupIdIndex();
+    index.update('added', group('a', { userGroupId: 'id-1', name: 'A' }));
+    index.update('updated', group('a', { userGroupId: 'id-2', name: 'A' }));
+    expect(index.keys('id-1')).toEqual([]);
+    expect(index.keys('id-2')).toEqual(['team-a/a']);
+    expect(index.idFor('team-a/a')).toBe('id-2');
+  });
+
+  it('is idempotent for repeated updates', () => {
+    const index = new UserGroupIdIndex();
+    index.update('added', group('a', { userGroupId: 'id-1', name: 'A' }));
+    index.update('updated', group('a', { userGroupId: 'id-1', name: 'A2' }));
+    expect(index.keys('id-1')).toEqual(['team-a/a']);
+  });
+
+  it('forgets deleted groups', () => {
+    const index = new UserGroupIdIndex();
+    index.update('added', group('a', { userGroupId: 'id-1', name: 'A' }));
+    index.update('added', group('b', { userGroupId: 'id-1', name: 'B' }));
+    index.update('deleted', group('a', { userGroupId: 'id-1', name: 'A' }));
+    expect(index.keys('id-1')).toEqual(['team-a/b']);
+    expect(index.idFor('team-a/a')).toBeUndefined();
+    index.update('deleted', group('b', { userGroupId: 'id-1', name: 'B' }));
+    expect(index.keys('id-1')).toEqual([]);
+  });
+
+  it('removes a group whose spec became invalid', () => {
+    const index = new UserGroupIdIndex();
+    index.update('added', group('a', { userGroupId: 'id-1', name: 'A' }));
+    index.update('updated', group('a', { userGroupId: 'id-1' }));
+    expect(index.keys('id-1')).toEqual([]);
+    expect(index.idFor('team-a/a')).toBeUndefined();
+  });
+});

@@ -1,0 +1,261 @@
+import { inspect } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import {
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  ROTATION_HANDLED_ANNOTATION,
+  ROTATION_PENDING_ANNOTATION,
+  TOKEN_SHA256_ANNOTATION,
+  USERGROUP_LABEL,
+} from '../../src/api/constants.js';
+import type { ObjectMeta } from '../../src/api/meta.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupSpec } from '../../src/api/usergroup.js';
+import { sha256Hex } from '../../src/controller/hash.js';
+import { desiredSecret, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+
+const TOKEN = 'tok_4f1c9a7e2b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e';
+
+const OWNER: ObjectMeta = {
+  name: 'acme',
+  namespace: 'team-a',
+  uid: 'uid-acme',
+  resourceVersion: '10',
+  generation: 1,
+  creationTimestamp: '2025-01-01T00:00:00Z',
+  deletionTimestamp: undefined,
+  labels: {},
+  annotations: {},
+  ownerReferences: [],
+};
+
+function spec(tokenSecret: Partial<UserGroupSpec['tokenSecret']> = {}): UserGroupSpec {
+  return {
+    userGroupId: 'acme-1',
+    name: 'Acme',
+    mapping: undefined,
+    properties: undefined,
+    tokenSecret: { name: 'acme-token', key: 'token', labels: {}, annotations: {}, ...tokenSecret },
+    serviceRef: undefined,
+    suspend: false,
+  };
+}
+
+function content(over: Partial<SecretContent> = {}): SecretContent {
+  return { token: new SecretValue(TOKEN), handled: undefined, pending: undefined, ...over };
+}
+
+/** Builds an observed Secret from raw apiserver-shaped JSON. */
+function observed(raw: {
+  ownerReferences?: unknown[];
+  annotations?: Record<string, string>;
+  labels?: Record<string, string>;
+  data?: Record<string, string>;
+  type?: string;
+}): ObservedSecret {
+  const parsed = parseSecret({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: raw.type ?? 'Opaque',
+    metadata: {
+      name: 'acme-token',
+      namespace: 'team-a',
+      uid: 'uid-secret',
+      resourceVersion: '42',
+      labels: raw.labels,
+      annotations: raw.annotations,
+      ownerReferences: raw.ownerReferences,
+    },
+    data: raw.data,
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+/** What the apiserver returns after the operator wrote desiredSecret(...). */
+function roundTrip(owner: ObjectMeta, s: UserGroupSpec, c: SecretContent): ObservedSecret {
+  const d = desiredSecret(owner, s, c);
+  const parsed = parseSecret(JSON.parse(JSON.stringify({ ...d, metadata: { ...d.metadata, uid: 'uid-secret', resourceVersion: '42' } })));
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
+const controllerRef = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true };
+
+describe('inspectSecret', () => {
+  it('reports a missing Secret', () => {
+    expect(inspectSecret(undefined, OWNER, spec())).toEqual({ state: 'missing' });
+  });
+
+  it('reports a Secret without owner references as foreign', () => {
+    const s = observed({ data: { token: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
+    expect(inspectSecret(s, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: undefined });
+  });
+
+  it('reports a Secret controlled by another object as foreign, naming its kind', () => {
+    const s = observed({ ownerReferences: [{ ...controllerRef, uid: 'uid-other' }], data: { token: b64(TOKEN) } });
+    expect(inspectSecret(s, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: 'UserGroup' });
+    const byDeployment = observed({ ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'x', uid: 'uid-dep', controller: true }] });
+    expect(inspectSecret(byDeployment, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: 'Deployment' });
+  });
+
+  it('reports a Secret that references this UserGroup without being controlled by it as foreign', () => {
+    const s = observed({ ownerReferences: [{ ...controllerRef, controller: false }], data: { token: b64(TOKEN) } });
+    expect(inspectSecret(s, OWNER, spec()).state).toBe('foreign');
+    const noFlag = observed({ ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme' }] });
+    expect(inspectSecret(noFlag, OWNER, spec()).state).toBe('foreign');
+  });
+
+  it('reads an owned, intact Secret', () => {
+    const s = roundTrip(OWNER, spec(), content());
+    const i = inspectSecret(s, OWNER, spec());
+    expect(i.state).toBe('owned');
+    if (i.state !== 'owned') return;
+    expect(i.token?.reveal()).toBe(TOKEN);
+    expect(i.handled).toBeUndefined();
+    expect(i.pending).toBeUndefined();
+    expect(i.resourceVersion).toBe('42');
+    expect(i.secret).toBe(s);
+  });
+
+  it('reads the token under a custom key', () => {
+    const s2 = spec({ key: 'api.token' });
+    const i = inspectSecret(roundTrip(OWNER, s2, content()), OWNER, s2);
+    expect(i.state === 'owned' && i.token?.reveal()).toBe(TOKEN);
+  });
+
+  it('does not vouch for a token edited by hand (hash mismatch)', () => {
+    const s = roundTrip(OWNER, spec(), content());
+    const edited: ObservedSecret = { ...s, data: { token: b64('hand-edited') } };
+    const i = inspectSecret(edited, OWNER, spec());
+    expect(i.state).toBe('owned');
+    expect(i.state === 'owned' && i.token).toBeUndefined();
+  });
+
+  it('does not vouch for a token whose hash annotation was removed', () => {
+    const s = observed({ ownerReferences: [controllerRef], data: { token: b64(TOKEN) } });
+    const i = inspectSecret(s, OWNER, spec());
+    expect(i.state === 'owned' && i.token).toBeUndefined();
+  });
+
+  it('does not vouch for a missing key or an empty token', () => {
+    const missingKey = observed({ ownerReferences: [controllerRef], data: { other: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
+    const i = inspectSecret(missingKey, OWNER, spec());
+    expect(i.state).toBe('owned');
+    expect(i.state === 'owned' && i.token).toBeUndefined();
+    const empty = observed({ ownerReferences: [controllerRef], data: { token: '' }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex('') } });
+    const e = inspectSecret(empty, OWNER, spec());
+    expect(e.state).toBe('owned');
+    expect(e.state === 'owned' && e.token).toBeUndefined();
+  });
+
+  it('reads handled and pending from the annotations', () => {
+    const s = roundTrip(OWNER, spec(), content({ handled: 'v1', pending: 'v2' }));
+    const i = inspectSecret(s, OWNER, spec());
+    expect(i.state === 'owned' && [i.handled, i.pending]).toEqual(['v1', 'v2']);
+    const raw = observed({ ownerReferences: [controllerRef], annotations: { [ROTATION_HANDLED_ANNOTATION]: 'h', [ROTATION_PENDING_ANNOTATION]: 'p' } });
+    const j = inspectSecret(raw, OWNER, spec());
+    expect(j.state === 'owned' && [j.handled, j.pending, j.token]).toEqual(['h', 'p', undefined]);
+  });
+});
+
+describe('desiredSecret', () => {
+  const userSpec = spec({
+    labels: { team: 'payments', [MANAGED_BY_LABEL]: 'helm', [USERGROUP_LABEL]: 'spoof' },
+    annotations: { note: 'hello', [TOKEN_SHA256_ANNOTATION]: 'spoofed-hash' },
+  });
+
+  it('is an Opaque Secret of the configured name in the owner namespace', () => {
+    const d = desiredSecret(OWNER, userSpec, content());
+    expect(d.apiVersion).toBe('v1');
+    expect(d.kind).toBe('Secret');
+    expect(d.type).toBe('Opaque');
+    expect(d.metadata?.name).toBe('acme-token');
+    expect(d.metadata?.namespace).toBe('team-a');
+  });
+
+  it('carries user labels plus the managed labels, which win on the same key', () => {
+    const d = desiredSecret(OWNER, userSpec, content());
+    expect(d.metadata?.labels).toEqual({ team: 'payments', [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: 'acme' });
+  });
+
+  it('carries user annotations plus the token hash (which wins), and handled/pending only when defined', () => {
+    const d = desiredSecret(OWNER, userSpec, content());
+    expect(d.metadata?.annotations).toEqual({ note: 'hello', [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) });
+    const withBoth = desiredSecret(OWNER, userSpec, content({ handled: 'v1', pending: 'v2' }));
+    expect(withBoth.metadata?.annotations).toEqual({
+      note: 'hello',
+      [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN),
+      [ROTATION_HANDLED_ANNOTATION]: 'v1',
+      [ROTATION_PENDING_ANNOTATION]: 'v2',
+    });
+    const handledOnly = desiredSecret(OWNER, userSpec, content({ handled: 'v1' }));
+    expect(handledOnly.metadata?.annotations).not.toHaveProperty([ROTATION_PENDING_ANNOTATION]);
+  });
+
+  it('never lets user annotations set the rotation bookkeeping annotations', () => {
+    // spec.tokenSecret.annotations is user input; the bookkeeping annotations decide whether a rotation
+    // request counts as handled, so a user value must not stand in for "handled" or "pending".
+    const sneaky = spec({ annotations: { [ROTATION_HANDLED_ANNOTATION]: 'v9', [ROTATION_PENDING_ANNOTATION]: 'v8' } });
+    const d = desiredSecret(OWNER, sneaky, content());
+    expect(d.metadata?.annotations).not.toHaveProperty([ROTATION_HANDLED_ANNOTATION]);
+    expect(d.metadata?.annotations).not.toHaveProperty([ROTATION_PENDING_ANNOTATION]);
+  });
+
+  it('is controlled by the UserGroup', () => {
+    const d = desiredSecret(OWNER, userSpec, content());
+    expect(d.metadata?.ownerReferences).toEqual([
+      { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true },
+    ]);
+  });
+
+  it('stores the token base64-encoded under the configured key only', () => {
+    const d = desiredSecret(OWNER, spec({ key: 'dashboard.token' }), content());
+    expect(d.data).toEqual({ 'dashboard.token': b64(TOKEN) });
+    expect(Buffer.from(d.data!['dashboard.token']!, 'base64').toString('utf8')).toBe(TOKEN);
+    const utf8 = desiredSecret(OWNER, spec(), content({ token: new SecretValue('tök€n') }));
+    expect(Buffer.from(utf8.data!['token']!, 'base64').toString('utf8')).toBe('tök€n');
+  });
+
+  it('does not leak the token through its inputs', () => {
+    const c = content({ handled: 'v1' });
+    for (const text of [JSON.stringify(c), String(c.token), `${c.token}`, inspect(c), inspect(c, { depth: 10, showHidden: true }), JSON.stringify(c.token)]) {
+      expect(text).not.toContain(TOKEN);
+    }
+    expect(JSON.stringify(c)).toContain('[redacted]');
+    expect(c.token.reveal()).toBe(TOKEN);
+  });
+});
+
+describe('secretMatches', () => {
+  const s = spec({ labels: { team: 'payments' }, annotations: { note: 'hello' } });
+  const c = content({ handled: 'v1' });
+  const desired = desiredSecret(OWNER, s, c);
+  const same = roundTrip(OWNER, s, c);
+
+  it('is true for the Secret the operator wrote', () => {
+    expect(secretMatches(same, desired)).toBe(true);
+  });
+
+  it.each<[string, (o: ObservedSecret) => ObservedSecret]>([
+    ['a label value differs', (o) => ({ ...o, metadata: { ...o.metadata, labels: { ...o.metadata.labels, team: 'billing' } } })],
+    ['a label is extra', (o) => ({ ...o, metadata: { ...o.metadata, labels: { ...o.metadata.labels, extra: 'x' } } })],
+    ['a label is missing', (o) => ({ ...o, metadata: { ...o.metadata, labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: 'acme' } } })],
+    ['an annotation differs', (o) => ({ ...o, metadata: { ...o.metadata, annotations: { ...o.metadata.annotations, note: 'bye' } } })],
+    ['the handled annotation is missing', (o) => {
+      const { [ROTATION_HANDLED_ANNOTATION]: _gone, ...rest } = o.metadata.annotations;
+      return { ...o, metadata: { ...o.metadata, annotations: rest } };
+    }],
+    ['the token differs', (o) => ({ ...o, data: { token: b64('other') } })],
+    ['there is an extra data key', (o) => ({ ...o, data: { ...o.data, more: b64('x') } })],
+    ['the type differs', (o) => ({ ...o, type: 'kubernetes.io/basic-auth' })],
+  ])('is false when %s', (_what, change) => {
+    expect(secretMatches(change(same), desired)).toBe(false);
+  });
+
+  it('is false when the desired content changed (a rotation)', () => {
+    expect(secretMatches(same, desiredSecret(OWNER, s, content({ token: new SecretValue('new'), handled: 'v2' })))).toBe(false);
+  });
+});
