@@ -10,6 +10,7 @@ export const Reason = {
   ServiceUnavailable: 'ServiceUnavailable',
   InvalidResponse: 'InvalidResponse',
   SecretConflict: 'SecretConflict',
+  SecretWriteFailed: 'SecretWriteFailed',
   DuplicateUserGroupId: 'DuplicateUserGroupId',
   InvalidSpec: 'InvalidSpec',
   ConnectionNotFound: 'ConnectionNotFound',

@@ -73,7 +73,7 @@ export class Connections {
     if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `UserGroupService ${key}: ${service.spec.error}` };
     const { apiKeySecretRef } = service.spec.value;
     const secret = await this.readApiKeySecret(namespace, apiKeySecretRef.name);
-    const apiKey = secret && secretValue(secret, apiKeySecretRef.key);
+    const apiKey = secret && secretValue(secret, apiKeySecretRef.key)?.trim();
     if (!apiKey) {
       return {
         ok: false,
@@ -81,7 +81,7 @@ export class Connections {
         message: `UserGroupService ${key}: Secret ${namespace}/${apiKeySecretRef.name} ${secret ? `has no key "${apiKeySecretRef.key}"` : 'does not exist'}`,
       };
     }
-    return this.connect(service.spec.value.url, new SecretValue(apiKey.trim()), service.spec.value.allowInsecure, `UserGroupService ${key}`);
+    return this.connect(service.spec.value.url, new SecretValue(apiKey), service.spec.value.allowInsecure, `UserGroupService ${key}`);
   }
 
   /** Forget cached API keys, e.g. after a 401 or when a UserGroupService changes. */

@@ -43,6 +43,9 @@ export interface ReconcilerOptions {
 
 const SLOW_RETRY_MS = 60_000;
 
+/** A token Secret write the apiserver refused; already reported on the UserGroup. */
+class SecretWriteRefused extends Error {}
+
 /**
  * Brings one UserGroup's world in line with its spec: the group at the service,
  * its token in the Secret, and its status. Level-triggered: every decision is
@@ -60,6 +63,7 @@ export class Reconciler {
     try {
       return await run.execute();
     } catch (err) {
+      if (err instanceof SecretWriteRefused) return { kind: 'retry', minDelayMs: 30_000 };
       log.error({ err: errorText(err) }, 'reconcile failed');
       return { kind: 'retry' };
     }
@@ -232,7 +236,16 @@ class Run {
   private async storeSecret(spec: UserGroupSpec, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<{ ok: true; secret: ObservedSecret } | { ok: false }> {
     const desired = desiredSecret(this.ug.metadata, spec, content);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
-    const written = await this.ports.writeSecret(desired, resourceVersion);
+    let written;
+    try {
+      written = await this.ports.writeSecret(desired, resourceVersion);
+    } catch (err) {
+      // Refused by the apiserver (validation, quota, RBAC): say so on the object, never just in a log.
+      const message = `the apiserver refused to write token Secret ${spec.tokenSecret.name}: ${err instanceof Error ? err.message : String(err)}`;
+      await this.writeStatus('False', Reason.SecretWriteFailed, message, {});
+      this.event('Warning', Reason.SecretWriteFailed, 'Sync', message);
+      throw new SecretWriteRefused(message);
+    }
     if (!written.ok) {
       this.log.info({ secret: spec.tokenSecret.name }, 'token Secret changed while we worked; retrying');
       return { ok: false };
