@@ -58,7 +58,7 @@ export const FLAGS = {
   healthAddr: { flag: 'health-addr', env: 'USERGROUP_HEALTH_ADDR', kind: 'address', def: ':8081', help: 'address of /healthz and /readyz ("0" disables)' },
   logLevel: { flag: 'log-level', env: 'USERGROUP_LOG_LEVEL', kind: 'level', def: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
   shutdownGracePeriod: { flag: 'shutdown-grace-period', env: 'USERGROUP_SHUTDOWN_GRACE_PERIOD', kind: 'duration', def: '20s', help: 'on SIGTERM, how long in-flight reconciles may finish', min: 0 },
-  watchInactivityTimeout: { flag: 'watch-inactivity-timeout', env: 'USERGROUP_WATCH_INACTIVITY_TIMEOUT', kind: 'duration', def: undefined, help: 'drop a watch that is silent this long; default: its server timeout + 60s', min: 100 },
+  watchInactivityTimeout: { flag: 'watch-inactivity-timeout', env: 'USERGROUP_WATCH_INACTIVITY_TIMEOUT', kind: 'duration', def: undefined, help: 'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)', min: 100 },
 } as const satisfies Record<string, FlagSpec>;
 
 export type ConfigResult = { readonly ok: true; readonly config: RunConfig } | { readonly ok: false; readonly errors: readonly string[] } | { readonly ok: 'help' };

@@ -31,6 +31,8 @@ export interface EventRecorderOptions {
   /** A series is patched at most this often, so a retry storm costs the apiserver little. */
   readonly patchIntervalMs?: number;
   readonly onEmit?: (type: EventType, reason: string) => void;
+  /** Attempts per Event write (default 5, backing off from 0.5 s). */
+  readonly retries?: number;
 }
 
 /**
@@ -61,22 +63,30 @@ export class EventRecorder {
       if (now - existing.lastWritten >= this.patchInterval) {
         existing.lastWritten = now;
         const count = existing.count;
-        existing.chain = existing.chain.then(() => this.patchSeries(regarding.namespace, existing.name, count, now));
+        existing.chain = existing.chain.then(async () => {
+          const ok = await this.patchSeries(regarding.namespace, existing.name, count, now);
+          // The Event is gone (expired, deleted) or unreachable: the next occurrence starts a new one.
+          if (!ok && this.series.get(key) === existing) this.series.delete(key);
+        });
       }
       return;
     }
     const name = `${regarding.name}.${randomBytes(8).toString('hex')}`;
     const created: Series = { name, count: 1, lastSeen: now, lastWritten: now, chain: Promise.resolve() };
-    created.chain = this.create(regarding, type, reason, action, note, name, now);
+    created.chain = this.create(regarding, type, reason, action, note, name, now).then((ok) => {
+      // Never recorded: forget the series so the next occurrence creates the Event afresh.
+      if (!ok && this.series.get(key) === created) this.series.delete(key);
+    });
     this.series.set(key, created);
   }
 
-  /** Waits for writes in flight (used at shutdown and by tests). */
-  async flush(): Promise<void> {
-    await Promise.all([...this.series.values()].map((s) => s.chain));
+  /** Waits for writes in flight (used at shutdown and by tests), but not longer than `timeoutMs`. */
+  async flush(timeoutMs = 5_000): Promise<void> {
+    const all = Promise.all([...this.series.values()].map((s) => s.chain));
+    await Promise.race([all, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
   }
 
-  private async create(regarding: EventRegarding, type: EventType, reason: string, action: string, note: string, name: string, now: number): Promise<void> {
+  private async create(regarding: EventRegarding, type: EventType, reason: string, action: string, note: string, name: string, now: number): Promise<boolean> {
     const body = {
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',
@@ -90,19 +100,38 @@ export class EventRecorder {
       note: note.slice(0, 1024),
       regarding: { apiVersion: regarding.apiVersion, kind: regarding.kind, namespace: regarding.namespace, name: regarding.name, uid: regarding.uid },
     };
-    await this.send('POST', paths.events(regarding.namespace), body, 'application/json');
+    return (await this.send('POST', paths.events(regarding.namespace), body, 'application/json')) === 'ok';
   }
 
-  private async patchSeries(namespace: string, name: string, count: number, now: number): Promise<void> {
-    await this.send('PATCH', paths.event(namespace, name), { series: { count, lastObservedTime: microTime(now) } }, 'application/merge-patch+json');
+  private async patchSeries(namespace: string, name: string, count: number, now: number): Promise<boolean> {
+    return 'ok' === await this.send('PATCH', paths.event(namespace, name), { series: { count, lastObservedTime: microTime(now) } }, 'application/merge-patch+json');
   }
 
-  private async send(method: string, path: string, body: unknown, contentType: string): Promise<void> {
-    try {
-      const res = await this.client.request(method, path, { body, contentType });
-      if (res.status >= 300) this.options.log.debug({ path, status: res.status }, 'event not recorded');
-    } catch (err) {
-      this.options.log.debug({ path, err: String(err) }, 'event not recorded');
+  /**
+   * Like client-go's recorder, retries what may pass later (connection errors, 5xx,
+   * 429) a few times with backoff; gives up at once on what will not (4xx).
+   */
+  private async send(method: string, path: string, body: unknown, contentType: string): Promise<'ok' | 'failed'> {
+    const attempts = this.options.retries ?? 5;
+    let delayMs = 500;
+    for (let attempt = 1; ; attempt++) {
+      let retryable: boolean;
+      let detail: Record<string, unknown>;
+      try {
+        const res = await this.client.request(method, path, { body, contentType });
+        if (res.status < 300) return 'ok';
+        retryable = res.status >= 500 || res.status === 429;
+        detail = { status: res.status };
+      } catch (err) {
+        retryable = true;
+        detail = { err: String(err) };
+      }
+      if (!retryable || attempt >= attempts) {
+        this.options.log.debug({ path, attempts: attempt, ...detail }, 'event not recorded');
+        return 'failed';
+      }
+      await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
+      delayMs *= 2;
     }
   }
 

@@ -35,13 +35,17 @@ export class KubeApiError extends Error {
  * which hold a connection for minutes, get their own.
  */
 export class KubeClient {
+  private agent: http.Agent;
+
   private constructor(
     private readonly kc: KubeConfig,
     private readonly server: string,
-    private readonly agent: http.Agent,
+    private readonly makeAgent: () => http.Agent,
     private readonly streamAgent: http.Agent,
     private readonly userAgent: string,
-  ) {}
+  ) {
+    this.agent = makeAgent();
+  }
 
   static async create(kc: KubeConfig, userAgent = 'usergroup-operator'): Promise<KubeClient> {
     const cluster = kc.getCurrentCluster();
@@ -56,14 +60,18 @@ export class KubeClient {
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = cluster.server.startsWith('http:');
     const make = (options: https.AgentOptions): http.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent);
+    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent);
   }
 
   /** One request with a JSON body; resolves with any status (callers decide), rejects only on transport errors. */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> {
     const req = await this.open(method, path, options, this.agent);
     const timeoutMs = options.timeoutMs ?? 30_000;
-    const timer = setTimeout(() => req.request.destroy(new Error(`${method} ${path} timed out after ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(() => {
+      req.request.destroy(new Error(`${method} ${path} timed out after ${timeoutMs} ms`));
+      // Pooled sockets to the same apiserver share this one's fate: do not let each of them time out in turn.
+      this.resetConnections();
+    }, timeoutMs);
     try {
       const res = await req.response;
       const chunks: Buffer[] = [];
@@ -93,6 +101,26 @@ export class KubeClient {
   /** A streaming GET (watches). */
   openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
     return this.open('GET', path, { query }, this.streamAgent);
+  }
+
+  /**
+   * Drops every pooled keep-alive connection (in-flight requests on them fail at
+   * once and are retried by their callers). Used when a request timed out: the
+   * other pooled connections were opened over the same path and would time out in
+   * turn, 30 s each.
+   */
+  resetConnections(): void {
+    const old = this.agent;
+    this.agent = this.makeAgent();
+    old.destroy();
+  }
+
+  /**
+   * Closes the idle pooled connections only: the next requests open fresh ones.
+   * Cheap enough to do whenever a watch goes silent, since nothing in flight is cut.
+   */
+  dropIdleConnections(): void {
+    for (const sockets of Object.values(this.agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
   }
 
   close(): void {

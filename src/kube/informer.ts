@@ -131,6 +131,8 @@ export class Informer<T extends Cached> {
         if (end.kind === 'silent') {
           this.stats.silent++;
           log.warn({ informer: this.options.name, silentMs: end.ms }, 'watch went silent; reconnecting');
+          // The path to the apiserver may be dead without closing; idle pooled connections likely are too.
+          this.options.client.dropIdleConnections();
           continue;
         }
         this.stats.failures++;

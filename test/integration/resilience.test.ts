@@ -1,0 +1,312 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { eventually } from '../support/kube.js';
+import { TestEnv, type UserGroupObject } from '../support/operator.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+/*
+ * These tests restart kube-apiserver and compact etcd, so they run on a private control plane:
+ * the shared one serves the other test files at the same time.
+ */
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+const MAIN = path.join(repoRoot, 'dist/cli/main.js');
+
+interface LogEntry {
+  readonly at: number;
+  readonly text: string;
+  readonly json: Record<string, unknown> | undefined;
+}
+
+interface Controller {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly logs: LogEntry[];
+  readonly stderr: string[];
+  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exited(): boolean;
+}
+
+const children: Controller[] = [];
+
+/** `usergroup-operator run` as a child process, limited to the env's namespace, debug logs collected. */
+function spawnController(env: TestEnv, args: readonly string[], kubeconfigPath = env.kubeconfigPath): Controller {
+  const child = spawn(process.execPath, [
+    MAIN, 'run', '--kubeconfig', kubeconfigPath,
+    '--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...args,
+  ], {
+    env: { ...process.env, USERGROUP_SERVICE_URL: env.sim.url, USERGROUP_API_KEY: env.apiKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (child.pid === undefined) throw new Error('could not spawn the controller');
+  const logs: LogEntry[] = [];
+  const stderr: string[] = [];
+  const lineReader = (sink: (line: string) => void) => {
+    let buffered = '';
+    return (chunk: Buffer): void => {
+      buffered += chunk.toString('utf8');
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) if (line) sink(line);
+    };
+  };
+  child.stdout?.on('data', lineReader((text) => {
+    let json: Record<string, unknown> | undefined;
+    try {
+      json = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      json = undefined;
+    }
+    logs.push({ at: Date.now(), text, json });
+  }));
+  child.stderr?.on('data', lineReader((line) => stderr.push(line)));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const c: Controller = { child, pid: child.pid, logs, stderr, exit, exited: () => child.exitCode !== null || child.signalCode !== null };
+  children.push(c);
+  return c;
+}
+
+async function waitLog(c: Controller, what: string, match: (e: LogEntry) => boolean, timeoutMs = 30_000, from = 0): Promise<LogEntry> {
+  return eventually(`log line "${what}" (pid ${c.pid})`, async () => {
+    const found = c.logs.slice(from).find(match);
+    if (found) return found;
+    if (c.exited()) throw new Error(`controller ${c.pid} exited: ${c.stderr.join('\n')}`);
+    return undefined;
+  }, timeoutMs, 50);
+}
+
+const msgIs = (msg: string) => (e: LogEntry): boolean => e.json?.['msg'] === msg;
+
+async function stopChild(c: Controller, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  if (c.exited()) return;
+  try {
+    process.kill(c.pid, 'SIGCONT');
+  } catch {
+    // gone
+  }
+  c.child.kill(signal);
+  await c.exit;
+}
+
+/** Synced for the current generation, and the Secret holds the service's current token. */
+async function inSync(env: TestEnv, ug: UserGroupObject): Promise<boolean> {
+  const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+  if (ready?.status !== 'True' || ready.reason !== 'Synced' || ug.status?.observedGeneration !== ug.metadata.generation) return false;
+  const id = String(ug.spec['userGroupId']);
+  const sim = env.simGroup(id);
+  if (!sim || sim.name !== ug.spec['name']) return false;
+  const token = await env.secretToken(ug.metadata.name);
+  return token !== undefined && sha256(token) === sim.tokenSha256;
+}
+
+async function waitInSync(env: TestEnv, name: string, timeoutMs = 90_000, intervalMs = 200): Promise<UserGroupObject> {
+  return eventually(`${env.namespace}/${name} in sync with the service`, async () => {
+    const ug = await env.getUserGroup(name);
+    return (await inSync(env, ug)) ? ug : undefined;
+  }, timeoutMs, intervalMs);
+}
+
+async function listUserGroups(env: TestEnv): Promise<UserGroupObject[]> {
+  const list = (await env.custom.listNamespacedCustomObject({ group: 'usergroup.dev', version: 'v1alpha1', namespace: env.namespace, plural: 'usergroups' })) as { items: UserGroupObject[] };
+  return list.items;
+}
+
+/** Every UserGroup in the namespace is in sync (spec name at the service, token in the Secret). */
+async function waitAllInSync(env: TestEnv, timeoutMs = 120_000): Promise<UserGroupObject[]> {
+  return eventually(`every UserGroup in ${env.namespace} in sync`, async () => {
+    const items = await listUserGroups(env);
+    for (const ug of items) if (!(await inSync(env, ug))) return undefined;
+    return items;
+  }, timeoutMs, 500);
+}
+
+/** Retries an apiserver call while the apiserver is away (restarting). */
+async function retrying<T>(what: string, call: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
+  return eventually(what, async () => call(), timeoutMs, 200);
+}
+
+const rotationsOf = (env: TestEnv, userGroupId: string): number => env.sim.stats(env.apiKey).rotationsByUserGroupId[userGroupId] ?? 0;
+
+function kubeconfigVia(source: string, port: number): string {
+  const config = parseYaml(fs.readFileSync(source, 'utf8')) as { clusters: { cluster: { server: string } }[] };
+  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-proxy-kc-')), 'kubeconfig');
+  fs.writeFileSync(file, stringifyYaml(config), { mode: 0o600 });
+  return file;
+}
+
+describe('resilience against a restarted, compacted or silent kube-apiserver', () => {
+  let cp: ControlPlane;
+
+  beforeAll(async () => {
+    const started = Date.now();
+    cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')] });
+    console.log(`[resilience] private control plane started in ${Date.now() - started} ms (${cp.serverUrl})`);
+  });
+
+  afterAll(async () => {
+    for (const c of children) await stopChild(c);
+    await cp?.stop();
+  });
+
+  it('kube-apiserver restarted mid-run: everything converges and later changes are still seen', async () => {
+    const env = await TestEnv.create('restart', {}, cp.kubeconfigPath);
+    const c = spawnController(env, []);
+    try {
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      for (let i = 0; i < 8; i++) await env.createUserGroup(`r${i}`, { userGroupId: `re-${i}`, name: `R ${i}` });
+      for (let i = 0; i < 8; i++) await waitInSync(env, `r${i}`);
+
+      // Background churn (creates and renames) that keeps going through the restart; failures while the
+      // apiserver is down are expected and ignored: the final check compares with what the apiserver holds.
+      let churning = true;
+      let churned = 0;
+      let failed = 0;
+      const churn = (async () => {
+        for (let n = 0; churning; n++) {
+          try {
+            if (n % 2 === 0) await env.createUserGroup(`c${n}`, { userGroupId: `ch-${n}`, name: `C ${n}` });
+            else await env.patchUserGroup(`r${n % 8}`, { spec: { name: `R ${n % 8} v${n}` } });
+            churned++;
+          } catch {
+            failed++;
+          }
+          await sleep(150);
+        }
+      })();
+      await sleep(1_000);
+      const restartStart = Date.now();
+      await cp.restartApiserver();
+      const restartedAt = Date.now();
+      // Changes made right after the restart.
+      await retrying('create after-restart', () => env.createUserGroup('after-restart', { userGroupId: 're-after', name: 'After' }));
+      await retrying('rename r0', () => env.patchUserGroup('r0', { spec: { name: 'R 0 after restart' } }));
+      await waitInSync(env, 'after-restart', 120_000, 100);
+      const recoveryMs = Date.now() - restartedAt;
+      await eventually('the rename made after the restart to reach the service', async () => (env.simGroup('re-0')?.name === 'R 0 after restart' ? true : undefined), 120_000);
+      console.log(`[resilience] apiserver restart took ${restartedAt - restartStart} ms; a UserGroup created right after it was Synced ${recoveryMs} ms after the restart completed`);
+      await sleep(2_000);
+      churning = false;
+      await churn;
+      console.log(`[resilience] churn during the restart: ${churned} writes accepted, ${failed} refused`);
+      expect(churned).toBeGreaterThan(5);
+      expect(failed).toBeGreaterThan(0); // the apiserver really was away
+
+      // Changes after the churn are still picked up (the watches recovered for good).
+      await env.patchUserGroup('r1', { spec: { name: 'R 1 final' } });
+      await env.createUserGroup('final', { userGroupId: 're-final', name: 'Final' });
+      await waitInSync(env, 'final');
+      await waitInSync(env, 'r1');
+      const all = await waitAllInSync(env);
+      expect(all.length).toBeGreaterThanOrEqual(10);
+      // One group at the service per UserGroup, none created twice.
+      expect(env.sim.groups(env.apiKey).length).toBe(all.length);
+      expect(env.calls().upsert.created).toBe(all.length);
+      const watchTrouble = c.logs.filter((l) => /watch|list/.test(String(l.json?.['msg'])) && l.json?.['level'] !== 'debug');
+      console.log(`[resilience] controller watch/list log lines around the restart: ${[...new Set(watchTrouble.map((l) => `${String(l.json?.['informer'])}: ${String(l.json?.['msg'])}`))].join(' | ')}`);
+    } finally {
+      await stopChild(c, 'SIGTERM');
+      await env.close();
+    }
+  });
+
+  it('410 Gone after etcd compaction: the controller re-lists and misses nothing (deletes included)', async () => {
+    const env = await TestEnv.create('gone', {}, cp.kubeconfigPath);
+    const c = spawnController(env, []);
+    try {
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      for (const n of ['a', 'b', 'c', 'd']) await env.createUserGroup(n, { userGroupId: `gone-${n}`, name: n.toUpperCase() });
+      for (const n of ['a', 'b', 'c', 'd']) await waitInSync(env, n);
+
+      // Freeze the controller and restart the apiserver under it (its connections, watches included, are
+      // gone: no event can reach it any more), then change things, compact etcd past those changes and
+      // let the controller run again: its watches resume from a resourceVersion that neither the new
+      // apiserver's watch cache nor etcd still has (410 Gone), so only a re-list can show the changes.
+      process.kill(c.pid, 'SIGSTOP');
+      const linesBefore = c.logs.length;
+      await cp.restartApiserver();
+      await env.deleteUserGroup('a');
+      await env.createUserGroup('e', { userGroupId: 'gone-e', name: 'E' });
+      await env.patchUserGroup('c', { spec: { name: 'C changed while away' } });
+      await env.requestRotation('d', 'while-away');
+      const revision = await cp.compactEtcd();
+      const resumedAt = Date.now();
+      process.kill(c.pid, 'SIGCONT');
+      console.log(`[resilience] apiserver restarted, changes made, etcd compacted at revision ${revision}; controller resumed`);
+
+      const gone = await waitLog(c, '410 Gone re-list of usergroups', (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups', 60_000, linesBefore);
+      console.log(`[resilience] usergroups watch got 410 Gone and re-listed ${gone.at - resumedAt} ms after resuming`);
+
+      // Everything that happened while it was away is acted on; the deletion could only be learnt from the re-list.
+      await eventually('a Deleted Event for a', async () => ((await env.eventsFor('a')).some((e) => e.reason === 'Deleted') ? true : undefined), 60_000, 500);
+      const deletedLine = c.logs.findIndex((l) => l.json?.['msg'] === 'UserGroup deleted; the group stays at the service' && l.json['usergroup'] === `${env.namespace}/a`);
+      expect(deletedLine).toBeGreaterThan(c.logs.indexOf(gone));
+      await waitInSync(env, 'e');
+      await waitInSync(env, 'c');
+      expect(env.simGroup('gone-c')?.name).toBe('C changed while away');
+      await eventually('rotation of d handled', async () => ((await env.getUserGroup('d')).status?.rotation?.lastHandledRequest === 'while-away' ? true : undefined), 60_000);
+      await waitInSync(env, 'd');
+
+      // And after the re-list, the new watches see further changes.
+      await env.createUserGroup('f', { userGroupId: 'gone-f', name: 'F' });
+      await env.patchUserGroup('b', { spec: { name: 'B changed after' } });
+      await env.deleteUserGroup('c');
+      await waitInSync(env, 'f');
+      await waitInSync(env, 'b');
+      await eventually('a Deleted Event for c', async () => ((await env.eventsFor('c')).some((e) => e.reason === 'Deleted') ? true : undefined), 60_000, 500);
+      await sleep(2_000);
+      expect(rotationsOf(env, 'gone-d')).toBe(1);
+      expect(env.calls().upsert.created).toBe(6);
+      await waitAllInSync(env);
+    } finally {
+      await stopChild(c, 'SIGTERM');
+      await env.close();
+    }
+  });
+
+  it('a silent watch (frozen connection, never closed) is dropped by the watchdog and re-opened', async () => {
+    const env = await TestEnv.create('silent', {}, cp.kubeconfigPath);
+    const proxy: TcpProxy = await startTcpProxy('127.0.0.1', Number(new URL(cp.serverUrl).port));
+    const viaProxy = kubeconfigVia(cp.kubeconfigPath, proxy.port);
+    const c = spawnController(env, ['--watch-inactivity-timeout', '3s'], viaProxy);
+    try {
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      await env.createUserGroup('s1', { userGroupId: 'silent-1', name: 'S1' });
+      await waitInSync(env, 's1');
+      expect(proxy.accepted).toBeGreaterThan(0);
+
+      const linesBefore = c.logs.length;
+      proxy.freeze();
+      const frozen = proxy.frozen;
+      const frozenAt = Date.now();
+      await env.createUserGroup('s2', { userGroupId: 'silent-2', name: 'S2' });
+      await waitInSync(env, 's2', 180_000, 100);
+      const tookMs = Date.now() - frozenAt;
+      const silentLines = c.logs.slice(linesBefore).filter(msgIs('watch went silent; reconnecting'));
+      const firstSilent = silentLines.find((l) => l.json?.['informer'] === 'usergroups');
+      const stalled = c.logs.slice(linesBefore).filter((l) => /timed out after/.test(String(l.json?.['err'])));
+      console.log(`[resilience] after freezing ${frozen} proxied connections: the usergroups watch was dropped as silent after ${(firstSilent?.at ?? NaN) - frozenAt} ms; a UserGroup created then was Synced after ${tookMs} ms (watch inactivity timeout 3s); ${stalled.length} apiserver requests timed out on frozen pooled connections meanwhile: ${stalled.map((l) => String(l.json?.['err'])).join('; ')}`);
+      expect(frozen).toBeGreaterThan(0);
+      // The watchdog drops the frozen watch after the inactivity timeout (plus slack for a busy machine).
+      expect(firstSilent).toBeDefined();
+      expect((firstSilent?.at ?? Infinity) - frozenAt).toBeLessThan(3_000 + 5_000);
+
+      // Later changes keep flowing.
+      await env.patchUserGroup('s1', { spec: { name: 'S1 renamed' } });
+      await waitInSync(env, 's1', 120_000);
+      expect(env.calls().upsert.created).toBe(2);
+    } finally {
+      await stopChild(c, 'SIGTERM');
+      await proxy.close();
+      await env.close();
+    }
+  }, 300_000); // each frozen pooled apiserver connection costs a reconcile a 30 s request timeout
+});
