@@ -78,9 +78,10 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     say(`controller running (logs: ${logFile})\n`);
 
     const hints = [
-      `kubectl --kubeconfig ${cp.kubeconfigPath} get usergroups`,
-      `kubectl --kubeconfig ${cp.kubeconfigPath} annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite`,
-      `kubectl --kubeconfig ${cp.kubeconfigPath} get secret acme -o jsonpath='{.data.token}' | base64 -d`,
+      `export KUBECONFIG=${cp.kubeconfigPath}   # a kubectl of this version: ${cp.binaries.kubectl}`,
+      'kubectl get usergroups',
+      'kubectl annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite',
+      "kubectl get secret acme -o jsonpath='{.data.token}' | base64 -d",
     ];
     const interactive = process.stdout.isTTY === true;
     let last = '';

@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 
 /** The admin KubeConfig of the shared test control plane, or of another one (a test's private control plane). */
 export function adminKubeConfig(kubeconfigPath: string = inject('kubeconfig')): KubeConfig {
@@ -24,6 +27,25 @@ export function tokenKubeConfig(token: string): KubeConfig {
     currentContext: 'token',
   });
   return kc;
+}
+
+interface KubeconfigFile {
+  clusters: { cluster: { server: string } }[];
+}
+
+/** A kubeconfig like `source` whose server is 127.0.0.1:<port> (the TLS name stays 127.0.0.1), e.g. a proxy's. */
+export function kubeconfigVia(source: string, port: number): string {
+  const config = parseYaml(fs.readFileSync(source, 'utf8')) as KubeconfigFile;
+  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-proxy-kc-')), 'kubeconfig');
+  fs.writeFileSync(file, stringifyYaml(config), { mode: 0o600 });
+  return file;
+}
+
+/** The port of the (first) apiserver a kubeconfig file points at. */
+export function apiserverPort(kubeconfigPath: string): number {
+  const config = parseYaml(fs.readFileSync(kubeconfigPath, 'utf8')) as KubeconfigFile;
+  return Number(new URL(config.clusters[0]?.cluster.server ?? '').port);
 }
 
 /** A fresh namespace per test file, so files can share one control plane. */
