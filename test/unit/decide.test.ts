@@ -7,32 +7,9 @@ import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } 
 import { canonicalJson, sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
+import { OWNER, userGroupSpec } from '../support/fixtures.js';
 
-const OWNER: ObjectMeta = {
-  name: 'acme',
-  namespace: 'team-a',
-  uid: 'uid-acme',
-  resourceVersion: '10',
-  generation: 1,
-  creationTimestamp: '2025-01-01T00:00:00Z',
-  deletionTimestamp: undefined,
-  labels: {},
-  annotations: {},
-  ownerReferences: [],
-};
-
-function spec(over: Partial<UserGroupSpec> = {}): UserGroupSpec {
-  return {
-    userGroupId: 'acme-1',
-    name: 'Acme',
-    mapping: undefined,
-    properties: undefined,
-    tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
-    serviceRef: undefined,
-    suspend: false,
-    ...over,
-  };
-}
+const spec = userGroupSpec;
 
 /** An observed Secret as the apiserver would return it after the operator wrote desiredSecret(...). */
 function writtenSecret(content: { token: string; handled?: string; pending?: string }, s: UserGroupSpec = spec()): ObservedSecret {

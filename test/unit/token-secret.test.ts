@@ -14,32 +14,12 @@ import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
+import { OWNER, userGroupSpec } from '../support/fixtures.js';
 
 const TOKEN = 'tok_4f1c9a7e2b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e';
 
-const OWNER: ObjectMeta = {
-  name: 'acme',
-  namespace: 'team-a',
-  uid: 'uid-acme',
-  resourceVersion: '10',
-  generation: 1,
-  creationTimestamp: '2025-01-01T00:00:00Z',
-  deletionTimestamp: undefined,
-  labels: {},
-  annotations: {},
-  ownerReferences: [],
-};
-
 function spec(tokenSecret: Partial<UserGroupSpec['tokenSecret']> = {}): UserGroupSpec {
-  return {
-    userGroupId: 'acme-1',
-    name: 'Acme',
-    mapping: undefined,
-    properties: undefined,
-    tokenSecret: { name: 'acme-token', key: 'token', labels: {}, annotations: {}, ...tokenSecret },
-    serviceRef: undefined,
-    suspend: false,
-  };
+  return userGroupSpec({ tokenSecret: { name: 'acme-token', key: 'token', labels: {}, annotations: {}, ...tokenSecret } });
 }
 
 function content(over: Partial<SecretContent> = {}): SecretContent {
