@@ -1,127 +1,26 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { FLAGS, parseRunConfig } from '../../src/cli/config.js';
-import { startOperator, type RunningOperator } from '../../src/cli/run.js';
+import { FLAGS } from '../../src/cli/config.js';
+import type { RunningOperator } from '../../src/cli/run.js';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { freePorts } from '../../src/devcluster/controlplane.js';
-import { createLogger } from '../../src/observability/log.js';
-import { SecretValue } from '../../src/service/secret-value.js';
-import { eventually, kubectl } from '../support/kube.js';
-import { TestEnv, type UserGroupObject } from '../support/operator.js';
+import { killAllControllers, MAIN, msgIs, msgMatches, signalAndWait, waitLog } from '../support/controller-process.js';
+import { apiserverPort, eventually, kubeconfigVia, kubectl } from '../support/kube.js';
+import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
-const MAIN = path.join(repoRoot, 'dist/cli/main.js');
 
-// ---------------------------------------------------------------------------------------------
-// Controller processes. TestEnv.startOperator({mode:'process'}) waits for "workers started", which a
-// standby never logs, and its handle hides the exit code; this spawner keeps both visible.
-// ---------------------------------------------------------------------------------------------
-
-interface LogEntry {
-  /** When the test process received the line (Date.now()). */
-  readonly at: number;
-  readonly text: string;
-  readonly json: Record<string, unknown> | undefined;
-}
-
-interface Controller {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  /** stdout lines (pino JSON), with their arrival time. */
-  readonly logs: LogEntry[];
-  readonly stderr: string[];
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
-  exited(): boolean;
-  /** The identity it campaigns with (from "waiting to become leader"), when leader election is on. */
-  identity(): string | undefined;
-}
-
-const children: Controller[] = [];
-
-function spawnController(env: TestEnv, args: readonly string[], options: { kubeconfigPath?: string } = {}): Controller {
-  const child = spawn(process.execPath, [
-    MAIN, 'run', '--kubeconfig', options.kubeconfigPath ?? env.kubeconfigPath,
-    '--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...args,
-  ], {
-    env: { ...process.env, USERGROUP_SERVICE_URL: env.sim.url, USERGROUP_API_KEY: env.apiKey },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (child.pid === undefined) throw new Error('could not spawn the controller');
-  const logs: LogEntry[] = [];
-  const stderr: string[] = [];
-  const lineReader = (sink: (line: string) => void) => {
-    let buffered = '';
-    return (chunk: Buffer): void => {
-      buffered += chunk.toString('utf8');
-      const lines = buffered.split('\n');
-      buffered = lines.pop() ?? '';
-      for (const line of lines) if (line) sink(line);
-    };
-  };
-  child.stdout?.on('data', lineReader((text) => {
-    let json: Record<string, unknown> | undefined;
-    try {
-      json = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      json = undefined;
-    }
-    logs.push({ at: Date.now(), text, json });
-  }));
-  child.stderr?.on('data', lineReader((line) => stderr.push(line)));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
-  const controller: Controller = {
-    child,
-    pid: child.pid,
-    logs,
-    stderr,
-    exit,
-    exited: () => child.exitCode !== null || child.signalCode !== null,
-    identity: () => logs.find((l) => l.json?.['msg'] === 'waiting to become leader')?.json?.['identity'] as string | undefined,
-  };
-  children.push(controller);
-  return controller;
-}
-
-async function waitLog(c: Controller, what: string, match: (entry: LogEntry) => boolean, timeoutMs = 30_000, from = 0): Promise<LogEntry> {
-  return eventually(`log line "${what}" (pid ${c.pid})`, async () => {
-    const found = c.logs.slice(from).find(match);
-    if (found) return found;
-    if (c.exited()) throw new Error(`controller ${c.pid} exited: ${c.stderr.join('\n')}\n${c.logs.slice(-20).map((l) => l.text).join('\n')}`);
-    return undefined;
-  }, timeoutMs, 50);
-}
-
-const msgIs = (msg: string) => (e: LogEntry): boolean => e.json?.['msg'] === msg;
-const msgMatches = (re: RegExp) => (e: LogEntry): boolean => typeof e.json?.['msg'] === 'string' && re.test(e.json['msg']);
-
-async function killChild(c: Controller, signal: NodeJS.Signals): Promise<void> {
-  if (c.exited()) return;
-  c.child.kill(signal);
-  await c.exit;
-}
-
-afterAll(async () => {
-  for (const c of children) {
-    if (c.exited()) continue;
-    try {
-      process.kill(c.pid, 'SIGCONT');
-    } catch {
-      // already gone
-    }
-    await killChild(c, 'SIGKILL');
-  }
-});
+// Controller processes come from env.spawnController, which keeps each one's exit code and logs
+// visible; whatever a test leaves running (SIGSTOPped ones too) is killed at the end.
+afterAll(killAllControllers);
 
 // ---------------------------------------------------------------------------------------------
 // Kubernetes helpers
@@ -174,35 +73,6 @@ async function waitRotationHandled(env: TestEnv, name: string, userGroupId: stri
 
 const rotationsOf = (env: TestEnv, userGroupId: string): number => env.sim.stats(env.apiKey).rotationsByUserGroupId[userGroupId] ?? 0;
 const totalCalls = (env: TestEnv, operation: 'upsert' | 'rotate'): number => Object.values(env.calls()[operation]).reduce((a, b) => a + b, 0);
-
-/** A kubeconfig like `source` whose server is 127.0.0.1:<port> (the TLS name stays 127.0.0.1). */
-function kubeconfigVia(source: string, port: number): string {
-  const config = parseYaml(fs.readFileSync(source, 'utf8')) as { clusters: { cluster: { server: string } }[] };
-  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-proxy-kc-')), 'kubeconfig');
-  fs.writeFileSync(file, stringifyYaml(config), { mode: 0o600 });
-  return file;
-}
-
-function apiserverPort(kubeconfigPath: string): number {
-  const config = parseYaml(fs.readFileSync(kubeconfigPath, 'utf8')) as { clusters: { cluster: { server: string } }[] };
-  return Number(new URL(config.clusters[0]?.cluster.server ?? '').port);
-}
-
-/** An in-process controller with a KubeConfig of our choosing (TestEnv's uses its admin one). */
-async function startInProcessWith(env: TestEnv, kc: KubeConfig, args: readonly string[]): Promise<{ operator: RunningOperator; logs: string[] }> {
-  const parsed = parseRunConfig(['--namespaces', env.namespace, '--log-level', 'debug', ...args], {});
-  if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(line);
-      done();
-    },
-  });
-  const operator = await startOperator(parsed.config, { url: env.sim.url, apiKey: new SecretValue(env.apiKey), allowInsecure: false }, createLogger('debug', sink), kc);
-  return { operator, logs };
-}
 
 function httpGet(port: number, urlPath: string): Promise<{ status: number; body: string; contentType: string | undefined }> {
   return new Promise((resolve, reject) => {
@@ -399,14 +269,14 @@ describe('leader election with two controller processes', () => {
     env = await TestEnv.create('lead');
   });
   afterAll(async () => {
-    for (const c of children) if (!c.exited()) await killChild(c, 'SIGKILL');
+    await killAllControllers();
     await env?.close();
   });
 
   it('one leader syncs; after SIGKILL the standby takes over within the lease, the rotation requested meanwhile happens once', async () => {
     // Both start together: exactly one may win.
-    const a = spawnController(env, LEADER_ARGS(env));
-    const b = spawnController(env, LEADER_ARGS(env));
+    const a = env.spawnController(LEADER_ARGS(env));
+    const b = env.spawnController(LEADER_ARGS(env));
     await Promise.all([a, b].map((c) => waitLog(c, 'caches synced', msgIs('caches synced'))));
     const firstLeader = await eventually('one controller to become leader', async () =>
       [a, b].find((c) => c.logs.some(msgIs('became leader'))), 30_000, 100);
@@ -442,7 +312,7 @@ describe('leader election with two controller processes', () => {
     // SIGKILL the leader; while nobody leads, ask for a rotation.
     const transitionsBefore = lease?.transitions ?? 0;
     const killedAt = Date.now();
-    await killChild(firstLeader, 'SIGKILL');
+    await signalAndWait(firstLeader, 'SIGKILL');
     await env.requestRotation('g1', 'during-failover');
 
     const took = await waitLog(standby, 'became leader', msgIs('became leader'), LEASE_MS + 20_000);
@@ -484,18 +354,14 @@ describe('a leader that cannot renew stops at once', () => {
     env = await TestEnv.create('stop');
   });
   afterAll(async () => {
-    for (const c of children) {
-      if (c.exited()) continue;
-      try { process.kill(c.pid, 'SIGCONT'); } catch { /* gone */ }
-      await killChild(c, 'SIGKILL');
-    }
+    await killAllControllers();
     await env?.close();
   });
 
   it('SIGSTOPped leader: the standby takes over; after SIGCONT the old leader stops working and makes no call', async () => {
-    const a = spawnController(env, LEADER_ARGS(env));
+    const a = env.spawnController(LEADER_ARGS(env));
     await waitLog(a, 'became leader', msgIs('became leader'));
-    const b = spawnController(env, LEADER_ARGS(env));
+    const b = env.spawnController(LEADER_ARGS(env));
     await waitLog(b, 'caches synced', msgIs('caches synced'));
     await waitLog(b, 'waiting to become leader', msgIs('waiting to become leader'));
     for (const i of [1, 2, 3]) await env.createUserGroup(`s${i}`, { userGroupId: `st-${i}`, name: `Stop ${i}` });
@@ -689,9 +555,9 @@ describe('/metrics, /healthz and /readyz', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(kubeconfigVia(env.kubeconfigPath, proxy.port));
     const [healthPort] = await freePorts(1);
-    let started: { operator: RunningOperator; logs: string[] } | undefined;
+    let started: OperatorHandle | undefined;
     let startError: unknown;
-    const starting = startInProcessWith(env, kc, ['--metrics-addr', '0', '--health-addr', `127.0.0.1:${healthPort}`]).then(
+    const starting = env.startOperator({ kc, args: ['--metrics-addr', '0', '--health-addr', `127.0.0.1:${healthPort}`] }).then(
       (s) => { started = s; },
       (err: unknown) => { startError = err; },
     );
@@ -713,12 +579,12 @@ describe('/metrics, /healthz and /readyz', () => {
       await eventually('/readyz 200 once the apiserver is reachable', async () => ((await httpGet(healthPort ?? 0, '/readyz')).status === 200 ? true : undefined), 60_000, 100);
       console.log(`[health] /readyz turned 200 ${Date.now() - openedAt} ms after the apiserver became reachable`);
       await starting;
-      expect(started?.operator.controller.synced).toBe(true);
+      expect(started?.operator?.controller.synced).toBe(true);
       expect((await httpGet(healthPort ?? 0, '/healthz')).status).toBe(200);
     } finally {
       proxy.refuseNew(false); // so that a start still in progress can finish and be stopped
       await starting;
-      await started?.operator.stop();
+      await started?.stop();
       await proxy.close();
     }
   });
@@ -749,14 +615,14 @@ describe('graceful shutdown on SIGTERM under load', () => {
     env = await TestEnv.create('shutdown', { faults: { latencyMs: 150, latencyJitterMs: 150 } });
   });
   afterAll(async () => {
-    for (const c of children) if (!c.exited()) await killChild(c, 'SIGKILL');
+    await killAllControllers();
     await env?.close();
   });
 
   it('exits 0 within the grace period, releases the Lease, leaves no half-written Secret; a new controller converges', async () => {
     const N = 50;
     const graceMs = 15_000;
-    const c = spawnController(env, [...LEADER_ARGS(env, 'ug-shutdown'), '--shutdown-grace-period', '15s', '--concurrency', '4']);
+    const c = env.spawnController([...LEADER_ARGS(env, 'ug-shutdown'), '--shutdown-grace-period', '15s', '--concurrency', '4']);
     await waitLog(c, 'workers started', msgIs('workers started'));
     const names = Array.from({ length: N }, (_, i) => `load-${String(i).padStart(2, '0')}`);
     const idOf = (name: string): string => `sd-${name}`;
@@ -810,7 +676,7 @@ describe('graceful shutdown on SIGTERM under load', () => {
 
     // A new controller converges everything, without calling the service again for the finished ones.
     const upsertsBefore = totalCalls(env, 'upsert');
-    const next = spawnController(env, [...LEADER_ARGS(env, 'ug-shutdown')]);
+    const next = env.spawnController([...LEADER_ARGS(env, 'ug-shutdown')]);
     const tookOverAt = await waitLog(next, 'became leader', msgIs('became leader'));
     console.log(`[shutdown] the next controller led ${tookOverAt.at - (exit?.at ?? 0)} ms after the exit (released Lease: no wait for expiry)`);
     expect(tookOverAt.at - (exit?.at ?? 0)).toBeLessThan(LEASE_MS);
@@ -818,7 +684,7 @@ describe('graceful shutdown on SIGTERM under load', () => {
     expect(env.calls().upsert.created).toBe(N);
     expect(totalCalls(env, 'upsert') - upsertsBefore).toBe(N - atExit.length);
     expect(env.calls().upsert.updated).toBe(0);
-    await killChild(next, 'SIGTERM');
+    await signalAndWait(next, 'SIGTERM');
   });
 });
 
@@ -828,12 +694,12 @@ describe('logs', () => {
     env = await TestEnv.create('logs');
   });
   afterAll(async () => {
-    for (const c of children) if (!c.exited()) await killChild(c, 'SIGKILL');
+    await killAllControllers();
     await env?.close();
   });
 
   it('one JSON line per step with the UserGroup key and a reconcile id; nothing secret in them', async () => {
-    const c = spawnController(env, []);
+    const c = env.spawnController([]);
     await waitLog(c, 'workers started', msgIs('workers started'));
     await env.createUserGroup('log-a', { userGroupId: 'logs-a', name: 'Logs A' });
     const first = await waitInSync(env, 'log-a', 'logs-a');
@@ -880,7 +746,7 @@ describe('logs', () => {
 
   it('--log-level warn prints warnings only', async () => {
     env.sim.setFaults({ errorRate: 1 });
-    const c = spawnController(env, ['--log-level', 'warn']);
+    const c = env.spawnController(['--log-level', 'warn']);
     try {
       await env.createUserGroup('log-warn', { userGroupId: 'logs-warn', name: 'Warn' });
       await env.waitForReady('log-warn', 'ServiceUnavailable', 'False');
@@ -895,7 +761,7 @@ describe('logs', () => {
     for (const line of c.logs) expect(['warn', 'error', 'fatal'], line.text).toContain(line.json?.['level']);
     expect(c.logs.some(msgIs('user group synced'))).toBe(false);
     expect(c.logs.some(msgIs('caches synced'))).toBe(false);
-    await killChild(c, 'SIGTERM');
+    await signalAndWait(c, 'SIGTERM');
   });
 });
 

@@ -1,14 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { ControlPlane } from '../../src/devcluster/controlplane.js';
-import { eventually } from '../support/kube.js';
+import { killAllControllers, msgIs, signalAndWait, waitLog } from '../support/controller-process.js';
+import { eventually, kubeconfigVia } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
@@ -18,84 +15,6 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
  */
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
-const MAIN = path.join(repoRoot, 'dist/cli/main.js');
-
-interface LogEntry {
-  readonly at: number;
-  readonly text: string;
-  readonly json: Record<string, unknown> | undefined;
-}
-
-interface Controller {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  readonly logs: LogEntry[];
-  readonly stderr: string[];
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  exited(): boolean;
-}
-
-const children: Controller[] = [];
-
-/** `usergroup-operator run` as a child process, limited to the env's namespace, debug logs collected. */
-function spawnController(env: TestEnv, args: readonly string[], kubeconfigPath = env.kubeconfigPath): Controller {
-  const child = spawn(process.execPath, [
-    MAIN, 'run', '--kubeconfig', kubeconfigPath,
-    '--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...args,
-  ], {
-    env: { ...process.env, USERGROUP_SERVICE_URL: env.sim.url, USERGROUP_API_KEY: env.apiKey },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (child.pid === undefined) throw new Error('could not spawn the controller');
-  const logs: LogEntry[] = [];
-  const stderr: string[] = [];
-  const lineReader = (sink: (line: string) => void) => {
-    let buffered = '';
-    return (chunk: Buffer): void => {
-      buffered += chunk.toString('utf8');
-      const lines = buffered.split('\n');
-      buffered = lines.pop() ?? '';
-      for (const line of lines) if (line) sink(line);
-    };
-  };
-  child.stdout?.on('data', lineReader((text) => {
-    let json: Record<string, unknown> | undefined;
-    try {
-      json = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      json = undefined;
-    }
-    logs.push({ at: Date.now(), text, json });
-  }));
-  child.stderr?.on('data', lineReader((line) => stderr.push(line)));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const c: Controller = { child, pid: child.pid, logs, stderr, exit, exited: () => child.exitCode !== null || child.signalCode !== null };
-  children.push(c);
-  return c;
-}
-
-async function waitLog(c: Controller, what: string, match: (e: LogEntry) => boolean, timeoutMs = 30_000, from = 0): Promise<LogEntry> {
-  return eventually(`log line "${what}" (pid ${c.pid})`, async () => {
-    const found = c.logs.slice(from).find(match);
-    if (found) return found;
-    if (c.exited()) throw new Error(`controller ${c.pid} exited: ${c.stderr.join('\n')}`);
-    return undefined;
-  }, timeoutMs, 50);
-}
-
-const msgIs = (msg: string) => (e: LogEntry): boolean => e.json?.['msg'] === msg;
-
-async function stopChild(c: Controller, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-  if (c.exited()) return;
-  try {
-    process.kill(c.pid, 'SIGCONT');
-  } catch {
-    // gone
-  }
-  c.child.kill(signal);
-  await c.exit;
-}
-
 /** Synced for the current generation, and the Secret holds the service's current token. */
 async function inSync(env: TestEnv, ug: UserGroupObject): Promise<boolean> {
   const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
@@ -135,14 +54,6 @@ async function retrying<T>(what: string, call: () => Promise<T>, timeoutMs = 60_
 
 const rotationsOf = (env: TestEnv, userGroupId: string): number => env.sim.stats(env.apiKey).rotationsByUserGroupId[userGroupId] ?? 0;
 
-function kubeconfigVia(source: string, port: number): string {
-  const config = parseYaml(fs.readFileSync(source, 'utf8')) as { clusters: { cluster: { server: string } }[] };
-  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-proxy-kc-')), 'kubeconfig');
-  fs.writeFileSync(file, stringifyYaml(config), { mode: 0o600 });
-  return file;
-}
-
 describe('resilience against a restarted, compacted or silent kube-apiserver', () => {
   let cp: ControlPlane;
 
@@ -153,13 +64,13 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
   });
 
   afterAll(async () => {
-    for (const c of children) await stopChild(c);
+    await killAllControllers();
     await cp?.stop();
   });
 
   it('kube-apiserver restarted mid-run: everything converges and later changes are still seen', async () => {
     const env = await TestEnv.create('restart', {}, cp.kubeconfigPath);
-    const c = spawnController(env, []);
+    const c = env.spawnController([]);
     try {
       await waitLog(c, 'workers started', msgIs('workers started'));
       for (let i = 0; i < 8; i++) await env.createUserGroup(`r${i}`, { userGroupId: `re-${i}`, name: `R ${i}` });
@@ -213,14 +124,14 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       const watchTrouble = c.logs.filter((l) => /watch|list/.test(String(l.json?.['msg'])) && l.json?.['level'] !== 'debug');
       console.log(`[resilience] controller watch/list log lines around the restart: ${[...new Set(watchTrouble.map((l) => `${String(l.json?.['informer'])}: ${String(l.json?.['msg'])}`))].join(' | ')}`);
     } finally {
-      await stopChild(c, 'SIGTERM');
+      await signalAndWait(c, 'SIGTERM');
       await env.close();
     }
   });
 
   it('410 Gone after etcd compaction: the controller re-lists and misses nothing (deletes included)', async () => {
     const env = await TestEnv.create('gone', {}, cp.kubeconfigPath);
-    const c = spawnController(env, []);
+    const c = env.spawnController([]);
     try {
       await waitLog(c, 'workers started', msgIs('workers started'));
       for (const n of ['a', 'b', 'c', 'd']) await env.createUserGroup(n, { userGroupId: `gone-${n}`, name: n.toUpperCase() });
@@ -267,7 +178,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       expect(env.calls().upsert.created).toBe(6);
       await waitAllInSync(env);
     } finally {
-      await stopChild(c, 'SIGTERM');
+      await signalAndWait(c, 'SIGTERM');
       await env.close();
     }
   });
@@ -276,7 +187,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
     const env = await TestEnv.create('silent', {}, cp.kubeconfigPath);
     const proxy: TcpProxy = await startTcpProxy('127.0.0.1', Number(new URL(cp.serverUrl).port));
     const viaProxy = kubeconfigVia(cp.kubeconfigPath, proxy.port);
-    const c = spawnController(env, ['--watch-inactivity-timeout', '3s'], viaProxy);
+    const c = env.spawnController(['--watch-inactivity-timeout', '3s'], { kubeconfigPath: viaProxy });
     try {
       await waitLog(c, 'workers started', msgIs('workers started'));
       await env.createUserGroup('s1', { userGroupId: 'silent-1', name: 'S1' });
@@ -304,7 +215,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       await waitInSync(env, 's1', 120_000);
       expect(env.calls().upsert.created).toBe(2);
     } finally {
-      await stopChild(c, 'SIGTERM');
+      await signalAndWait(c, 'SIGTERM');
       await proxy.close();
       await env.close();
     }

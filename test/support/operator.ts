@@ -1,15 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import path from 'node:path';
 import { ApiException, CoreV1Api, CustomObjectsApi, EventsV1Api, PatchStrategy, setHeaderOptions, type CoreV1Event, type EventsV1Event, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { inject } from 'vitest';
 import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
-import { repoRoot } from '../../src/devcluster/binaries.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
+import { msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess, type SpawnControllerOptions } from './controller-process.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
 
 export const group = 'usergroup.dev';
@@ -50,11 +48,16 @@ export interface OperatorHandle {
 export interface OperatorStart {
   /** Extra `run` flags (the namespace, metrics and health flags are set already). */
   readonly args?: readonly string[];
-  /** 'process' runs `node dist/cli/main.js run` (npm test builds dist first). */
+  /**
+   * 'process' runs `node dist/cli/main.js run` (npm test builds dist first); the returned promise
+   * resolves once it has synced its caches (a standby that never leads gets there too).
+   */
   readonly mode?: 'in-process' | 'process';
   /** Override the default connection's URL (e.g. an unreachable one); the API key stays the env's. */
   readonly serviceUrl?: string;
   readonly apiKey?: string;
+  /** In-process controllers only: the KubeConfig to use instead of the env's admin one (e.g. through a proxy). */
+  readonly kc?: KubeConfig;
 }
 
 /**
@@ -85,14 +88,27 @@ export class TestEnv {
   }
 
   async startOperator(options: OperatorStart = {}): Promise<OperatorHandle> {
-    const args = ['--namespaces', this.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
     const serviceUrl = options.serviceUrl ?? this.sim.url;
     const apiKey = options.apiKey ?? this.apiKey;
-    const handle = options.mode === 'process'
-      ? await startChild(args, serviceUrl, apiKey, this.kubeconfigPath)
-      : await startInProcess(args, serviceUrl, apiKey, this.kc);
+    let handle: OperatorHandle;
+    if (options.mode === 'process') {
+      if (options.kc) throw new Error('OperatorStart.kc is for in-process controllers; a process takes a kubeconfig file (spawnController)');
+      handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, serviceUrl, apiKey, args: options.args ?? [] });
+    } else {
+      const args = ['--namespaces', this.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
+      handle = await startInProcess(args, serviceUrl, apiKey, options.kc ?? this.kc);
+    }
     this.operators.push(handle);
     return handle;
+  }
+
+  /**
+   * A controller process for this env's namespace, simulator and API key, without waiting for anything
+   * (see waitLog), its exit code and logs visible. Not stopped by close(): killAllControllers (afterAll)
+   * ends what the test has not.
+   */
+  spawnController(args: readonly string[], options: { kubeconfigPath?: string } = {}): ControllerProcess {
+    return spawnController({ kubeconfigPath: options.kubeconfigPath ?? this.kubeconfigPath, namespace: this.namespace, serviceUrl: this.sim.url, apiKey: this.apiKey, args });
   }
 
   /** Stops controllers and the simulator, then deletes the namespace. */
@@ -196,39 +212,19 @@ async function startInProcess(args: string[], serviceUrl: string, apiKey: string
   };
 }
 
-async function startChild(args: string[], serviceUrl: string, apiKey: string, kubeconfigPath: string): Promise<OperatorHandle> {
-  const node = process.execPath;
-  const child: ChildProcess = spawn(node, [path.join(repoRoot, 'dist/cli/main.js'), 'run', '--kubeconfig', kubeconfigPath, ...args], {
-    env: { ...process.env, USERGROUP_SERVICE_URL: serviceUrl, USERGROUP_API_KEY: apiKey },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: string[] = [];
-  let buffered = '';
-  const collect = (chunk: Buffer): void => {
-    buffered += chunk.toString('utf8');
-    const lines = buffered.split('\n');
-    buffered = lines.pop() ?? '';
-    logs.push(...lines.filter(Boolean));
-  };
-  child.stdout?.on('data', collect);
-  child.stderr?.on('data', collect);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await eventually('the controller process to report synced caches', async () => {
-    if (child.exitCode !== null) throw new Error(`controller exited ${child.exitCode}: ${logs.join('\n')}`);
-    return logs.some((l) => l.includes('"workers started"')) ? true : undefined;
-  }, 30_000, 50);
+/** A controller process (see spawnController), once it has synced its caches. */
+async function startChild(options: SpawnControllerOptions): Promise<OperatorHandle> {
+  const c = spawnController(options);
+  try {
+    await waitLog(c, 'caches synced', msgIs('caches synced'));
+  } catch (err) {
+    await signalAndWait(c, 'SIGKILL');
+    throw err;
+  }
   return {
-    logs,
-    ...(child.pid !== undefined ? { pid: child.pid } : {}),
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      await exited;
-    },
-    kill: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGKILL');
-      await exited;
-    },
+    logs: c.output,
+    pid: c.pid,
+    stop: () => signalAndWait(c, 'SIGTERM'),
+    kill: () => signalAndWait(c, 'SIGKILL'),
   };
 }

@@ -1,0 +1,142 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { eventually } from './kube.js';
+
+/** `usergroup-operator run` as built by `npm run build` (npm test builds dist first). */
+export const MAIN = path.join(repoRoot, 'dist/cli/main.js');
+
+/** One stdout line of a controller process. */
+export interface LogEntry {
+  /** When the test process received the line (Date.now()). */
+  readonly at: number;
+  readonly text: string;
+  /** The line parsed as JSON (pino), or undefined when it is not JSON. */
+  readonly json: Record<string, unknown> | undefined;
+}
+
+export interface ControllerExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  /** When the test process saw the exit (Date.now()). */
+  readonly at: number;
+}
+
+/** A controller child process whose logs, exit code and signal stay visible to the test. */
+export interface ControllerProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** stdout lines (pino JSON), with their arrival time. */
+  readonly logs: LogEntry[];
+  readonly stderr: string[];
+  /** Every stdout and stderr line as text, in the order they arrived. */
+  readonly output: string[];
+  readonly exit: Promise<ControllerExit>;
+  exited(): boolean;
+  /** The identity it campaigns with (from "waiting to become leader"), when leader election is on. */
+  identity(): string | undefined;
+}
+
+export interface SpawnControllerOptions {
+  readonly kubeconfigPath: string;
+  /** Passed as --namespaces (one namespace, or a comma-separated list). */
+  readonly namespace: string;
+  /** USERGROUP_SERVICE_URL: the default connection's URL. */
+  readonly serviceUrl: string;
+  /** USERGROUP_API_KEY: the default connection's API key. */
+  readonly apiKey: string;
+  /** Extra `run` flags, after the defaults (so they override them). */
+  readonly args?: readonly string[];
+}
+
+/** Every controller process spawned by this test file, for killAllControllers. */
+const spawned: ControllerProcess[] = [];
+
+/**
+ * `node dist/cli/main.js run --kubeconfig … --namespaces <ns> --metrics-addr 0 --health-addr 0 --log-level debug …args`
+ * with the default connection in USERGROUP_SERVICE_URL / USERGROUP_API_KEY. It does not wait for anything:
+ * use waitLog for the line the test needs.
+ */
+export function spawnController(options: SpawnControllerOptions): ControllerProcess {
+  const child = spawn(process.execPath, [
+    MAIN, 'run', '--kubeconfig', options.kubeconfigPath,
+    '--namespaces', options.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? []),
+  ], {
+    env: { ...process.env, USERGROUP_SERVICE_URL: options.serviceUrl, USERGROUP_API_KEY: options.apiKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (child.pid === undefined) throw new Error('could not spawn the controller');
+  const logs: LogEntry[] = [];
+  const stderr: string[] = [];
+  const output: string[] = [];
+  const lineReader = (sink: (line: string) => void) => {
+    let buffered = '';
+    return (chunk: Buffer): void => {
+      buffered += chunk.toString('utf8');
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line) continue;
+        output.push(line);
+        sink(line);
+      }
+    };
+  };
+  child.stdout?.on('data', lineReader((text) => {
+    let json: Record<string, unknown> | undefined;
+    try {
+      json = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      json = undefined;
+    }
+    logs.push({ at: Date.now(), text, json });
+  }));
+  child.stderr?.on('data', lineReader((line) => stderr.push(line)));
+  const exit = new Promise<ControllerExit>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
+  const controller: ControllerProcess = {
+    child,
+    pid: child.pid,
+    logs,
+    stderr,
+    output,
+    exit,
+    exited: () => child.exitCode !== null || child.signalCode !== null,
+    identity: () => logs.find((l) => l.json?.['msg'] === 'waiting to become leader')?.json?.['identity'] as string | undefined,
+  };
+  spawned.push(controller);
+  return controller;
+}
+
+/** Waits for a stdout line that matches (from index `from` on); fails early with the logs if the process exits. */
+export async function waitLog(c: ControllerProcess, what: string, match: (entry: LogEntry) => boolean, timeoutMs = 30_000, from = 0): Promise<LogEntry> {
+  return eventually(`log line "${what}" (pid ${c.pid})`, async () => {
+    const found = c.logs.slice(from).find(match);
+    if (found) return found;
+    if (c.exited()) throw new Error(`controller ${c.pid} exited: ${c.stderr.join('\n')}\n${c.logs.slice(-20).map((l) => l.text).join('\n')}`);
+    return undefined;
+  }, timeoutMs, 50);
+}
+
+export const msgIs = (msg: string) => (e: LogEntry): boolean => e.json?.['msg'] === msg;
+export const msgMatches = (re: RegExp) => (e: LogEntry): boolean => typeof e.json?.['msg'] === 'string' && re.test(e.json['msg']);
+
+/**
+ * Sends `signal` and waits for the exit; nothing when it has exited already. A SIGSTOPped process is
+ * sent SIGCONT first, so that it can act on the signal.
+ */
+export async function signalAndWait(c: ControllerProcess, signal: NodeJS.Signals): Promise<void> {
+  if (c.exited()) return;
+  try {
+    process.kill(c.pid, 'SIGCONT');
+  } catch {
+    // already gone
+  }
+  c.child.kill(signal);
+  await c.exit;
+}
+
+/** SIGCONT, then SIGKILL, every controller process of this file still running (for afterAll). */
+export async function killAllControllers(): Promise<void> {
+  for (const c of spawned) await signalAndWait(c, 'SIGKILL');
+}
