@@ -108,12 +108,15 @@ export class Connections {
       connection: {
         id,
         description,
+        // A stopped worker (shutdown, lost leadership) must not start a call it was waiting to make.
         upsert: async (request, signal) => {
           await bucket.take(signal);
+          signal?.throwIfAborted();
           return client.upsert(request);
         },
         rotate: async (token, signal) => {
           await bucket.take(signal);
+          signal?.throwIfAborted();
           return client.rotate(token);
         },
       },

@@ -64,6 +64,10 @@ export class Reconciler {
       return await run.execute();
     } catch (err) {
       if (err instanceof SecretWriteRefused) return { kind: 'retry', minDelayMs: 30_000 };
+      if (signal?.aborted) {
+        log.info('stopped before finishing: work was withdrawn (shutdown or lost leadership)');
+        return { kind: 'retry' };
+      }
       log.error({ err: errorText(err) }, 'reconcile failed');
       return { kind: 'retry' };
     }
@@ -236,6 +240,7 @@ class Run {
   private async storeSecret(spec: UserGroupSpec, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<{ ok: true; secret: ObservedSecret } | { ok: false }> {
     const desired = desiredSecret(this.ug.metadata, spec, content);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
+    this.signal?.throwIfAborted();
     let written;
     try {
       written = await this.ports.writeSecret(desired, resourceVersion);
@@ -292,6 +297,7 @@ class Run {
     const clear = (Object.keys(fields) as (keyof UserGroupStatus)[]).filter((k) => fields[k] === undefined);
     for (const k of clear) delete (next as Record<string, unknown>)[k];
     if (canonicalJson(next) === canonicalJson(this.previous)) return;
+    this.signal?.throwIfAborted();
     await this.ports.patchStatus(this.ug, next, clear);
   }
 

@@ -137,11 +137,16 @@ export class Informer<T extends Cached> {
         }
         this.stats.failures++;
         this.markFailing();
-        consecutiveFailures++;
         log.warn({ informer: this.options.name, status: end.status, err: end.message }, 'watch failed; retrying');
         await backoff();
-        // Repeated failures can mean our resourceVersion is unusable (e.g. etcd restored); a fresh list recovers.
-        if (consecutiveFailures >= 3) break;
+        // As client-go does: a 429 (e.g. a restarted apiserver still filling its watch cache) or a refused
+        // connection says nothing about our resourceVersion, so watch again from where we were. Other
+        // repeated failures may mean the resourceVersion is unusable (e.g. etcd restored): re-list.
+        if (end.status === 429 || end.message.startsWith('ECONNREFUSED')) continue;
+        if (++consecutiveFailures >= 3) {
+          log.info({ informer: this.options.name }, 'repeated watch failures; re-listing');
+          break;
+        }
       }
     }
   }

@@ -153,7 +153,11 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       process.kill(c.pid, 'SIGCONT');
       console.log(`[resilience] apiserver restarted, changes made, etcd compacted at revision ${revision}; controller resumed`);
 
-      const gone = await waitLog(c, '410 Gone re-list of usergroups', (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups', 60_000, linesBefore);
+      const gone = await waitLog(c, '410 Gone re-list of usergroups', (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups', 60_000, linesBefore).catch((err: unknown) => {
+        const informerLines = c.logs.slice(linesBefore).filter((l) => l.json?.['informer'] !== undefined).map((l) => l.text);
+        console.log(`[resilience] informer log lines after resuming:\n${informerLines.join('\n')}`);
+        throw err;
+      });
       console.log(`[resilience] usergroups watch got 410 Gone and re-listed ${gone.at - resumedAt} ms after resuming`);
 
       // Everything that happened while it was away is acted on; the deletion could only be learnt from the re-list.
