@@ -25,46 +25,84 @@ export interface RunConfig {
   readonly watchInactivityTimeoutMs: number | undefined;
 }
 
-type Kind = 'string' | 'boolean' | 'int' | 'number' | 'duration' | 'list' | 'address' | 'level';
+/** A value the flag's parser refused, with why. */
+interface Invalid {
+  readonly invalid: string;
+}
 
-interface FlagSpec {
+interface Flag<T> {
   readonly flag: string;
   readonly env: string;
-  readonly kind: Kind;
   readonly def: string | undefined;
   readonly help: string;
-  readonly min?: number;
+  readonly parse: (raw: string) => T | Invalid;
 }
+
+/** A flag whose default is always valid, so reading it always yields a T. */
+interface DefaultedFlag<T> extends Flag<T> {
+  readonly def: string;
+}
+
+const optional = <T>(flag: string, env: string, help: string, parse: (raw: string) => T | Invalid): Flag<T> => ({ flag, env, def: undefined, help, parse });
+const defaulted = <T>(flag: string, env: string, def: string, help: string, parse: (raw: string) => T | Invalid): DefaultedFlag<T> => ({ flag, env, def, help, parse });
+
+const text = (raw: string): string => raw;
+const bool = (raw: string): boolean | Invalid =>
+  raw === 'true' || raw === '1' ? true : raw === 'false' || raw === '0' ? false : { invalid: `"${raw}" is not a boolean (true or false)` };
+const int = (min: number) => (raw: string): number | Invalid => {
+  if (!/^-?\d+$/.test(raw)) return { invalid: `"${raw}" is not a whole number` };
+  const n = Number(raw);
+  return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+};
+const num = (min: number) => (raw: string): number | Invalid => {
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n)) return { invalid: `"${raw}" is not a number` };
+  return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+};
+const duration = (minMs: number) => (raw: string): number | Invalid => {
+  const ms = parseDuration(raw);
+  if (ms === undefined) return { invalid: `"${raw}" is not a duration (e.g. 500ms, 30s, 5m, 10h, 1h30m)` };
+  return ms < minMs ? { invalid: `must be at least ${minMs} ms, got ${raw}` } : ms;
+};
+const list = (raw: string): string[] => raw.split(',').map((part) => part.trim()).filter(Boolean);
+const address = (raw: string): string | Invalid => {
+  const match = /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):(\d{1,5})$/.exec(raw);
+  return raw === '0' || (match && Number(match[2]) <= 65535) ? raw : { invalid: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (port 0-65535; or 0 to disable)` };
+};
+const level = (raw: string): LogLevel | Invalid => LOG_LEVELS.find((l) => l === raw) ?? { invalid: `"${raw}" is not one of ${LOG_LEVELS.join(', ')}` };
 
 /** One table drives parsing, env fallbacks, validation and --help, so they cannot disagree. */
 export const FLAGS = {
-  kubeconfig: { flag: 'kubeconfig', env: 'KUBECONFIG', kind: 'string', def: undefined, help: 'kubeconfig file; default: in-cluster config, then ~/.kube/config' },
-  serviceUrl: { flag: 'service-url', env: 'USERGROUP_SERVICE_URL', kind: 'string', def: undefined, help: 'base URL of the service for the default connection (https unless loopback)' },
-  apiKeyFile: { flag: 'api-key-file', env: 'USERGROUP_API_KEY_FILE', kind: 'string', def: undefined, help: 'file holding the API key of the default connection (or set USERGROUP_API_KEY)' },
-  allowInsecureService: { flag: 'allow-insecure-service', env: 'USERGROUP_ALLOW_INSECURE_SERVICE', kind: 'boolean', def: 'false', help: 'allow a plain-http default service URL that is not loopback' },
-  namespaces: { flag: 'namespaces', env: 'USERGROUP_NAMESPACES', kind: 'list', def: '', help: 'comma-separated namespaces to watch; empty = all (also how to shard)' },
-  concurrency: { flag: 'concurrency', env: 'USERGROUP_CONCURRENCY', kind: 'int', def: '4', help: 'reconcile workers', min: 1 },
-  resyncPeriod: { flag: 'resync-period', env: 'USERGROUP_RESYNC_PERIOD', kind: 'duration', def: '10h', help: 're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster', min: 1000 },
-  serviceQps: { flag: 'service-qps', env: 'USERGROUP_SERVICE_QPS', kind: 'number', def: '10', help: 'sustained calls per second toward one service account', min: 0.001 },
-  serviceBurst: { flag: 'service-burst', env: 'USERGROUP_SERVICE_BURST', kind: 'int', def: '20', help: 'burst of calls toward one service account', min: 1 },
-  serviceTimeout: { flag: 'service-timeout', env: 'USERGROUP_SERVICE_TIMEOUT', kind: 'duration', def: '10s', help: 'timeout of one service call, body included', min: 1 },
-  leaderElect: { flag: 'leader-elect', env: 'USERGROUP_LEADER_ELECT', kind: 'boolean', def: 'false', help: 'elect a leader through a coordination.k8s.io Lease; only the leader reconciles' },
-  leaderElectionNamespace: { flag: 'leader-election-namespace', env: 'USERGROUP_LEADER_ELECTION_NAMESPACE', kind: 'string', def: undefined, help: 'namespace of the Lease; default: the pod namespace' },
-  leaderElectionId: { flag: 'leader-election-id', env: 'USERGROUP_LEADER_ELECTION_ID', kind: 'string', def: 'usergroup-operator', help: 'name of the Lease' },
-  leaseDuration: { flag: 'lease-duration', env: 'USERGROUP_LEASE_DURATION', kind: 'duration', def: '15s', help: 'how long a standby waits before taking over an unrenewed Lease', min: 1000 },
-  renewDeadline: { flag: 'renew-deadline', env: 'USERGROUP_RENEW_DEADLINE', kind: 'duration', def: '10s', help: 'a leader that cannot renew for this long stops reconciling', min: 500 },
-  retryPeriod: { flag: 'retry-period', env: 'USERGROUP_RETRY_PERIOD', kind: 'duration', def: '2s', help: 'how often to try to acquire or renew the Lease', min: 100 },
-  metricsAddr: { flag: 'metrics-addr', env: 'USERGROUP_METRICS_ADDR', kind: 'address', def: ':8080', help: 'address of /metrics ("0" disables)' },
-  healthAddr: { flag: 'health-addr', env: 'USERGROUP_HEALTH_ADDR', kind: 'address', def: ':8081', help: 'address of /healthz and /readyz ("0" disables)' },
-  logLevel: { flag: 'log-level', env: 'USERGROUP_LOG_LEVEL', kind: 'level', def: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
-  shutdownGracePeriod: { flag: 'shutdown-grace-period', env: 'USERGROUP_SHUTDOWN_GRACE_PERIOD', kind: 'duration', def: '20s', help: 'on SIGTERM, how long in-flight reconciles may finish', min: 0 },
-  watchInactivityTimeout: { flag: 'watch-inactivity-timeout', env: 'USERGROUP_WATCH_INACTIVITY_TIMEOUT', kind: 'duration', def: undefined, help: 'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)', min: 100 },
-} as const satisfies Record<string, FlagSpec>;
+  kubeconfig: optional('kubeconfig', 'KUBECONFIG', 'kubeconfig file; default: in-cluster config, then ~/.kube/config', text),
+  serviceUrl: optional('service-url', 'USERGROUP_SERVICE_URL', 'base URL of the service for the default connection (https unless loopback)', text),
+  apiKeyFile: optional('api-key-file', 'USERGROUP_API_KEY_FILE', 'file holding the API key of the default connection (or set USERGROUP_API_KEY)', text),
+  allowInsecureService: defaulted('allow-insecure-service', 'USERGROUP_ALLOW_INSECURE_SERVICE', 'false', 'allow a plain-http default service URL that is not loopback', bool),
+  namespaces: defaulted('namespaces', 'USERGROUP_NAMESPACES', '', 'comma-separated namespaces to watch; empty = all (also how to shard)', list),
+  concurrency: defaulted('concurrency', 'USERGROUP_CONCURRENCY', '4', 'reconcile workers', int(1)),
+  resyncPeriod: defaulted('resync-period', 'USERGROUP_RESYNC_PERIOD', '10h', 're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster', duration(1000)),
+  serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
+  serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '20', 'burst of calls toward one service account', int(1)),
+  serviceTimeout: defaulted('service-timeout', 'USERGROUP_SERVICE_TIMEOUT', '10s', 'timeout of one service call, body included', duration(1)),
+  leaderElect: defaulted('leader-elect', 'USERGROUP_LEADER_ELECT', 'false', 'elect a leader through a coordination.k8s.io Lease; only the leader reconciles', bool),
+  leaderElectionNamespace: optional('leader-election-namespace', 'USERGROUP_LEADER_ELECTION_NAMESPACE', 'namespace of the Lease; default: the pod namespace', text),
+  leaderElectionId: defaulted('leader-election-id', 'USERGROUP_LEADER_ELECTION_ID', 'usergroup-operator', 'name of the Lease', text),
+  leaseDuration: defaulted('lease-duration', 'USERGROUP_LEASE_DURATION', '15s', 'how long a standby waits before taking over an unrenewed Lease', duration(1000)),
+  renewDeadline: defaulted('renew-deadline', 'USERGROUP_RENEW_DEADLINE', '10s', 'a leader that cannot renew for this long stops reconciling', duration(500)),
+  retryPeriod: defaulted('retry-period', 'USERGROUP_RETRY_PERIOD', '2s', 'how often to try to acquire or renew the Lease', duration(100)),
+  metricsAddr: defaulted('metrics-addr', 'USERGROUP_METRICS_ADDR', ':8080', 'address of /metrics ("0" disables)', address),
+  healthAddr: defaulted('health-addr', 'USERGROUP_HEALTH_ADDR', ':8081', 'address of /healthz and /readyz ("0" disables)', address),
+  logLevel: defaulted('log-level', 'USERGROUP_LOG_LEVEL', 'info', `one of ${LOG_LEVELS.join(', ')}`, level),
+  shutdownGracePeriod: defaulted('shutdown-grace-period', 'USERGROUP_SHUTDOWN_GRACE_PERIOD', '20s', 'on SIGTERM, how long in-flight reconciles may finish', duration(0)),
+  watchInactivityTimeout: optional('watch-inactivity-timeout', 'USERGROUP_WATCH_INACTIVITY_TIMEOUT',
+    'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)', duration(100)),
+};
+
+type AnyFlag = Flag<unknown>;
 
 export type ConfigResult = { readonly ok: true; readonly config: RunConfig } | { readonly ok: false; readonly errors: readonly string[] } | { readonly ok: 'help' };
 
 export function usage(): string {
-  const rows = Object.values(FLAGS).map((f: FlagSpec) => {
+  const rows = Object.values(FLAGS).map((f: AnyFlag) => {
     const def = f.def === undefined || f.def === '' ? '' : ` (default ${f.def})`;
     return `  --${f.flag.padEnd(27)} ${f.help}${def}\n  ${' '.repeat(29)} env ${f.env}`;
   });
@@ -73,8 +111,7 @@ export function usage(): string {
 
 /** Parses argv (after the subcommand) and the environment. Pure: no file is read here. */
 export function parseRunConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): ConfigResult {
-  const specs = Object.values(FLAGS) as FlagSpec[];
-  const byFlag = new Map(specs.map((s) => [s.flag, s]));
+  const byFlag = new Map<string, AnyFlag>(Object.values(FLAGS).map((f: AnyFlag) => [f.flag, f]));
   const given = new Map<string, string>();
   const errors: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -101,7 +138,7 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
     if (value === undefined) {
       const next = argv[i + 1];
-      if (spec.kind === 'boolean' && (next === undefined || next.startsWith('--') || !/^(true|false)$/.test(next))) value = 'true';
+      if (spec.parse === bool && (next === undefined || next.startsWith('--') || !/^(true|false)$/.test(next))) value = 'true';
       else if (next === undefined) {
         errors.push(`--${name} needs a value`);
         continue;
@@ -113,48 +150,50 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     given.set(spec.flag, value);
   }
 
-  const read = (spec: FlagSpec): { raw: string | undefined; source: string } => {
-    const fromFlag = given.get(spec.flag);
-    if (fromFlag !== undefined) return { raw: fromFlag, source: `--${spec.flag}` };
-    const fromEnv = env[spec.env];
-    if (fromEnv !== undefined && fromEnv !== '') return { raw: fromEnv, source: spec.env };
-    return { raw: spec.def, source: `the default of --${spec.flag}` };
+  /** The flag, else its environment variable; a refused value is recorded as an error naming its source. */
+  const source = (f: AnyFlag): { raw: string; from: string } | undefined => {
+    const fromFlag = given.get(f.flag);
+    if (fromFlag !== undefined) return { raw: fromFlag, from: `--${f.flag}` };
+    const fromEnv = env[f.env];
+    return fromEnv !== undefined && fromEnv !== '' ? { raw: fromEnv, from: f.env } : undefined;
   };
-  const value = <K extends keyof typeof FLAGS>(key: K): unknown => {
-    const spec: FlagSpec = FLAGS[key];
-    const { raw, source } = read(spec);
-    if (raw === undefined) return undefined;
-    const parsed = convert(spec, raw);
-    if (typeof parsed === 'object' && parsed !== null && 'error' in parsed) {
-      errors.push(`${source}: ${parsed.error}`);
-      return undefined;
+  function read<T>(f: DefaultedFlag<T>): T;
+  function read<T>(f: Flag<T>): T | undefined;
+  function read<T>(f: Flag<T>): T | undefined {
+    const given = source(f);
+    const parsed = given ? f.parse(given.raw) : f.def !== undefined ? f.parse(f.def) : undefined;
+    if (isInvalid(parsed)) {
+      errors.push(`${given?.from ?? `the default of --${f.flag}`}: ${parsed.invalid}`);
+      // The configuration is refused anyway; the default keeps the value well-typed until then.
+      const fallback = f.def !== undefined ? f.parse(f.def) : undefined;
+      return isInvalid(fallback) ? undefined : fallback;
     }
     return parsed;
-  };
+  }
 
-  const config = {
-    kubeconfig: value('kubeconfig') as string | undefined,
-    serviceUrl: value('serviceUrl') as string | undefined,
-    apiKeyFile: value('apiKeyFile') as string | undefined,
-    allowInsecureService: value('allowInsecureService') as boolean,
-    namespaces: value('namespaces') as string[],
-    concurrency: value('concurrency') as number,
-    resyncPeriodMs: value('resyncPeriod') as number,
-    serviceQps: value('serviceQps') as number,
-    serviceBurst: value('serviceBurst') as number,
-    serviceTimeoutMs: value('serviceTimeout') as number,
-    leaderElect: value('leaderElect') as boolean,
-    leaderElectionNamespace: value('leaderElectionNamespace') as string | undefined,
-    leaderElectionId: value('leaderElectionId') as string,
-    leaseDurationMs: value('leaseDuration') as number,
-    renewDeadlineMs: value('renewDeadline') as number,
-    retryPeriodMs: value('retryPeriod') as number,
-    metricsAddr: value('metricsAddr') as string,
-    healthAddr: value('healthAddr') as string,
-    logLevel: value('logLevel') as LogLevel,
-    shutdownGracePeriodMs: value('shutdownGracePeriod') as number,
-    watchInactivityTimeoutMs: value('watchInactivityTimeout') as number | undefined,
-  } satisfies RunConfig;
+  const config: RunConfig = {
+    kubeconfig: read(FLAGS.kubeconfig),
+    serviceUrl: read(FLAGS.serviceUrl),
+    apiKeyFile: read(FLAGS.apiKeyFile),
+    allowInsecureService: read(FLAGS.allowInsecureService),
+    namespaces: read(FLAGS.namespaces),
+    concurrency: read(FLAGS.concurrency),
+    resyncPeriodMs: read(FLAGS.resyncPeriod),
+    serviceQps: read(FLAGS.serviceQps),
+    serviceBurst: read(FLAGS.serviceBurst),
+    serviceTimeoutMs: read(FLAGS.serviceTimeout),
+    leaderElect: read(FLAGS.leaderElect),
+    leaderElectionNamespace: read(FLAGS.leaderElectionNamespace),
+    leaderElectionId: read(FLAGS.leaderElectionId),
+    leaseDurationMs: read(FLAGS.leaseDuration),
+    renewDeadlineMs: read(FLAGS.renewDeadline),
+    retryPeriodMs: read(FLAGS.retryPeriod),
+    metricsAddr: read(FLAGS.metricsAddr),
+    healthAddr: read(FLAGS.healthAddr),
+    logLevel: read(FLAGS.logLevel),
+    shutdownGracePeriodMs: read(FLAGS.shutdownGracePeriod),
+    watchInactivityTimeoutMs: read(FLAGS.watchInactivityTimeout),
+  };
 
   if (errors.length === 0) {
     if (config.renewDeadlineMs >= config.leaseDurationMs) errors.push('--renew-deadline must be shorter than --lease-duration');
@@ -164,41 +203,8 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
   return errors.length > 0 ? { ok: false, errors } : { ok: true, config };
 }
 
-type Converted = string | number | boolean | string[] | { error: string };
-
-function convert(spec: FlagSpec, raw: string): Converted {
-  const min = spec.min;
-  switch (spec.kind) {
-    case 'string':
-      return raw;
-    case 'boolean':
-      if (raw === 'true' || raw === '1') return true;
-      if (raw === 'false' || raw === '0') return false;
-      return { error: `"${raw}" is not a boolean (true or false)` };
-    case 'int': {
-      if (!/^-?\d+$/.test(raw)) return { error: `"${raw}" is not a whole number` };
-      const n = Number(raw);
-      return min !== undefined && n < min ? { error: `must be at least ${min}, got ${n}` } : n;
-    }
-    case 'number': {
-      const n = Number(raw);
-      if (raw.trim() === '' || !Number.isFinite(n)) return { error: `"${raw}" is not a number` };
-      return min !== undefined && n < min ? { error: `must be at least ${min}, got ${n}` } : n;
-    }
-    case 'duration': {
-      const ms = parseDuration(raw);
-      if (ms === undefined) return { error: `"${raw}" is not a duration (e.g. 500ms, 30s, 5m, 10h, 1h30m)` };
-      return min !== undefined && ms < min ? { error: `must be at least ${min} ms, got ${raw}` } : ms;
-    }
-    case 'list':
-      return raw.split(',').map((s) => s.trim()).filter(Boolean);
-    case 'address': {
-      const match = /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):(\d{1,5})$/.exec(raw);
-      return raw === '0' || (match && Number(match[2]) <= 65535) ? raw : { error: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (port 0-65535; or 0 to disable)` };
-    }
-    case 'level':
-      return (LOG_LEVELS as readonly string[]).includes(raw) ? raw : { error: `"${raw}" is not one of ${LOG_LEVELS.join(', ')}` };
-  }
+function isInvalid(value: unknown): value is Invalid {
+  return typeof value === 'object' && value !== null && 'invalid' in value;
 }
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
