@@ -62,7 +62,7 @@ export class Controller {
   private readonly connections: Connections;
 
   constructor(
-    private readonly client: KubeClient,
+    client: KubeClient,
     private readonly options: ControllerOptions,
     private readonly log: Logger,
     private readonly hooks: ControllerHooks = {},
@@ -196,10 +196,6 @@ export class Controller {
       counts.set(key, (counts.get(key) ?? 0) + 1);
     }
     return counts;
-  }
-
-  get queueDepth(): number {
-    return this.queue?.len() ?? 0;
   }
 
   private enqueue(key: string): void {

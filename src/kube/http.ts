@@ -91,13 +91,6 @@ export class KubeClient {
     }
   }
 
-  /** Like request(), but a non-2xx status becomes a KubeApiError. */
-  async call(method: string, path: string, options: RequestOptions = {}): Promise<unknown> {
-    const res = await this.request(method, path, options);
-    if (res.status >= 200 && res.status < 300) return res.body;
-    throw apiError(method, path, res);
-  }
-
   /** A streaming GET (watches). */
   openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
     return this.open('GET', path, { query }, this.streamAgent);

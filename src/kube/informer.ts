@@ -45,7 +45,6 @@ export class Informer<T extends Cached> {
   private readonly syncWaiters: (() => void)[] = [];
   private readonly abort = new AbortController();
   private loop: Promise<void> | undefined;
-  private lastContact = Date.now();
   private failingSince: number | undefined;
   /** Counts of how the watch connections ended, for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0 };
@@ -245,16 +244,11 @@ export class Informer<T extends Cached> {
   }
 
   private markHealthy(): void {
-    this.lastContact = Date.now();
     this.failingSince = undefined;
   }
 
   private markFailing(): void {
     this.failingSince ??= Date.now();
-  }
-
-  get lastContactTime(): number {
-    return this.lastContact;
   }
 }
 

@@ -51,8 +51,6 @@ export class LeaderElector {
   private stopped = false;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
-  /** When this process last became leader (for metrics and tests). */
-  becameLeaderAt: number | undefined;
 
   constructor(private readonly options: LeaderElectionOptions) {
     this.now = options.now ?? Date.now;
@@ -117,7 +115,6 @@ export class LeaderElector {
     if (this.leading === leading) return;
     this.leading = leading;
     if (leading) {
-      this.becameLeaderAt = this.now();
       this.options.onStartedLeading();
     } else {
       this.options.onStoppedLeading();

@@ -60,10 +60,6 @@ async function waitForWarning(env: TestEnv, name: string, eventReason: 'SyncFail
   }, 30_000);
 }
 
-function total(counts: Readonly<Record<string, number>>): number {
-  return Object.values(counts).reduce((a, b) => a + b, 0);
-}
-
 describe('service errors', () => {
   let env: TestEnv;
 

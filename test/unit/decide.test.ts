@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { ObjectMeta } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { Condition, UserGroupSpec, UserGroupStatus } from '../../src/api/usergroup.js';
 import { readyCondition, Reason } from '../../src/controller/conditions.js';
