@@ -28,7 +28,7 @@ helm_ldflags="-s -w -X $helm_module/internal/version.version=$helm -X $helm_modu
 
 # Everything that decides the binaries' bytes: toolchain, build flags, pinned modules.
 key=$( { go version; echo "$GOFLAGS $CGO_ENABLED -trimpath"; echo "$kube_ldflags"; echo "$helm_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
-root=${USERGROUP_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/usergroup-operator}
+root=${USERGROUP_OPERATOR_CACHE:-${XDG_CACHE_HOME:-${HOME:?HOME is not set (or set USERGROUP_OPERATOR_CACHE)}/.cache}/usergroup-operator}
 dir="$root/controlplane/$k8s-$key"
 bins=(etcd kube-apiserver kube-controller-manager kubectl helm)
 
