@@ -34,8 +34,11 @@ export class KubeApiError extends Error {
  * ServiceAccount tokens are picked up. Requests share a keep-alive agent; watches,
  * which hold a connection for minutes, get their own.
  */
+const AUTH_REFRESH_MS = 10_000;
+
 export class KubeClient {
   private agent: http.Agent;
+  private auth: { readonly value: string | undefined; readonly at: number } | undefined;
 
   private constructor(
     private readonly kc: KubeConfig,
@@ -121,14 +124,27 @@ export class KubeClient {
     this.streamAgent.destroy();
   }
 
+  /**
+   * The Authorization header, re-derived from the KubeConfig at most every 10 s:
+   * often enough for rotating in-cluster tokens, without re-reading the kubeconfig's
+   * certificate files on every request.
+   */
+  private async authorization(): Promise<string | undefined> {
+    const now = Date.now();
+    if (this.auth && now - this.auth.at < AUTH_REFRESH_MS) return this.auth.value;
+    const options: https.RequestOptions = {};
+    await this.kc.applyToHTTPSOptions(options);
+    const value = (options.headers as Record<string, unknown> | undefined)?.['Authorization'];
+    this.auth = { value: typeof value === 'string' ? value : undefined, at: now };
+    return this.auth.value;
+  }
+
   private async open(method: string, path: string, options: RequestOptions, agent: http.Agent): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
-    const auth: https.RequestOptions = {};
-    await this.kc.applyToHTTPSOptions(auth);
     const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent };
-    const authorization = (auth.headers as Record<string, unknown> | undefined)?.['Authorization'];
-    if (typeof authorization === 'string') headers['Authorization'] = authorization;
+    const authorization = await this.authorization();
+    if (authorization !== undefined) headers['Authorization'] = authorization;
     let payload: string | undefined;
     if (options.body !== undefined) {
       payload = JSON.stringify(options.body);
