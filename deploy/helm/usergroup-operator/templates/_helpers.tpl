@@ -1,0 +1,99 @@
+{{/* Chart name, overridable. */}}
+{{- define "usergroup-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: the release name, plus the chart name unless the release name has it. */}}
+{{- define "usergroup-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "usergroup-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "usergroup-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "usergroup-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "usergroup-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: usergroup-operator
+{{- end }}
+
+{{- define "usergroup-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "usergroup-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "usergroup-operator.leaseName" -}}
+{{- default (include "usergroup-operator.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{- define "usergroup-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the default connection's API key: the user's, or the one this chart creates. */}}
+{{- define "usergroup-operator.apiKeySecretName" -}}
+{{- if .Values.connection.apiKey.existingSecret }}
+{{- .Values.connection.apiKey.existingSecret }}
+{{- else }}
+{{- printf "%s-api-key" (include "usergroup-operator.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Refuses combinations the schema cannot express, with a message that says what to change. */}}
+{{- define "usergroup-operator.validate" -}}
+{{- if and .Values.connection.url (not .Values.connection.apiKey.existingSecret) (not .Values.connection.apiKey.value) }}
+{{- fail "connection.url is set but there is no API key: set connection.apiKey.existingSecret (recommended) or connection.apiKey.value" }}
+{{- end }}
+{{- if and (not .Values.connection.url) (or .Values.connection.apiKey.existingSecret .Values.connection.apiKey.value) }}
+{{- fail "connection.apiKey is set but connection.url is empty: set connection.url too" }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true (two leaders would both call the service)" }}
+{{- end }}
+{{- end }}
+
+{{/* What the controller does in a namespace it manages; each rule says why. */}}
+{{- define "usergroup-operator.rules" -}}
+# Watch the declared groups; never write them (spec, labels and annotations stay the user's / GitOps').
+- apiGroups: [usergroup.dev]
+  resources: [usergroups]
+  verbs: [get, list, watch]
+# Report observedGeneration and conditions (merge patch of the status subresource only).
+- apiGroups: [usergroup.dev]
+  resources: [usergroups/status]
+  verbs: [patch]
+# Per-namespace connections.
+- apiGroups: [usergroup.dev]
+  resources: [usergroupservices]
+  verbs: [get, list, watch]
+# Token Secrets: list/watch (label-selected to the operator's own) to notice deletion and edits; get for
+# API-key Secrets of UserGroupServices and name conflicts; create/update to store tokens; delete for
+# Secrets left behind when spec.tokenSecret.name changes.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create, update, delete]
+# Events: create a series, patch its count.
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}

@@ -1,0 +1,265 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { createNamespace, deleteNamespace, eventually, kubectl, run, type CommandResult } from '../support/kube.js';
+import { CHART_DIR, MANIFESTS_DIR, renderManifests } from '../support/manifests.js';
+
+/** The real helm (built with the control plane), against the shared test cluster. */
+function helm(args: readonly string[]): Promise<CommandResult> {
+  return run(path.join(inject('binDir'), 'helm'), ['--kubeconfig', inject('kubeconfig'), ...args], { timeoutMs: 120_000 });
+}
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+async function template(...sets: string[]): Promise<K8sObject[]> {
+  const res = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', ...sets.flatMap((s) => ['--set', s])]);
+  expect(res.stderr).toBe('');
+  expect(res.code).toBe(0);
+  return parseAllDocuments(res.stdout).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
+}
+
+const only = (objects: K8sObject[], kind: string): K8sObject[] => objects.filter((o) => o.kind === kind);
+function one(objects: K8sObject[], kind: string): K8sObject {
+  const found = only(objects, kind);
+  expect(found, kind).toHaveLength(1);
+  return found[0] as K8sObject;
+}
+
+interface PodSpec {
+  automountServiceAccountToken?: boolean;
+  securityContext?: { runAsNonRoot?: boolean; seccompProfile?: { type: string } };
+  containers: {
+    args: string[];
+    env: { name: string; value?: string }[];
+    securityContext: { allowPrivilegeEscalation: boolean; readOnlyRootFilesystem: boolean; runAsNonRoot: boolean; capabilities: { drop: string[] } };
+    livenessProbe: { httpGet: { path: string } };
+    readinessProbe: { httpGet: { path: string } };
+    volumeMounts: { name: string; mountPath: string }[];
+  }[];
+  volumes: { name: string; projected?: { sources: { serviceAccountToken?: { expirationSeconds: number } }[] }; secret?: { secretName: string } }[];
+}
+interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }
+
+const deploymentOf = (objects: K8sObject[]): { replicas: number; pod: PodSpec } => {
+  const spec = one(objects, 'Deployment')['spec'] as { replicas: number; template: { spec: PodSpec } };
+  return { replicas: spec.replicas, pod: spec.template.spec };
+};
+const envOf = (pod: PodSpec): Map<string, string | undefined> => new Map(pod.containers[0]?.env.map((e) => [e.name, e.value]));
+
+describe('Helm chart', () => {
+  it('passes helm lint --strict with default and typical values', async () => {
+    for (const sets of [[], ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'], ['metrics.serviceMonitor.enabled=true', 'replicaCount=1']]) {
+      const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);
+      expect(res.stdout + res.stderr, sets.join(' ')).not.toMatch(/\[(ERROR|WARNING)\]/);
+      expect(res.code, res.stdout + res.stderr).toBe(0);
+    }
+  });
+
+  it('renders a restricted, least-privilege Deployment with leader election by default', async () => {
+    const objects = await template();
+    expect(objects.map((o) => o.kind).sort()).toEqual(
+      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount'],
+    );
+    const { replicas, pod } = deploymentOf(objects);
+    expect(replicas).toBe(2);
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(one(objects, 'ServiceAccount')['automountServiceAccountToken']).toBe(false);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    const container = pod.containers[0];
+    expect(container?.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(container?.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(container?.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(container?.args).toEqual(['run']);
+    // The only token in the pod: the projected, expiring one, mounted where in-cluster config looks.
+    const token = pod.volumes.find((v) => v.name === 'kube-api-access');
+    expect(token?.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken?.expirationSeconds).toBe(3600);
+    expect(container?.volumeMounts.map((m) => m.mountPath)).toEqual(['/var/run/secrets/kubernetes.io/serviceaccount']);
+    const env = envOf(pod);
+    expect(env.get('USERGROUP_LEADER_ELECT')).toBe('true');
+    expect(env.get('USERGROUP_NAMESPACES')).toBe('');
+    expect(env.has('USERGROUP_SERVICE_URL')).toBe(false);
+    expect(one(objects, 'PodDisruptionBudget')['spec']).toMatchObject({ maxUnavailable: 1 });
+  });
+
+  it('grants no wildcard and never a write to UserGroups themselves', async () => {
+    const objects = await template();
+    const rules = [...only(objects, 'ClusterRole'), ...only(objects, 'Role')].flatMap((r) => r['rules'] as Rule[]);
+    for (const rule of rules) {
+      expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
+      if (rule.resources.includes('usergroups') || rule.resources.includes('usergroupservices')) expect(rule.verbs).toEqual(['get', 'list', 'watch']);
+    }
+    expect(rules.find((r) => r.resources.includes('usergroups/status'))?.verbs).toEqual(['patch']);
+    const leaseRules = (only(objects, 'Role')[0]?.['rules'] ?? []) as Rule[];
+    expect(leaseRules).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['ugo-usergroup-operator'], verbs: ['get', 'update'] },
+    ]);
+  });
+
+  it('with watchNamespaces: a Role per namespace and nothing cluster-wide', async () => {
+    const objects = await template('watchNamespaces={team-a,team-b}');
+    expect(only(objects, 'ClusterRole')).toEqual([]);
+    expect(only(objects, 'ClusterRoleBinding')).toEqual([]);
+    const roles = only(objects, 'Role').map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort();
+    expect(roles).toEqual(['team-a/ugo-usergroup-operator', 'team-b/ugo-usergroup-operator', 'ugo-system/ugo-usergroup-operator-leader-election']);
+    expect(only(objects, 'RoleBinding')).toHaveLength(3);
+    expect(envOf(deploymentOf(objects).pod).get('USERGROUP_NAMESPACES')).toBe('team-a,team-b');
+  });
+
+  it('with a connection: the URL in the environment and the API key mounted as a file, from the chart\'s Secret or yours', async () => {
+    const created = await template('connection.url=https://analytics.example.com', 'connection.apiKey.value=not-a-real-key');
+    const secret = one(created, 'Secret');
+    expect(secret.metadata.name).toBe('ugo-usergroup-operator-api-key');
+    expect(secret['data']).toEqual({ apiKey: Buffer.from('not-a-real-key').toString('base64') });
+    const { pod } = deploymentOf(created);
+    expect(envOf(pod).get('USERGROUP_SERVICE_URL')).toBe('https://analytics.example.com');
+    expect(envOf(pod).get('USERGROUP_API_KEY_FILE')).toBe('/etc/usergroup-operator/api-key/apiKey');
+    expect(pod.volumes.find((v) => v.name === 'api-key')?.secret?.secretName).toBe('ugo-usergroup-operator-api-key');
+    // The key never reaches the pod spec itself.
+    expect(JSON.stringify(one(created, 'Deployment'))).not.toContain('not-a-real-key');
+
+    const existing = await template('connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=mine', 'connection.apiKey.key=k');
+    expect(only(existing, 'Secret')).toEqual([]);
+    const pod2 = deploymentOf(existing).pod;
+    expect(pod2.volumes.find((v) => v.name === 'api-key')?.secret?.secretName).toBe('mine');
+    expect(envOf(pod2).get('USERGROUP_API_KEY_FILE')).toBe('/etc/usergroup-operator/api-key/k');
+  });
+
+  it('renders a ServiceMonitor only when asked', async () => {
+    expect(only(await template(), 'ServiceMonitor')).toEqual([]);
+    const monitor = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=prom'), 'ServiceMonitor');
+    expect(monitor.metadata.labels?.['release']).toBe('prom');
+    expect(monitor['spec']).toMatchObject({ endpoints: [{ port: 'metrics', path: '/metrics' }] });
+  });
+
+  it.each([
+    [['replicas=3'], "additional properties 'replicas' not allowed"],
+    [['controller.logLevel=verbose'], '/controller/logLevel'],
+    [['image.pullPolicy=Sometimes'], '/image/pullPolicy'],
+    [['connection.url=ftp://analytics.example.com', 'connection.apiKey.value=x'], '/connection/url'],
+    [['watchNamespaces={Team_A}'], '/watchNamespaces/0'],
+    [['controller.resyncPeriod=daily'], '/controller/resyncPeriod'],
+    [['leaderElection.enabeld=true'], "additional properties 'enabeld' not allowed"],
+    [['connection.url=https://analytics.example.com'], 'connection.url is set but there is no API key'],
+    [['connection.apiKey.existingSecret=key'], 'connection.apiKey is set but connection.url is empty'],
+    [['leaderElection.enabled=false'], 'replicaCount > 1 needs leaderElection.enabled=true'],
+  ])('refuses %j with a clear message', async (sets, message) => {
+    const res = await helm(['template', 'ugo', CHART_DIR, ...sets.flatMap((s) => ['--set', s])]);
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain(message);
+  });
+});
+
+describe('helm install into the test control plane', () => {
+  let ns: string;
+  let watched: string;
+  const release = `ugo-${randomBytes(3).toString('hex')}`;
+
+  beforeAll(async () => {
+    ns = await createNamespace('helm');
+    watched = await createNamespace('helm-watched');
+    // The namespace enforces Pod Security "restricted": the ReplicaSet's pods are admitted only if they comply.
+    const label = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/enforce-version=latest']);
+    expect(label.code, label.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    await helm(['uninstall', release, '--namespace', ns]);
+    await deleteNamespace(ns);
+    await deleteNamespace(watched);
+  });
+
+  it('installs without --wait, and its pods are admitted under the restricted Pod Security Standard', async () => {
+    const res = await helm([
+      'install', release, CHART_DIR, '--namespace', ns,
+      '--set', `watchNamespaces={${watched}}`,
+      '--set', 'connection.url=https://analytics.example.com', '--set', 'connection.apiKey.value=not-a-real-key',
+    ]);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toContain('STATUS: deployed');
+    expect(res.stdout).toContain(`It manages UserGroups in: ${watched}.`);
+
+    const status = await helm(['status', release, '--namespace', ns, '-o', 'json']);
+    expect((JSON.parse(status.stdout) as { info: { status: string } }).info.status).toBe('deployed');
+    for (const [kind, namespace] of [['deployment', ns], ['serviceaccount', ns], ['service', ns], ['poddisruptionbudget', ns], ['secret', ns], ['role', watched], ['rolebinding', watched], ['role', ns]] as const) {
+      const got = await kubectl(['get', kind, '-n', namespace, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
+      expect(got.stdout.trim(), `${kind} in ${namespace}`).not.toBe('');
+    }
+    // No nodes run them, but kube-controller-manager's ReplicaSet controller creates both pods: admission
+    // (Pod Security restricted, ServiceAccount) accepted them.
+    const pods = await eventually('2 pods created by the ReplicaSet', async () => {
+      const got = await kubectl(['get', 'pods', '-n', ns, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
+      const names = got.stdout.trim().split('\n').filter(Boolean);
+      return names.length === 2 ? names : undefined;
+    });
+    expect(pods).toHaveLength(2);
+    const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'reason=FailedCreate', '-o', 'name']);
+    expect(events.stdout.trim()).toBe('');
+  });
+
+  it('the namespace really enforces restricted: a pod without the security settings is refused', async () => {
+    const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'careless' }, spec: { containers: [{ name: 'c', image: 'busybox' }] } };
+    const res = await kubectl(['create', '-n', ns, '--dry-run=server', '-f', '-'], { input: JSON.stringify(pod) });
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain('violates PodSecurity "restricted:latest"');
+  });
+
+  it('helm uninstall removes what it installed and keeps the CRDs', async () => {
+    const res = await helm(['uninstall', release, '--namespace', ns]);
+    expect(res.code, res.stderr).toBe(0);
+    await eventually('the release\'s objects gone', async () => {
+      const got = await kubectl(['get', 'deployment,serviceaccount,role,secret', '-n', ns, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
+      const roles = await kubectl(['get', 'role', '-n', watched, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
+      return got.stdout.trim() === '' && roles.stdout.trim() === '' ? true : undefined;
+    });
+    const crds = await kubectl(['get', 'crd', 'usergroups.usergroup.dev', 'usergroupservices.usergroup.dev', '-o', 'name']);
+    expect(crds.code).toBe(0);
+  });
+});
+
+describe('plain manifests (deploy/kubernetes)', () => {
+  it('are exactly what the chart renders (fix: npm run manifests)', async () => {
+    const rendered = await renderManifests(path.join(inject('binDir'), 'helm'));
+    for (const [file, content] of rendered) {
+      expect(fs.readFileSync(path.join(MANIFESTS_DIR, file), 'utf8'), file).toBe(content);
+    }
+  });
+
+  it('build with kustomize, and the example overlay sets the service URL', async () => {
+    const base = await kubectl(['kustomize', MANIFESTS_DIR]);
+    expect(base.code, base.stderr).toBe(0);
+    const kinds = parseAllDocuments(base.stdout).map((d) => (d.toJS() as K8sObject).kind);
+    expect(kinds).toEqual(expect.arrayContaining(['Namespace', 'CustomResourceDefinition', 'Deployment', 'ClusterRole', 'ServiceAccount']));
+    expect(kinds.filter((k) => k === 'CustomResourceDefinition')).toHaveLength(2);
+
+    const overlay = await kubectl(['kustomize', path.join(MANIFESTS_DIR, '../example')]);
+    expect(overlay.code, overlay.stderr).toBe(0);
+    const deployment = parseAllDocuments(overlay.stdout).map((d) => d.toJS() as K8sObject).find((o) => o.kind === 'Deployment');
+    const pod = (deployment?.['spec'] as { template: { spec: PodSpec } }).template.spec;
+    expect(envOf(pod).get('USERGROUP_SERVICE_URL')).toBe('https://analytics.example.com');
+  });
+
+  it('apply to the real apiserver: the controller is installed in a restricted namespace and its pods are admitted', async () => {
+    // crds.yaml only as a server dry run: the shared control plane's CRDs stay as the harness applied them.
+    const crds = await kubectl(['apply', '--dry-run=server', '-f', path.join(MANIFESTS_DIR, 'crds.yaml')]);
+    expect(crds.code, crds.stderr).toBe(0);
+    const applied = await kubectl(['apply', '-f', path.join(MANIFESTS_DIR, 'namespace.yaml'), '-f', path.join(MANIFESTS_DIR, 'install.yaml')]);
+    try {
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.stderr).not.toMatch(/Warning/i);
+      await eventually('2 controller pods created', async () => {
+        const got = await kubectl(['get', 'pods', '-n', 'usergroup-operator', '-o', 'name']);
+        return got.stdout.trim().split('\n').filter(Boolean).length === 2 ? true : undefined;
+      });
+    } finally {
+      await kubectl(['delete', '--wait=false', '-f', path.join(MANIFESTS_DIR, 'install.yaml'), '-f', path.join(MANIFESTS_DIR, 'namespace.yaml')]);
+    }
+  });
+});

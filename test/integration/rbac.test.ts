@@ -1,0 +1,168 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
+import { CHART_DIR } from '../support/manifests.js';
+import { TestEnv } from '../support/operator.js';
+
+/** Tokens are compared by hash, so a failing assertion never prints one. */
+const sha256 = (value: string | undefined): string => createHash('sha256').update(value ?? '').digest('hex');
+
+// A private control plane: the cluster-wide install's controller must not touch other test files' objects.
+describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () => {
+  let cp: ControlPlane;
+
+  beforeAll(async () => {
+    cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')] });
+  });
+  afterAll(async () => {
+    await killAllControllers();
+    await cp?.stop();
+  });
+
+  const admin = (args: readonly string[], input?: string): Promise<CommandResult> =>
+    run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, ...args], input === undefined ? {} : { input });
+  const helm = (args: readonly string[]): Promise<CommandResult> =>
+    run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
+
+  /** A kubeconfig holding nothing but a token for the ServiceAccount, issued through the TokenRequest API. */
+  async function serviceAccountKubeconfig(namespace: string, serviceAccount: string): Promise<{ path: string; as: (args: readonly string[], input?: string) => Promise<CommandResult> }> {
+    const token = await admin(['create', 'token', serviceAccount, '-n', namespace, '--duration=1h']);
+    expect(token.code, token.stderr).toBe(0);
+    const adminConfig = parseYaml(fs.readFileSync(cp.kubeconfigPath, 'utf8')) as { clusters: { name: string; cluster: Record<string, unknown> }[] };
+    const cluster = adminConfig.clusters[0];
+    if (!cluster) throw new Error('admin kubeconfig has no cluster');
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-sa-kc-')), 'kubeconfig');
+    fs.writeFileSync(file, stringifyYaml({
+      apiVersion: 'v1', kind: 'Config',
+      clusters: [cluster],
+      users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
+      contexts: [{ name: serviceAccount, context: { cluster: cluster.name, user: serviceAccount } }],
+      'current-context': serviceAccount,
+    }), { mode: 0o600 });
+    return { path: file, as: (args, input) => run(cp.binaries.kubectl, ['--kubeconfig', file, ...args], input === undefined ? {} : { input }) };
+  }
+
+  async function expectForbidden(as: (args: readonly string[], input?: string) => Promise<CommandResult>, args: readonly string[], input?: string): Promise<void> {
+    const res = await as(args, input);
+    expect(res.code, `kubectl ${args.join(' ')} should be refused`).not.toBe(0);
+    expect(res.stderr, `kubectl ${args.join(' ')}`).toMatch(/forbidden/i);
+  }
+
+  /** Namespaces an earlier test deleted: writing there is refused (403) while they terminate, whatever RBAC says. */
+  const terminating: string[] = [];
+  const noAuthorizationTrouble = (c: ControllerProcess): string[] =>
+    c.output.filter((line) => /forbidden|\b403\b/i.test(line) && !terminating.some((ns) => line.includes(`/namespaces/${ns}/`)));
+
+  it('namespaced install (watchNamespaces): reconciles and rotates end to end with only that token; everything else is denied', async () => {
+    const env = await TestEnv.create('team-a', {}, cp.kubeconfigPath);
+    const kc = adminKubeConfig(cp.kubeconfigPath);
+    const system = await createNamespace('ugo-system', kc);
+    const other = await createNamespace('team-b', kc);
+    let c: ControllerProcess | undefined;
+    try {
+      const installed = await helm(['install', 'ugo', CHART_DIR, '--namespace', system, '--set', `watchNamespaces={${env.namespace}}`]);
+      expect(installed.code, installed.stderr).toBe(0);
+      const sa = await serviceAccountKubeconfig(system, 'ugo-usergroup-operator');
+      const granted = await sa.as(['auth', 'can-i', '--list', '-n', env.namespace]);
+      console.log(`[rbac] what the chart's ServiceAccount may do in ${env.namespace}:\n${granted.stdout}`);
+
+      // The controller as the Deployment runs it: leader election in the release namespace, the watched namespace only.
+      c = spawnController({
+        kubeconfigPath: sa.path, namespace: env.namespace, serviceUrl: env.sim.url, apiKey: env.apiKey,
+        args: ['--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugo-usergroup-operator'],
+      });
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      await env.createUserGroup('acme', { userGroupId: 'acme', name: 'Acme', tokenSecret: { name: 'acme-token' } });
+      await env.waitForReady('acme');
+      const token = await env.secretToken('acme-token');
+      expect(sha256(token)).toBe(env.simGroup('acme')?.tokenSha256);
+      await env.requestRotation('acme', 'rbac-1');
+      await eventually('rotation handled', async () => ((await env.getUserGroup('acme')).status?.rotation?.lastHandledRequest === 'rbac-1' ? true : undefined));
+      expect(sha256(await env.secretToken('acme-token'))).toBe(env.simGroup('acme')?.tokenSha256);
+      expect(sha256(await env.secretToken('acme-token'))).not.toBe(sha256(token));
+      expect(env.calls().rotate.ok).toBe(1);
+      expect((await env.eventsFor('acme')).map((e) => e.reason)).toEqual(expect.arrayContaining(['Synced', 'TokenRotated']));
+
+      // A UserGroupService in the same namespace: its API-key Secret is read with the same token.
+      await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, `--from-literal=apiKey=${env.apiKey}`]);
+      const service = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: 'own', namespace: env.namespace }, spec: { url: env.sim.url, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } } };
+      expect((await admin(['apply', '-f', '-'], JSON.stringify(service))).code).toBe(0);
+      await env.createUserGroup('initech', { userGroupId: 'initech', name: 'Initech', serviceRef: { name: 'own' } });
+      await env.waitForReady('initech');
+
+      const lease = await admin(['get', 'lease', 'ugo-usergroup-operator', '-n', system, '-o', 'jsonpath={.spec.holderIdentity}']);
+      expect(lease.stdout).toBe(c.identity());
+      expect(noAuthorizationTrouble(c)).toEqual([]);
+
+      // Denied: Secrets anywhere but the watched namespace (the release's API key Secret included: the kubelet mounts it).
+      await admin(['create', 'secret', 'generic', 'elsewhere', '-n', other, '--from-literal=k=v']);
+      await expectForbidden(sa.as, ['get', 'secret', 'elsewhere', '-n', other]);
+      await expectForbidden(sa.as, ['get', 'secrets', '-n', other]);
+      await expectForbidden(sa.as, ['get', 'secrets', '-A']);
+      await expectForbidden(sa.as, ['get', 'secrets', '-n', system]);
+      await expectForbidden(sa.as, ['create', 'secret', 'generic', 'x', '-n', other, '--from-literal=k=v']);
+      // Denied: any write to a UserGroup itself (spec, labels, annotations), creating or deleting one.
+      await expectForbidden(sa.as, ['patch', 'usergroup', 'acme', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
+      await expectForbidden(sa.as, ['annotate', 'usergroup', 'acme', '-n', env.namespace, 'usergroup.dev/rotate-requested-at=x', '--overwrite']);
+      await expectForbidden(sa.as, ['label', 'usergroup', 'acme', '-n', env.namespace, 'a=b']);
+      await expectForbidden(sa.as, ['delete', 'usergroup', 'acme', '-n', env.namespace]);
+      await expectForbidden(sa.as, ['patch', 'usergroupservice', 'own', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"allowInsecure":true}}']);
+      // Denied: UserGroups outside the watched namespace, other Leases, and everything unrelated.
+      await expectForbidden(sa.as, ['get', 'usergroups', '-n', other]);
+      await expectForbidden(sa.as, ['get', 'usergroups', '-A']);
+      await expectForbidden(sa.as, ['get', 'lease', 'someone-else', '-n', system]);
+      await expectForbidden(sa.as, ['get', 'leases', '-n', system]);
+      await expectForbidden(sa.as, ['get', 'pods,configmaps', '-n', env.namespace]);
+      await expectForbidden(sa.as, ['get', 'namespaces']);
+      // Allowed, the one write to a UserGroup: its status (which the controller did above). kubectl patch
+      // would GET the status first, which the controller never needs, so ask the authorizer instead.
+      const status = await sa.as(['auth', 'can-i', 'patch', 'usergroups', '--subresource=status', '-n', env.namespace]);
+      expect(status.stdout.trim()).toBe('yes');
+      expect((await sa.as(['auth', 'can-i', 'update', 'usergroups', '--subresource=status', '-n', env.namespace])).stdout.trim()).toBe('no');
+    } finally {
+      if (c) await signalAndWait(c, 'SIGTERM');
+      await helm(['uninstall', 'ugo', '--namespace', system]);
+      await env.close();
+      terminating.push(env.namespace, other);
+    }
+  });
+
+  it('cluster-wide install (default values): reconciles in any namespace with only that token; writes to UserGroups and unrelated resources are denied', async () => {
+    const env = await TestEnv.create('anywhere', {}, cp.kubeconfigPath);
+    const system = await createNamespace('ugo-cluster', adminKubeConfig(cp.kubeconfigPath));
+    let c: ControllerProcess | undefined;
+    try {
+      const installed = await helm(['install', 'ugc', CHART_DIR, '--namespace', system]);
+      expect(installed.code, installed.stderr).toBe(0);
+      const sa = await serviceAccountKubeconfig(system, 'ugc-usergroup-operator');
+      c = spawnController({
+        kubeconfigPath: sa.path, namespace: env.namespace, serviceUrl: env.sim.url, apiKey: env.apiKey,
+        // No --namespaces: every namespace, as the chart's default.
+        args: ['--namespaces', '', '--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugc-usergroup-operator'],
+      });
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      await env.createUserGroup('globex', { userGroupId: 'globex', name: 'Globex' });
+      await env.waitForReady('globex');
+      expect(sha256(await env.secretToken('globex'))).toBe(env.simGroup('globex')?.tokenSha256);
+      expect(noAuthorizationTrouble(c)).toEqual([]);
+
+      await expectForbidden(sa.as, ['patch', 'usergroup', 'globex', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
+      await expectForbidden(sa.as, ['create', '-n', env.namespace, '-f', '-'], JSON.stringify({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: { name: 'planted' }, spec: { userGroupId: 'planted', name: 'Planted' } }));
+      await expectForbidden(sa.as, ['delete', 'usergroup', 'globex', '-n', env.namespace]);
+      await expectForbidden(sa.as, ['get', 'pods,configmaps,serviceaccounts', '-A']);
+      await expectForbidden(sa.as, ['get', 'lease', 'kube-controller-manager', '-n', 'kube-system']);
+      await expectForbidden(sa.as, ['create', 'clusterrolebinding', 'escalate', '--clusterrole=cluster-admin', `--serviceaccount=${system}:ugc-usergroup-operator`]);
+    } finally {
+      if (c) await signalAndWait(c, 'SIGTERM');
+      await helm(['uninstall', 'ugc', '--namespace', system]);
+      await env.close();
+    }
+  });
+});
