@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { readyCondition, type UserGroup } from '../api/usergroup.js';
+import { renderStatusTable } from './kubectl/status-table.js';
 import { repoRoot } from '../devcluster/binaries.js';
 import { ControlPlane } from '../devcluster/controlplane.js';
 import { createLogger } from '../observability/log.js';
@@ -86,7 +86,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     const interactive = process.stdout.isTTY === true;
     let last = '';
     const render = (): void => {
-      const table = renderTable(operator!.controller.userGroups.list());
+      const table = renderStatusTable(operator!.controller.userGroups.list(), { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
       const { upsert, rotate } = sim!.stats().operations;
       const calls = `PUT created ${upsert.created}, updated ${upsert.updated}; POST rotated ${rotate.ok}`;
       const text = `${table}\n\nservice calls so far: ${calls}\n\ntry:\n${hints.map((h) => `  ${h}`).join('\n')}\n\nCtrl-C stops everything.\n`;
@@ -116,24 +116,4 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
   }
 }
 
-/** The UserGroups as `kubectl get usergroups` would show them, plus last sync and rotation. */
-export function renderTable(groups: readonly UserGroup[]): string {
-  const rows = [['NAMESPACE', 'NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'LAST SYNC', 'LAST ROTATION']];
-  const sorted = [...groups].sort((a, b) => a.metadata.namespace.localeCompare(b.metadata.namespace) || a.metadata.name.localeCompare(b.metadata.name));
-  for (const ug of sorted) {
-    const ready = readyCondition(ug.status);
-    rows.push([
-      ug.metadata.namespace,
-      ug.metadata.name,
-      ug.spec.ok ? ug.spec.value.userGroupId : '?',
-      ready?.status ?? 'Unknown',
-      ready?.reason ?? '',
-      ug.status.tokenSecretName ?? '',
-      ug.status.lastSyncTime ?? '',
-      ug.status.rotation?.lastRotationTime ?? '',
-    ]);
-  }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
-}
 

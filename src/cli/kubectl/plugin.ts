@@ -1,0 +1,66 @@
+import { KubeApiError, KubeClient } from '../../kube/http.js';
+import { parsePluginArgs, type ClusterFlags } from './args.js';
+import type { Io } from './io.js';
+import { resolveCluster, type ResolvedCluster } from './kubeconfig.js';
+import { rotateCommand } from './rotate.js';
+import { statusCommand } from './status.js';
+import { usage } from './usage.js';
+import { KubeUserGroupAccess } from './usergroup-api.js';
+
+/**
+ * `kubectl usergroup …` (kubectl execs kubectl-usergroup with the arguments after
+ * "usergroup"). Resolves with the exit code: 0 done, 1 refused/failed/timed out,
+ * 2 bad usage.
+ */
+export async function runPlugin(argv: readonly string[], io: Io): Promise<number> {
+  const parsed = parsePluginArgs(argv);
+  if (!parsed.ok) {
+    io.err(parsed.showUsage ? `error: ${parsed.error}\n\n${usage}` : `error: ${parsed.error}\nSee 'kubectl usergroup --help' for usage.\n`);
+    return 2;
+  }
+  const command = parsed.command;
+  if (command.kind === 'help') {
+    io.out(usage);
+    return 0;
+  }
+
+  let cluster: ResolvedCluster;
+  let client: KubeClient;
+  try {
+    cluster = resolveCluster(command.cluster);
+    client = await KubeClient.create(cluster.kc, 'kubectl-usergroup');
+  } catch (err) {
+    io.err(`error: ${errorText(err)}\n`);
+    return 1;
+  }
+  const deps = { api: new KubeUserGroupAccess(client), io, now: () => Date.now() };
+  try {
+    if (command.kind === 'rotate') {
+      return await rotateCommand({ namespace: cluster.namespace, name: command.name, timeoutMs: command.timeoutMs, wait: command.wait }, deps);
+    }
+    return await statusCommand({ namespace: cluster.namespace, name: command.name, allNamespaces: command.allNamespaces, wide: command.wide }, deps);
+  } catch (err) {
+    io.err(`error: ${describeFailure(err, command.cluster, cluster)}\n`);
+    return 1;
+  } finally {
+    client.close();
+  }
+}
+
+/** An apiserver refusal speaks for itself; a transport failure also says where we tried to go. */
+function describeFailure(err: unknown, flags: ClusterFlags, cluster: ResolvedCluster): string {
+  if (err instanceof KubeApiError) return err.message;
+  const transport = err instanceof Error && (typeof (err as NodeJS.ErrnoException).code === 'string' || /timed out/.test(err.message));
+  if (!transport) return errorText(err);
+  const server = cluster.kc.getCurrentCluster()?.server ?? '(no server)';
+  const context = flags.context ?? cluster.kc.getCurrentContext();
+  return `cannot talk to the apiserver at ${server} (context "${context}"): ${errorText(err)}`;
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code && !err.message.includes(code) ? `${code}: ${err.message}` : err.message;
+  }
+  return String(err);
+}

@@ -1,0 +1,72 @@
+import { ROTATE_ANNOTATION } from '../../api/constants.js';
+import { readyCondition, type UserGroup } from '../../api/usergroup.js';
+import { ageOf } from './duration.js';
+import { formatTable } from './table.js';
+
+export interface StatusTableOptions {
+  /** Adds the NAMESPACE column, as kubectl does with -A. */
+  readonly allNamespaces: boolean;
+  /** Adds the Ready condition's MESSAGE column (-o wide). */
+  readonly wide: boolean;
+  /** For the ages; the caller's clock, so the rendering stays a pure function. */
+  readonly now: number;
+}
+
+/** What a cell shows when there is nothing to show (kubectl prints <none> in custom columns; "-" stays short). */
+const NONE = '-';
+
+/** One table row per UserGroup, in namespace/name order. */
+export function renderStatusTable(groups: readonly UserGroup[], options: StatusTableOptions): string {
+  const header = ['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'LAST ROTATION', 'AGE'];
+  if (options.allNamespaces) header.unshift('NAMESPACE');
+  if (options.wide) header.push('MESSAGE');
+  const sorted = [...groups].sort((a, b) => compare(a.metadata.namespace, b.metadata.namespace) || compare(a.metadata.name, b.metadata.name));
+  const rows = sorted.map((ug) => {
+    const row = statusCells(ug, options.now);
+    const cells = [row.name, row.userGroupId, row.ready, row.reason, row.secret, row.lastRotation, row.age];
+    if (options.allNamespaces) cells.unshift(row.namespace);
+    if (options.wide) cells.push(row.message);
+    return cells;
+  });
+  return formatTable(header, rows);
+}
+
+export interface StatusCells {
+  readonly namespace: string;
+  readonly name: string;
+  readonly userGroupId: string;
+  readonly ready: string;
+  readonly reason: string;
+  readonly secret: string;
+  readonly lastRotation: string;
+  readonly age: string;
+  readonly message: string;
+}
+
+/** The cells of one UserGroup's row. */
+export function statusCells(ug: UserGroup, now: number): StatusCells {
+  const ready = readyCondition(ug.status);
+  const observed = ready?.observedGeneration ?? ug.status.observedGeneration;
+  // Until the controller reports on the latest spec, its verdict is about an older one: say so.
+  const stale = ready !== undefined && observed !== undefined && observed < ug.metadata.generation;
+  const requested = ug.metadata.annotations[ROTATE_ANNOTATION];
+  const pending = requested !== undefined && requested !== ug.status.rotation?.lastHandledRequest;
+  const lastRotation = ageOf(ug.status.rotation?.lastRotationTime, now) ?? 'never';
+  return {
+    namespace: ug.metadata.namespace,
+    name: ug.metadata.name,
+    userGroupId: ug.spec.ok ? ug.spec.value.userGroupId : NONE,
+    // No Ready condition yet (the controller has not seen it): Unknown, as the API conventions have it.
+    ready: ready?.status ?? 'Unknown',
+    reason: ready?.reason ? `${ready.reason}${stale ? ' (stale)' : ''}` : NONE,
+    secret: ug.status.tokenSecretName ?? NONE,
+    lastRotation: pending ? `${lastRotation} (pending)` : lastRotation,
+    age: ageOf(ug.metadata.creationTimestamp, now) ?? NONE,
+    // One line per row: a multi-line message would break the table.
+    message: ready?.message ? ready.message.replace(/\s+/g, ' ').trim() : NONE,
+  };
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

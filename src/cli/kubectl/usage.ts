@@ -1,0 +1,31 @@
+import { ROTATE_ANNOTATION } from '../../api/constants.js';
+
+/** `kubectl usergroup --help`. Written for the person at the terminal, so it explains the exit codes too. */
+export const usage = `Manage UserGroups (usergroup.dev) from kubectl.
+
+Usage:
+  kubectl usergroup rotate <name> [-n <namespace>] [--timeout 60s] [--no-wait]
+  kubectl usergroup status [<name>] [-n <namespace> | -A] [-o wide]
+
+Commands:
+  rotate   ask the operator to rotate the group's token (sets the ${ROTATE_ANNOTATION}
+           annotation to a new value) and wait until the new token is in the Secret.
+           Refuses a UserGroup that does not exist or is suspended. While the service is
+           unavailable or rate-limiting, the operator retries and rotate keeps waiting.
+  status   one line per UserGroup: its id, Ready, reason, Secret, last rotation, age.
+           "(pending)" marks a requested rotation not handled yet; "(stale)" a status that
+           describes an older spec. -o wide adds the Ready condition's message.
+
+Flags:
+  -n, --namespace <ns>     namespace (default: the kubeconfig context's, else "default")
+  -A, --all-namespaces     status: every namespace
+      --kubeconfig <path>  kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)
+      --context <name>     kubeconfig context
+      --timeout <d>        rotate: how long to wait, a duration such as 30s or 2m (default 60s)
+      --no-wait            rotate: request the rotation and return at once
+  -o, --output wide        status: add the MESSAGE column
+  -h, --help               this help
+
+Exit codes: 0 done; 1 refused, failed or timed out (the reason is printed); 2 bad usage.
+The plugin never reads Secrets and never prints a token.
+`;
