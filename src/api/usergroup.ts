@@ -62,7 +62,9 @@ export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
 export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
   const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend } = raw;
-  if (typeof userGroupId !== 'string' || userGroupId.length < 1 || userGroupId.length > 255) {
+  // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
+  const idLength = typeof userGroupId === 'string' ? [...userGroupId].length : 0;
+  if (typeof userGroupId !== 'string' || idLength < 1 || idLength > 255) {
     return { ok: false, error: 'spec.userGroupId must be a string of 1 to 255 characters' };
   }
   if (typeof name !== 'string' || name === '') return { ok: false, error: 'spec.name must be a non-empty string' };
@@ -73,6 +75,9 @@ export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpe
   }
   if (properties !== undefined && properties !== null && !isRecord(properties)) {
     return { ok: false, error: 'spec.properties must be a JSON object' };
+  }
+  if (isRecord(properties) && nestedDeeperThan(properties, MAX_PROPERTIES_DEPTH)) {
+    return { ok: false, error: `spec.properties is nested more than ${MAX_PROPERTIES_DEPTH} levels deep` };
   }
   const secret = parseTokenSecret(tokenSecret, objectName);
   if (!secret.ok) return secret;
@@ -96,6 +101,21 @@ export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpe
       suspend: suspend === true,
     },
   };
+}
+
+/** Deeper properties are refused: hashing and sending them would recurse that deep. */
+export const MAX_PROPERTIES_DEPTH = 100;
+
+/** Iterative, so a hostile depth cannot overflow the stack here either. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(v as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

@@ -268,9 +268,14 @@ export class Controller {
         queue.forget(key);
         if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
         this.hooks.reconciled?.(result.requeueAfterMs !== undefined ? 'requeue' : 'success', seconds);
+      } else if (result.afterMs !== undefined) {
+        // The service said when (Retry-After): that replaces our guess and resets it, as controller-runtime's
+        // RequeueAfter does; otherwise a run of 429s would leave a long backoff behind for the next 503.
+        queue.forget(key);
+        queue.addAfter(key, result.afterMs);
+        this.hooks.reconciled?.('error', seconds);
       } else {
-        const backoff = this.backoff.when(key);
-        queue.addAfter(key, result.afterMs ?? Math.max(backoff, result.minDelayMs ?? 0));
+        queue.addAfter(key, Math.max(this.backoff.when(key), result.minDelayMs ?? 0));
         this.hooks.reconciled?.('error', seconds);
       }
       queue.done(key);

@@ -220,6 +220,9 @@ export class Informer<T extends Cached> {
           this.emit('deleted', item, old);
           return;
         }
+        // The echo of our own write-through is no news: its writer has seen it, and handling it again would
+        // re-run that reconcile at once (e.g. ignoring the Retry-After it is waiting out).
+        if (old && old.metadata.resourceVersion === item.metadata.resourceVersion) return;
         // A write-through of our own may already hold a newer version: never go back in time.
         if (!old || !isOlder(item.metadata.resourceVersion, old.metadata.resourceVersion)) this.store.set(key, item);
         this.emit(old ? 'updated' : 'added', this.store.get(key) ?? item, old);

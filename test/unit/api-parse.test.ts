@@ -104,6 +104,23 @@ describe('parseUserGroup', () => {
     expect(ug({ userGroupId: 'x'.repeat(255), name: 'X', tokenSecret: { name: 'acme.token-1' } }).spec.ok).toBe(true);
   });
 
+  it('counts userGroupId in characters (code points), as admission and the service do', () => {
+    expect(ug({ userGroupId: '\u{1F600}'.repeat(255), name: 'X' }).spec.ok).toBe(true);
+    expect(specError({ userGroupId: '\u{1F600}'.repeat(256), name: 'X' })).toMatch(/1 to 255 characters/);
+  });
+
+  it('refuses properties nested deeper than 100 levels, without recursing (10,000 levels pass admission)', () => {
+    const nest = (depth: number): Record<string, unknown> => {
+      let value: Record<string, unknown> = {};
+      for (let i = 1; i < depth; i++) value = { a: value };
+      return value;
+    };
+    expect(ug({ userGroupId: 'a', name: 'A', properties: nest(100) }).spec.ok).toBe(true);
+    expect(specError({ userGroupId: 'a', name: 'A', properties: nest(101) })).toBe('spec.properties is nested more than 100 levels deep');
+    expect(specError({ userGroupId: 'a', name: 'A', properties: { list: [nest(100)] } })).toMatch(/nested more than 100/);
+    expect(specError({ userGroupId: 'a', name: 'A', properties: nest(100_000) })).toMatch(/nested more than 100/);
+  });
+
   it('fails only for unusable metadata', () => {
     expect(parseUserGroup('nope')).toEqual({ ok: false, error: 'UserGroup is not an object' });
     expect(parseUserGroup({ metadata: meta({ name: undefined }), spec: {} }).ok).toBe(false);
