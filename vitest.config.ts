@@ -27,6 +27,20 @@ export default defineConfig({
           // One control plane per run is shared by every file; files isolate by namespace.
           fileParallelism: true,
           maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        test: {
+          name: 'reliability',
+          include: ['test/reliability/**/*.test.ts'],
+          // Its own control plane and the report collector; after the integration tests (groupOrder), one
+          // scenario at a time, so load from elsewhere does not blur its figures.
+          globalSetup: ['test/support/global-setup.ts', 'test/reliability/support/global-setup.ts'],
+          testTimeout: 1_800_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
         },
       },
     ],
