@@ -36,7 +36,7 @@ const SERVICE_TIMEOUT = '2s';
 const ARGS = ['--service-timeout', SERVICE_TIMEOUT, '--service-qps', '50', '--service-burst', '100', '--concurrency', '16', '--log-level', 'info'];
 /**
  * Budget for the whole run (creation, rotations, invariant). Not a performance target: the per-key
- * backoff (README: 5 ms doubling to a 5 min cap, reset only by a success) puts a heavy tail on
+ * backoff (README: 5 ms doubling to a 5 min cap, reset by a success or a Retry-After) puts a heavy tail on
  * convergence at a 45 % failure rate, above all for rotations, whose retries need two good calls in a
  * row (the recovery PUT, then the POST). Derived from that cap: reduced = 1 cap + 2 min, full = 4 caps.
  */
