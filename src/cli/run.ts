@@ -65,8 +65,8 @@ const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
 
 /** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
 export async function startOperator(config: RunConfig, connection: DefaultConnection | undefined, log: Logger, kc: KubeConfig): Promise<RunningOperator> {
-  const client = await KubeClient.create(kc, 'usergroup-operator');
   const metrics = new Metrics(packageVersion());
+  const client = await KubeClient.create(kc, 'usergroup-operator', (verb, code) => metrics.observeKubeRequest(verb, code));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
   const controller = new Controller(
     client,

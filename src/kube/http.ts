@@ -15,6 +15,12 @@ export interface RequestOptions {
   readonly timeoutMs?: number;
 }
 
+/**
+ * Called once per apiserver request when its answer (or transport failure) is known: the HTTP method,
+ * or WATCH for a watch opened with openStream, and the status code ("none" when no response arrived).
+ */
+export type KubeRequestObserver = (verb: string, code: string) => void;
+
 /** A failed apiserver call: status and the Status object's reason/message. */
 export class KubeApiError extends Error {
   constructor(
@@ -46,11 +52,12 @@ export class KubeClient {
     private readonly makeAgent: () => http.Agent,
     private readonly streamAgent: http.Agent,
     private readonly userAgent: string,
+    private readonly observe: KubeRequestObserver | undefined,
   ) {
     this.agent = makeAgent();
   }
 
-  static async create(kc: KubeConfig, userAgent = 'usergroup-operator'): Promise<KubeClient> {
+  static async create(kc: KubeConfig, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
     const tls: https.RequestOptions = {};
@@ -63,7 +70,7 @@ export class KubeClient {
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = cluster.server.startsWith('http:');
     const make = (options: https.AgentOptions): http.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent);
+    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
   }
 
   /** One request with a JSON body; resolves with any status (callers decide), rejects only on transport errors. */
@@ -75,8 +82,10 @@ export class KubeClient {
       // Pooled sockets to the same apiserver share this one's fate: do not let each of them time out in turn.
       this.resetConnections();
     }, timeoutMs);
+    let code = 'none';
     try {
       const res = await req.response;
+      code = String(res.statusCode ?? 'none');
       const chunks: Buffer[] = [];
       for await (const chunk of res) chunks.push(chunk as Buffer);
       const text = Buffer.concat(chunks).toString('utf8');
@@ -91,12 +100,16 @@ export class KubeClient {
       return { status: res.statusCode ?? 0, body };
     } finally {
       clearTimeout(timer);
+      this.observe?.(method, code);
     }
   }
 
   /** A streaming GET (watches). */
-  openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
-    return this.open('GET', path, { query }, this.streamAgent);
+  async openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+    const opened = await this.open('GET', path, { query }, this.streamAgent);
+    const observe = this.observe;
+    if (observe) void opened.response.then((res) => observe('WATCH', String(res.statusCode ?? 'none')), () => observe('WATCH', 'none'));
+    return opened;
   }
 
   /**

@@ -21,6 +21,7 @@ export class Metrics {
   readonly workDuration = new Histogram({ name: 'workqueue_work_duration_seconds', help: 'Time a worker spends on a key.', labelNames: ['name'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
   readonly serviceRequests = new Counter({ name: 'usergroup_service_requests_total', help: 'Calls to the analytics service by operation and HTTP status code ("none" when no response arrived).', labelNames: ['operation', 'code'], registers: [this.registry] });
   readonly serviceDuration = new Histogram({ name: 'usergroup_service_request_duration_seconds', help: 'Service call latency by operation.', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly kubeRequests = new Counter({ name: 'usergroup_kube_requests_total', help: 'Requests to the Kubernetes apiserver by HTTP method (WATCH for watch opens) and status code ("none" when no response arrived).', labelNames: ['verb', 'code'], registers: [this.registry] });
   readonly tokensRotated = new Counter({ name: 'usergroup_tokens_rotated_total', help: 'Tokens rotated at the service.', registers: [this.registry] });
   /** Set by the controller: counts of UserGroups per "ready/reason", read at scrape time. */
   userGroupCounts: () => ReadonlyMap<string, number> = () => new Map();
@@ -62,6 +63,10 @@ export class Metrics {
   observeService(sample: ServiceCallSample): void {
     this.serviceRequests.inc({ operation: sample.operation, code: sample.status === undefined ? 'none' : String(sample.status) });
     this.serviceDuration.observe({ operation: sample.operation }, sample.durationMs / 1000);
+  }
+
+  observeKubeRequest(verb: string, code: string): void {
+    this.kubeRequests.inc({ verb, code });
   }
 
   observeReconcile(result: 'success' | 'requeue' | 'error', seconds: number): void {

@@ -1,0 +1,185 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../../src/api/constants.js';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { KubeClient } from '../../src/kube/http.js';
+import { paths } from '../../src/kube/paths.js';
+import { watchOnce, type WatchEvent } from '../../src/kube/watch-stream.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
+import { OPERATIONS, OUTCOMES, type SimStats } from '../../src/sim/stats.js';
+import { forEachBounded } from './stats.js';
+
+type Json = Record<string, unknown>;
+const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export const FIELD_MANAGER = 'usergroup-bench';
+
+/** The bench's world: a private control plane, the simulator in this process, and an admin client. */
+export class BenchCluster {
+  private constructor(
+    readonly cp: ControlPlane,
+    readonly sim: Simulator,
+    readonly kc: KubeConfig,
+    readonly client: KubeClient,
+    /** The controller's API key (its own team at the simulator). */
+    readonly controllerKey: string,
+    /** The limit script's API key, so its calls and groups stay apart from the controller's. */
+    readonly limitKey: string,
+  ) {}
+
+  static async start(latencyMs: number, progress: (line: string) => void): Promise<BenchCluster> {
+    const cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')], progress });
+    const controllerKey = `bench-${randomBytes(12).toString('hex')}`;
+    const limitKey = `bench-limit-${randomBytes(12).toString('hex')}`;
+    const sim = await startSimulator({ apiKeys: [controllerKey, limitKey], faults: { latencyMs } });
+    const kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    const client = await KubeClient.create(kc, 'usergroup-bench');
+    return new BenchCluster(cp, sim, kc, client, controllerKey, limitKey);
+  }
+
+  async stop(): Promise<void> {
+    this.client.close();
+    await this.sim.stop();
+    await this.cp.stop();
+  }
+
+  async createNamespace(prefix: string): Promise<string> {
+    const name = `${prefix}-${randomBytes(3).toString('hex')}`;
+    const res = await this.client.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } });
+    if (res.status !== 201) throw new Error(`creating namespace ${name}: HTTP ${res.status}`);
+    return name;
+  }
+
+  /** Every call the simulator answered for one key's team, all operations and outcomes. */
+  serviceCalls(apiKey: string = this.controllerKey): number {
+    return totalCalls(this.sim.stats(apiKey));
+  }
+
+  /**
+   * Creates (or updates) UserGroups ug-00000… with server-side apply, `parallelism` at a time.
+   * Resolves with the uid of each; throws on the first refusal.
+   */
+  async applyUserGroups(namespace: string, n: number, parallelism: number, onApplied?: (i: number, uid: string) => void, client: KubeClient = this.client): Promise<string[]> {
+    const uids: string[] = new Array<string>(n);
+    await forEachBounded(n, parallelism, async (i) => {
+      const name = userGroupName(i);
+      const body = {
+        apiVersion: 'usergroup.dev/v1alpha1',
+        kind: 'UserGroup',
+        metadata: { name, namespace },
+        spec: userGroupSpec(namespace, i),
+      };
+      const p = `${paths.userGroups(namespace)}/${name}`;
+      const res = await client.request('PATCH', p, { query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/apply-patch+yaml' });
+      if (res.status !== 200 && res.status !== 201) throw new Error(`applying ${namespace}/${name}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+      const uid = isRecord(res.body) && isRecord(res.body['metadata']) ? res.body['metadata']['uid'] : undefined;
+      uids[i] = typeof uid === 'string' ? uid : '';
+      onApplied?.(i, uids[i] ?? '');
+    });
+    return uids;
+  }
+
+  /** The current resourceVersion of a collection (a one-item list: a consistent read). */
+  async collectionVersion(collection: string, labelSelector?: string): Promise<string> {
+    const res = await this.client.request('GET', collection, { query: { limit: '1', ...(labelSelector ? { labelSelector } : {}) } });
+    const rv = isRecord(res.body) && isRecord(res.body['metadata']) ? res.body['metadata']['resourceVersion'] : undefined;
+    if (res.status !== 200 || typeof rv !== 'string') throw new Error(`listing ${collection}: HTTP ${res.status}`);
+    return rv;
+  }
+
+  /** Every item of a collection, paged by 500. */
+  async listAll(collection: string, labelSelector?: string): Promise<Json[]> {
+    const items: Json[] = [];
+    let cont = '';
+    do {
+      const query: Record<string, string> = { limit: '500' };
+      if (labelSelector) query['labelSelector'] = labelSelector;
+      if (cont) query['continue'] = cont;
+      const res = await this.client.request('GET', collection, { query, timeoutMs: 120_000 });
+      if (res.status !== 200 || !isRecord(res.body)) throw new Error(`listing ${collection}: HTTP ${res.status}`);
+      for (const item of Array.isArray(res.body['items']) ? res.body['items'] : []) if (isRecord(item)) items.push(item);
+      const meta = res.body['metadata'];
+      cont = isRecord(meta) && typeof meta['continue'] === 'string' ? meta['continue'] : '';
+    } while (cont);
+    return items;
+  }
+
+  /**
+   * Watches a collection from `resourceVersion` until stopped, re-watching from the last version seen when
+   * the server ends a watch. A 410 or repeated failures end it with an error (`onError`).
+   */
+  watch(collection: string, resourceVersion: string, onEvent: (event: WatchEvent) => void, options: { labelSelector?: string; onError?: (message: string) => void } = {}): { stop(): void } {
+    const abort = new AbortController();
+    let rv = resourceVersion;
+    void (async () => {
+      let failures = 0;
+      while (!abort.signal.aborted) {
+        const end = await watchOnce(this.client, collection, {
+          resourceVersion: rv,
+          ...(options.labelSelector ? { labelSelector: options.labelSelector } : {}),
+          timeoutSeconds: 600,
+          inactivityMs: 700_000,
+          signal: abort.signal,
+          onEvent: (event) => {
+            const v = isRecord(event.object['metadata']) ? event.object['metadata']['resourceVersion'] : undefined;
+            if (typeof v === 'string') rv = v;
+            failures = 0;
+            if (event.type !== 'BOOKMARK') onEvent(event);
+          },
+        });
+        if (abort.signal.aborted || end.kind === 'closed') continue;
+        if (end.kind === 'gone' || ++failures > 5) {
+          options.onError?.(`watch of ${collection} ended: ${end.kind === 'failed' ? end.message : end.kind}`);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    })();
+    return { stop: () => abort.abort() };
+  }
+}
+
+export const userGroupName = (i: number): string => `ug-${String(i).padStart(5, '0')}`;
+export const userGroupId = (namespace: string, i: number): string => `${namespace}-${i}`;
+export const userGroupSpec = (namespace: string, i: number): Json => ({
+  userGroupId: userGroupId(namespace, i),
+  name: `Bench customer ${i}`,
+  properties: { tier: i % 3 === 0 ? 'gold' : 'standard', region: 'eu-west' },
+});
+
+export const OWNED_SECRETS = `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`;
+
+export function totalCalls(stats: SimStats): number {
+  let total = 0;
+  for (const op of OPERATIONS) for (const outcome of OUTCOMES) total += stats.operations[op][outcome];
+  return total;
+}
+
+/** metadata.name, metadata.annotations[key] and friends of a raw object. */
+export function meta(object: Json): { name: string; generation: number; annotations: Record<string, string>; uid: string } {
+  const m = isRecord(object['metadata']) ? object['metadata'] : {};
+  const annotations = isRecord(m['annotations']) ? (m['annotations'] as Record<string, string>) : {};
+  return { name: String(m['name'] ?? ''), generation: Number(m['generation'] ?? 0), annotations, uid: String(m['uid'] ?? '') };
+}
+
+/** Ready=True for the object's current generation. */
+export function readyForGeneration(object: Json): boolean {
+  const generation = meta(object).generation;
+  const status = isRecord(object['status']) ? object['status'] : {};
+  if (status['observedGeneration'] !== generation) return false;
+  const conditions = Array.isArray(status['conditions']) ? status['conditions'] : [];
+  return conditions.some((c) => isRecord(c) && c['type'] === 'Ready' && c['status'] === 'True' && (c['observedGeneration'] === undefined || c['observedGeneration'] === generation));
+}
+
+/** The decoded value of a Secret's data key, or undefined. */
+export function secretData(object: Json, key: string): string | undefined {
+  const data = isRecord(object['data']) ? object['data'] : {};
+  const v = data[key];
+  return typeof v === 'string' ? Buffer.from(v, 'base64').toString('utf8') : undefined;
+}
+
+export { isRecord };
+export type { Json };

@@ -1,0 +1,221 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { freePorts } from '../../src/devcluster/controlplane.js';
+import { ProcWatcher, type ProcSample } from './proc.js';
+import { pollUntil } from './stats.js';
+
+export const MAIN = path.join(repoRoot, 'dist/cli/main.js');
+
+export interface BenchControllerOptions {
+  readonly kubeconfigPath: string;
+  readonly namespace: string;
+  readonly serviceUrl: string;
+  readonly apiKey: string;
+  readonly concurrency: number;
+  readonly serviceQps: number;
+  readonly logLevel: string;
+  /** stdout and stderr of the controller go here (not through a pipe into the bench). */
+  readonly logFile: string;
+  readonly nodeOptions: string | undefined;
+}
+
+/** The `run` flags the bench gives every controller (reported with the results). */
+export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel'>): string[] {
+  return ['--concurrency', String(o.concurrency), '--service-qps', String(o.serviceQps), '--service-burst', String(o.serviceQps),
+    '--leader-elect=false', '--log-level', o.logLevel];
+}
+
+/** Every controller this bench started, so an interrupted run can end them. */
+export const spawnedControllers: BenchController[] = [];
+
+/**
+ * `node dist/cli/main.js run` as its own process, so its RSS and CPU are its own: metrics and health on free
+ * loopback ports, leader election off, the default connection pointing at the simulator.
+ */
+export class BenchController {
+  private exitedFlag = false;
+  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly proc: ProcWatcher;
+
+  /** Date.now() at the spawn. */
+  readonly spawnedAt = Date.now();
+
+  private constructor(readonly child: ChildProcess, readonly pid: number, readonly metricsPort: number, readonly healthPort: number, readonly logFile: string) {
+    this.exit = new Promise((resolve) => child.once('exit', (code, signal) => {
+      this.exitedFlag = true;
+      resolve({ code, signal });
+    }));
+    this.proc = new ProcWatcher(pid, 1000);
+  }
+
+  static async spawn(o: BenchControllerOptions): Promise<BenchController> {
+    const [metricsPort = 0, healthPort = 0] = await freePorts(2);
+    fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
+    const out = fs.openSync(o.logFile, 'a');
+    const env: NodeJS.ProcessEnv = { ...process.env, USERGROUP_SERVICE_URL: o.serviceUrl, USERGROUP_API_KEY: o.apiKey };
+    if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
+    else delete env['NODE_OPTIONS'];
+    const child = spawn(process.execPath, [
+      MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace,
+      '--metrics-addr', `127.0.0.1:${metricsPort}`, '--health-addr', `127.0.0.1:${healthPort}`, ...controllerFlags(o),
+    ], { env, stdio: ['ignore', out, out] });
+    fs.closeSync(out);
+    if (child.pid === undefined) throw new Error('could not spawn the controller');
+    const controller = new BenchController(child, child.pid, metricsPort, healthPort, o.logFile);
+    spawnedControllers.push(controller);
+    return controller;
+  }
+
+  exited(): boolean {
+    return this.exitedFlag;
+  }
+
+  sample(): ProcSample | undefined {
+    return this.proc.sample();
+  }
+
+  /** The last lines of its log, for error messages. */
+  logTail(lines = 15): string {
+    try {
+      return fs.readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+
+  /** When the controller logged `msg` first (pino's time field, Date.now() scale), if it did. */
+  loggedAt(msg: string): number | undefined {
+    let text: string;
+    try {
+      text = fs.readFileSync(this.logFile, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const needle = `"msg":${JSON.stringify(msg)}`;
+    const line = text.split('\n').find((l) => l.includes(needle));
+    const time = line ? /"time":"([^"]+)"/.exec(line)?.[1] : undefined;
+    const ms = time ? Date.parse(time) : NaN;
+    return Number.isFinite(ms) ? ms : undefined;
+  }
+
+  /** Resolves when /readyz answers 200 (its caches are synced); fails if it exits first. */
+  async waitReady(timeoutMs: number): Promise<void> {
+    await pollUntil('the controller to sync its caches (/readyz)', async () => {
+      if (this.exited()) throw new Error(`the controller exited before it was ready:\n${this.logTail()}`);
+      return (await httpGet(this.healthPort, '/readyz').catch(() => undefined))?.status === 200 ? true : undefined;
+    }, timeoutMs, 50);
+  }
+
+  async metrics(): Promise<PromSamples> {
+    const res = await httpGet(this.metricsPort, '/metrics');
+    if (res.status !== 200) throw new Error(`/metrics: HTTP ${res.status}`);
+    return parsePrometheus(res.body);
+  }
+
+  /**
+   * Asks for a heap snapshot (the controller must run with --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=dir)
+   * and resolves with its file once written.
+   */
+  async heapSnapshot(dir: string, timeoutMs = 300_000): Promise<string> {
+    const before = new Set(fs.readdirSync(dir));
+    this.child.kill('SIGUSR2');
+    let last = -1;
+    return pollUntil('the heap snapshot', () => {
+      const file = fs.readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+      if (!file) return undefined;
+      const size = fs.statSync(path.join(dir, file)).size;
+      // Done when it ends like a snapshot (the strings array closes the JSON) and stopped growing.
+      const done = size > 0 && size === last && tail(path.join(dir, file), size).trimEnd().endsWith(']}');
+      last = size;
+      return done ? path.join(dir, file) : undefined;
+    }, timeoutMs, 1000);
+  }
+
+  /** SIGTERM and wait for the exit (SIGKILL after `graceMs`); the last /proc reading stays in `proc.latest`. */
+  async stop(graceMs = 30_000): Promise<void> {
+    this.proc.sample();
+    this.proc.stop();
+    if (this.exited()) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exit;
+    clearTimeout(timer);
+  }
+}
+
+/** The last bytes of a file. */
+function tail(file: string, size: number, bytes = 64): string {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const buffer = Buffer.alloc(Math.min(bytes, size));
+    fs.readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+    return buffer.toString('utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function httpGet(port: number, urlPath: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
+  });
+}
+
+/** One sample line of the Prometheus text format. */
+export interface PromSample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
+
+export class PromSamples {
+  constructor(readonly samples: readonly PromSample[]) {}
+
+  /** Sum of a metric's samples whose labels include `where`. */
+  sum(name: string, where: Readonly<Record<string, string>> = {}): number {
+    let total = 0;
+    for (const s of this.samples) if (s.name === name && Object.entries(where).every(([k, v]) => s.labels[k] === v)) total += s.value;
+    return total;
+  }
+
+  /** Sums of a metric grouped by one label. */
+  by(name: string, label: string): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const s of this.samples) if (s.name === name) out[s.labels[label] ?? ''] = (out[s.labels[label] ?? ''] ?? 0) + s.value;
+    return out;
+  }
+}
+
+/** Parses the Prometheus text exposition format (what prom-client writes). */
+export function parsePrometheus(text: string): PromSamples {
+  const samples: PromSample[] = [];
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    samples.push({ name: m[1] ?? '', labels, value: Number(m[4]) });
+  }
+  return new PromSamples(samples);
+}
+
+/** Differences of a label-grouped counter between two scrapes (labels absent before count from 0). */
+export function deltaBy(before: Readonly<Record<string, number>>, after: Readonly<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) {
+    const d = v - (before[k] ?? 0);
+    if (d !== 0) out[k] = d;
+  }
+  return out;
+}

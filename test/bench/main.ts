@@ -1,0 +1,191 @@
+/*
+ * npm run bench: how close the operator gets to the limit (issue 7). Starts a private control plane and the
+ * service simulator in this process, runs the controller as a child process, runs the selected phases, and
+ * writes bench/results/latest.json and latest.md. See test/bench/options.ts (npm run bench -- --help).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { repoRoot } from '../../src/devcluster/binaries.js';
+import { BenchCluster } from './cluster.js';
+import { controllerFlags, spawnedControllers, type BenchController } from './controller.js';
+import { parseBenchOptions, USAGE, type BenchOptions } from './options.js';
+import { heapOf, runCold, type ControllerSettings } from './phases/cold.js';
+import { runLimit } from './phases/limit.js';
+import { runRestart } from './phases/restart.js';
+import { runRotation } from './phases/rotation.js';
+import { runSteady } from './phases/steady.js';
+import { say } from './progress.js';
+import { renderMarkdown, type BenchResults, type ColdResult, type LimitResult, type MemoryFigure, type RestartResult, type RotationResult, type SteadyResult } from './report.js';
+
+const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+async function main(): Promise<number> {
+  const parsed = parseBenchOptions(process.argv.slice(2));
+  if (parsed.ok === 'help') {
+    say(USAGE);
+    return 0;
+  }
+  if (!parsed.ok) {
+    process.stderr.write(`npm run bench: ${parsed.error}\n\n${USAGE}`);
+    return 2;
+  }
+  const o = parsed.options;
+  const startedAt = new Date().toISOString();
+  const loadAverageStart = os.loadavg();
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'usergroup-bench-'));
+  const nodeOptions = [o.controllerNodeOptions, o.heapSnapshots ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${logDir}` : undefined].filter(Boolean).join(' ');
+  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, logDir };
+  /** A heap snapshot of the controller (after its figures are read: writing one costs memory). */
+  const snapshot = async (c: BenchController, label: string): Promise<void> => {
+    try {
+      say(`[heap] ${label}: ${await c.heapSnapshot(logDir)}`);
+    } catch (err) {
+      say(`[heap] ${label}: no snapshot: ${message(err)}`);
+    }
+  };
+  const timeoutMs = o.phaseTimeoutS * 1000;
+  const has = (phase: BenchOptions['phases'][number]): boolean => o.phases.includes(phase);
+  const needWorld = has('restart') || has('steady') || has('rotation');
+  const limitSizes = has('limit') ? o.sizes : [];
+  const coldSizes = [...new Set([...(has('cold') || has('memory') || has('scaling') ? o.sizes : []), ...(needWorld ? [o.worldSize] : [])])];
+  const sizes = [...new Set([...limitSizes, ...coldSizes])].sort((a, b) => a - b);
+  say(`usergroup-operator bench: sizes ${sizes.join(', ')}, world ${needWorld ? o.worldSize : '–'}, phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
+    `concurrency ${o.concurrency}, steady ${o.steadyMinutes} min; controller logs in ${logDir}`);
+
+  const limit: LimitResult[] = [];
+  const cold: ColdResult[] = [];
+  const memory: MemoryFigure[] = [];
+  let restart: RestartResult | undefined;
+  let steady: SteadyResult | undefined;
+  let rotation: RotationResult | undefined;
+  let fatal: string | undefined;
+  let cluster: BenchCluster | undefined;
+  let world: { namespace: string; n: number; controller: BenchController; process: string } | undefined;
+  let kubernetes = '?';
+
+  try {
+    const cpStart = performance.now();
+    cluster = await BenchCluster.start(o.latencyMs, (line) => say(`[control plane] ${line}`));
+    kubernetes = cluster.cp.binaries.versions.kubernetes;
+    say(`[control plane] ready in ${((performance.now() - cpStart) / 1000).toFixed(1)} s; simulator at ${cluster.sim.url} (${o.latencyMs} ms per call)`);
+
+    for (const n of sizes) {
+      if (limitSizes.includes(n)) {
+        for (const mode of o.limitModes) {
+          try {
+            limit.push(await runLimit(cluster, n, o.concurrency, o.applyParallelism, mode));
+          } catch (err) {
+            say(`[limit N=${n}] FAILED: ${message(err)}`);
+            limit.push({ n, mode, namespace: '', ok: false, error: message(err), wallMs: 0, concurrency: o.concurrency });
+          }
+        }
+      }
+      if (coldSizes.includes(n)) {
+        try {
+          const run = await runCold(cluster, n, settings, o.applyParallelism, timeoutMs);
+          cold.push(run.result);
+          const c = run.result.controller;
+          if (c.peakRssBytes !== undefined) memory.push({ n, process: 'cold convergence', peakRssBytes: c.peakRssBytes, ...(c.rssBytes !== undefined ? { endRssBytes: c.rssBytes } : {}), ...(c.heap ? { heap: c.heap } : {}) });
+          if (o.heapSnapshots) await snapshot(run.controller, `cold-${n}`);
+          if (needWorld && n === o.worldSize && run.result.ok) world = { namespace: run.result.namespace, n, controller: run.controller, process: 'cold convergence, then steady/rotation' };
+          else await run.controller.stop();
+        } catch (err) {
+          say(`[cold N=${n}] FAILED: ${message(err)}`);
+          cold.push({ n, namespace: '', ok: false, error: message(err), convergeMs: 0, applyMs: 0, ready: 0, secrets: 0, verified: 0, serviceCalls: 0,
+            controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} } });
+        }
+      }
+    }
+
+    if (needWorld && !world) say(`restart, steady and rotation need ${o.worldSize} synced UserGroups, and their cold convergence failed: skipped`);
+    if (world && has('restart')) {
+      try {
+        const r = await runRestart(cluster, world.namespace, world.n, world.controller, settings, timeoutMs);
+        restart = r.result;
+        world = { ...world, controller: r.controller, process: 'restarted, then steady/rotation' };
+      } catch (err) {
+        say(`[restart] FAILED: ${message(err)}`);
+        restart = { n: world.n, ok: false, error: message(err), cachesSyncedMs: undefined, reobservedMs: undefined, serviceCalls: 0, controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} } };
+      }
+    }
+    if (world && has('steady') && o.steadyMinutes > 0 && !world.controller.exited()) {
+      try {
+        steady = await runSteady(cluster, world.n, world.controller, o.steadyMinutes);
+      } catch (err) {
+        say(`[steady] FAILED: ${message(err)}`);
+      }
+    }
+    if (world && has('rotation') && !world.controller.exited()) {
+      try {
+        rotation = await runRotation(cluster, world.namespace, world.n, world.controller, o.rotations, Math.min(timeoutMs, 300_000));
+      } catch (err) {
+        say(`[rotation] FAILED: ${message(err)}`);
+        rotation = { n: world.n, ok: false, error: message(err), requested: o.rotations, completed: 0, p50Ms: undefined, p99Ms: undefined, maxMs: undefined, serviceRotations: 0 };
+      }
+    }
+    if (world) {
+      const end = world.controller.sample();
+      const heap = await world.controller.metrics().then(heapOf, () => undefined);
+      if (o.heapSnapshots) await snapshot(world.controller, 'world-end');
+      await world.controller.stop();
+      const peak = world.controller.proc.latest?.peakRssBytes;
+      const figure = (p: number): MemoryFigure => ({ n: world?.n ?? 0, process: world?.process ?? '', peakRssBytes: p, ...(end ? { endRssBytes: end.rssBytes } : {}), ...(heap ? { heap } : {}) });
+      if (peak !== undefined && world.process.startsWith('restarted')) memory.push(figure(peak));
+      else if (peak !== undefined) {
+        const i = memory.findIndex((m) => m.n === world?.n && m.process === 'cold convergence');
+        if (i >= 0) memory[i] = figure(peak);
+      }
+    }
+  } catch (err) {
+    fatal = message(err);
+    say(`bench stopped: ${fatal}`);
+  } finally {
+    for (const c of spawnedControllers) await c.stop(5_000).catch(() => undefined);
+    await cluster?.stop().catch((err: unknown) => say(`stopping the control plane failed: ${message(err)}`));
+  }
+
+  const results: BenchResults = {
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    options: {
+      sizes: o.sizes, worldSize: o.worldSize, phases: o.phases, latencyMs: o.latencyMs, concurrency: o.concurrency, serviceQps: o.serviceQps,
+      applyParallelism: o.applyParallelism, steadyMinutes: o.steadyMinutes, rotations: o.rotations, limitModes: o.limitModes,
+    },
+    environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
+    controllerFlags: controllerFlags({ concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel }),
+    leaderElection: false,
+    limit,
+    cold,
+    restart,
+    steady,
+    rotation,
+    memory,
+    ...(fatal ? { error: fatal } : {}),
+  };
+  const outDir = path.resolve(repoRoot, o.outDir);
+  fs.mkdirSync(outDir, { recursive: true });
+  const markdown = renderMarkdown(results);
+  fs.writeFileSync(path.join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  fs.writeFileSync(path.join(outDir, 'latest.md'), markdown);
+  say(`\n${markdown}`);
+  say(`written: ${path.join(outDir, 'latest.json')}, ${path.join(outDir, 'latest.md')}; controller logs in ${logDir}`);
+  const failed = fatal !== undefined || [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : [])].some((p) => !p.ok);
+  return failed ? 1 : 0;
+}
+
+let interrupted = false;
+process.on('SIGINT', () => {
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  say('interrupted: stopping the controllers and the control plane (Ctrl-C again to leave them)');
+  void Promise.allSettled(spawnedControllers.map((c) => c.stop(2_000))).then(() => process.exit(130));
+});
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,166 @@
+import { LIMIT_MODES, type LimitMode } from './report.js';
+
+/** The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller). */
+export const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'memory', 'scaling'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export interface BenchOptions {
+  /** Cold-convergence sizes (the limit runs at each too). */
+  readonly sizes: readonly number[];
+  /** UserGroups for restart, steady state and rotation (the "world"); default: the largest size. */
+  readonly worldSize: number;
+  readonly phases: readonly Phase[];
+  /** Simulator latency per call. */
+  readonly latencyMs: number;
+  /** Controller --concurrency, and the limit script's service concurrency. */
+  readonly concurrency: number;
+  /** Controller --service-qps and --service-burst: high, so the token bucket does not dominate. */
+  readonly serviceQps: number;
+  /** Parallel server-side applies when creating UserGroups. */
+  readonly applyParallelism: number;
+  readonly steadyMinutes: number;
+  readonly rotations: number;
+  /** Give up on one phase after this long (reported as failed). */
+  readonly phaseTimeoutS: number;
+  readonly controllerLogLevel: string;
+  /** NODE_OPTIONS for the controller child (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"). */
+  readonly controllerNodeOptions: string | undefined;
+  /** Directory for latest.json / latest.md. */
+  readonly outDir: string;
+  readonly quick: boolean;
+  /** Limit variants to run at each size (controller-pattern is a diagnostic). */
+  readonly limitModes: readonly LimitMode[];
+  /** Write a controller heap snapshot after each cold run and at the end (into the log directory). */
+  readonly heapSnapshots: boolean;
+}
+
+export const DEFAULTS: BenchOptions = {
+  sizes: [1000, 3000, 10000],
+  worldSize: 10000,
+  phases: PHASES,
+  latencyMs: 20,
+  concurrency: 16,
+  serviceQps: 10000,
+  applyParallelism: 16,
+  steadyMinutes: 10,
+  rotations: 100,
+  phaseTimeoutS: 1800,
+  controllerLogLevel: 'info',
+  controllerNodeOptions: undefined,
+  outDir: 'bench/results',
+  quick: false,
+  limitModes: ['minimal'],
+  heapSnapshots: false,
+};
+
+/** --quick: the whole bench in a couple of minutes, at small sizes. */
+export const QUICK: Partial<BenchOptions> = { sizes: [200, 600], worldSize: 600, steadyMinutes: 0.5, phaseTimeoutS: 300 };
+
+export const USAGE = `usage: npm run bench -- [options]
+
+  --quick                 small sizes (200, 600), steady 0.5 min: a couple of minutes
+  --n 1000,3000,10000     cold-convergence sizes; the limit runs at each
+  --world-n N             UserGroups for restart, steady and rotation (default: the largest --n)
+  --phases a,b            of ${PHASES.join(', ')} (default all)
+  --latency-ms 20         simulator latency per call
+  --concurrency 16        controller --concurrency = the limit script's service concurrency
+  --service-qps 10000     controller --service-qps and --service-burst
+  --apply-parallelism 16  parallel server-side applies creating UserGroups
+  --steady-minutes 10     length of the idle steady-state window
+  --rotations 100         rotations requested at once
+  --phase-timeout-s 1800  a phase still running after this is reported as failed
+  --controller-log-level info
+  --controller-node-options "--cpu-prof --cpu-prof-dir=/tmp/prof"   NODE_OPTIONS of the controller child
+  --limit-modes minimal   diagnostics besides minimal (the ratio's): controller-pattern = the loop plus the
+                          controller's Secret GET and Event POST per group; concurrent-creation = the loop
+                          while the UserGroups are applied as in the cold phase (e.g. minimal,concurrent-creation)
+  --heap-snapshots        controller heap snapshots after each cold run and at the end (in the log directory)
+  --out bench/results     where latest.json and latest.md go
+`;
+
+export type ParsedOptions = { readonly ok: true; readonly options: BenchOptions } | { readonly ok: false; readonly error: string } | { readonly ok: 'help' };
+
+/** Parses the bench's argv (after `--`). Pure. */
+export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
+  const given = new Map<string, string>();
+  let quick = false;
+  let heapSnapshots = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    if (arg === '--help' || arg === '-h') return { ok: 'help' };
+    if (arg === '--quick') {
+      quick = true;
+      continue;
+    }
+    if (arg === '--heap-snapshots') {
+      heapSnapshots = true;
+      continue;
+    }
+    if (!arg.startsWith('--')) return { ok: false, error: `unexpected argument "${arg}"` };
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const value = eq < 0 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined) return { ok: false, error: `--${name} needs a value` };
+    given.set(name, value);
+  }
+  const base: BenchOptions = { ...DEFAULTS, ...(quick ? QUICK : {}), quick };
+  const errors: string[] = [];
+  const positiveInt = (name: string, fallback: number): number => {
+    const raw = given.get(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1) errors.push(`--${name}: "${raw}" is not a whole number ≥ 1`);
+    return n;
+  };
+  const nonNegative = (name: string, fallback: number): number => {
+    const raw = given.get(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isFinite(n) || n < 0) errors.push(`--${name}: "${raw}" is not a number ≥ 0`);
+    return n;
+  };
+  let sizes = base.sizes;
+  const rawSizes = given.get('n');
+  if (rawSizes !== undefined) {
+    sizes = rawSizes.split(',').map((s) => Number(s.trim()));
+    if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 1)) errors.push(`--n: "${rawSizes}" is not a list of whole numbers ≥ 1`);
+    sizes = [...new Set(sizes)].sort((a, b) => a - b);
+  }
+  let phases: readonly Phase[] = base.phases;
+  const rawPhases = given.get('phases');
+  if (rawPhases !== undefined) {
+    const names = rawPhases.split(',').map((s) => s.trim()).filter(Boolean);
+    const unknown = names.filter((n) => !(PHASES as readonly string[]).includes(n));
+    if (unknown.length > 0 || names.length === 0) errors.push(`--phases: unknown ${unknown.join(', ') || '(empty)'}; choose from ${PHASES.join(', ')}`);
+    phases = PHASES.filter((p) => names.includes(p));
+  }
+  let limitModes = base.limitModes;
+  const rawModes = given.get('limit-modes');
+  if (rawModes !== undefined) {
+    const modes = rawModes.split(',').map((m) => m.trim());
+    if (modes.some((m) => !(LIMIT_MODES as readonly string[]).includes(m))) errors.push(`--limit-modes: "${rawModes}" is not a list of ${LIMIT_MODES.join(', ')}`);
+    limitModes = LIMIT_MODES.filter((m) => modes.includes(m));
+  }
+  const known = new Set(['limit-modes', 'n', 'world-n', 'phases', 'latency-ms', 'concurrency', 'service-qps', 'apply-parallelism', 'steady-minutes', 'rotations', 'phase-timeout-s', 'controller-log-level', 'controller-node-options', 'out']);
+  for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
+  const options: BenchOptions = {
+    ...base,
+    sizes,
+    worldSize: positiveInt('world-n', rawSizes !== undefined ? Math.max(...sizes) : base.worldSize),
+    phases,
+    latencyMs: nonNegative('latency-ms', base.latencyMs),
+    concurrency: positiveInt('concurrency', base.concurrency),
+    serviceQps: positiveInt('service-qps', base.serviceQps),
+    applyParallelism: positiveInt('apply-parallelism', base.applyParallelism),
+    steadyMinutes: nonNegative('steady-minutes', base.steadyMinutes),
+    rotations: positiveInt('rotations', base.rotations),
+    phaseTimeoutS: positiveInt('phase-timeout-s', base.phaseTimeoutS),
+    controllerLogLevel: given.get('controller-log-level') ?? base.controllerLogLevel,
+    controllerNodeOptions: given.get('controller-node-options') ?? base.controllerNodeOptions,
+    outDir: given.get('out') ?? base.outDir,
+    limitModes,
+    heapSnapshots,
+  };
+  if (errors.length > 0) return { ok: false, error: errors.join('\n') };
+  return { ok: true, options };
+}

@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { paths } from '../../../src/kube/paths.js';
+import { OWNED_SECRETS, meta, readyForGeneration, secretData, userGroupId, userGroupName, type BenchCluster } from '../cluster.js';
+import { BenchController, deltaBy, type PromSamples } from '../controller.js';
+import { MiB } from '../proc.js';
+import { startProgress } from '../progress.js';
+import type { ColdResult, ControllerFigures } from '../report.js';
+import { pollUntil } from '../stats.js';
+
+export interface ControllerSettings {
+  readonly concurrency: number;
+  readonly serviceQps: number;
+  readonly logLevel: string;
+  readonly nodeOptions: string | undefined;
+  readonly logDir: string;
+}
+
+export function spawnBenchController(cluster: BenchCluster, namespace: string, settings: ControllerSettings, label: string): Promise<BenchController> {
+  return BenchController.spawn({
+    kubeconfigPath: cluster.cp.kubeconfigPath,
+    namespace,
+    serviceUrl: cluster.sim.url,
+    apiKey: cluster.controllerKey,
+    concurrency: settings.concurrency,
+    serviceQps: settings.serviceQps,
+    logLevel: settings.logLevel,
+    nodeOptions: settings.nodeOptions,
+    logFile: `${settings.logDir}/controller-${label}.log`,
+  });
+}
+
+/**
+ * Counts, from watches, the UserGroups Ready for their current generation and the token Secrets present, and
+ * notes the moment both reach N: no polling, so the measurement adds no list load of its own.
+ */
+export class ConvergenceTracker {
+  readonly ready = new Set<string>();
+  readonly secrets = new Set<string>();
+  doneAt: number | undefined;
+  error: string | undefined;
+  private readonly watches: { stop(): void }[] = [];
+
+  constructor(private readonly n: number) {}
+
+  async start(cluster: BenchCluster, namespace: string): Promise<void> {
+    const ugPath = paths.userGroups(namespace);
+    const secretPath = paths.secrets(namespace);
+    const [ugVersion, secretVersion] = await Promise.all([cluster.collectionVersion(ugPath), cluster.collectionVersion(secretPath, OWNED_SECRETS)]);
+    const onError = (message: string): void => {
+      this.error ??= message;
+    };
+    this.watches.push(cluster.watch(ugPath, ugVersion, (event) => {
+      const { name } = meta(event.object);
+      if (event.type !== 'DELETED' && readyForGeneration(event.object)) this.ready.add(name);
+      else this.ready.delete(name);
+      this.check();
+    }, { onError }));
+    this.watches.push(cluster.watch(secretPath, secretVersion, (event) => {
+      const { name } = meta(event.object);
+      if (event.type !== 'DELETED' && secretData(event.object, 'token')) this.secrets.add(name);
+      else this.secrets.delete(name);
+      this.check();
+    }, { labelSelector: OWNED_SECRETS, onError }));
+  }
+
+  stop(): void {
+    for (const w of this.watches) w.stop();
+  }
+
+  private check(): void {
+    if (this.doneAt !== undefined || this.ready.size < this.n || this.secrets.size < this.n) return;
+    for (const name of this.ready) if (!this.secrets.has(name)) return;
+    this.doneAt = performance.now();
+  }
+}
+
+/** After convergence: every Secret holds the token the service has now for its group (one list, one look-up). */
+export async function verifySecrets(cluster: BenchCluster, namespace: string, n: number): Promise<number> {
+  const current = new Map(cluster.sim.groups(cluster.controllerKey).map((g) => [g.userGroupId, g.tokenSha256]));
+  let verified = 0;
+  const secrets = new Map((await cluster.listAll(paths.secrets(namespace), OWNED_SECRETS)).map((s) => [meta(s).name, s]));
+  for (let i = 0; i < n; i++) {
+    const secret = secrets.get(userGroupName(i));
+    const token = secret ? secretData(secret, 'token') : undefined;
+    if (token && createHash('sha256').update(token).digest('hex') === current.get(userGroupId(namespace, i))) verified++;
+  }
+  return verified;
+}
+
+export interface ColdRun {
+  readonly result: ColdResult;
+  /** The controller, still running (the caller stops it or keeps it for the later phases). */
+  readonly controller: BenchController;
+}
+
+export const kubeByVerb = (m: PromSamples): Record<string, number> => m.by('usergroup_kube_requests_total', 'verb');
+export const reconcilesByResult = (m: PromSamples): Record<string, number> => m.by('usergroup_reconcile_total', 'result');
+
+export function heapOf(m: PromSamples): NonNullable<ControllerFigures['heap']> {
+  return { usedBytes: m.sum('nodejs_heap_size_used_bytes'), totalBytes: m.sum('nodejs_heap_size_total_bytes'), externalBytes: m.sum('nodejs_external_memory_bytes') };
+}
+
+/** Means over [before, after] of the controller's reconcile, service-call and queue-wait histograms, in ms. */
+export function histogramMeans(before: PromSamples, after: PromSamples): NonNullable<ControllerFigures['means']> {
+  const mean = (name: string): number | undefined => {
+    const n = after.sum(`${name}_count`) - before.sum(`${name}_count`);
+    return n > 0 ? (1000 * (after.sum(`${name}_sum`) - before.sum(`${name}_sum`))) / n : undefined;
+  };
+  return {
+    reconcileMs: mean('usergroup_reconcile_duration_seconds'),
+    serviceCallMs: mean('usergroup_service_request_duration_seconds'),
+    queueWaitMs: mean('workqueue_queue_duration_seconds'),
+  };
+}
+
+/**
+ * Cold convergence: a fresh namespace and a fresh, idle controller; then N UserGroups are applied concurrently
+ * (server-side apply, bounded parallelism). Time runs from the first apply until every UserGroup is Ready for
+ * its generation and every token Secret exists.
+ */
+export async function runCold(cluster: BenchCluster, n: number, settings: ControllerSettings, applyParallelism: number, timeoutMs: number, label = `cold N=${n}`): Promise<ColdRun> {
+  const namespace = await cluster.createNamespace(`bench-cold-${n}`);
+  const controller = await spawnBenchController(cluster, namespace, settings, `cold-${n}`);
+  await controller.waitReady(120_000);
+  const before = await controller.metrics();
+  const callsBefore = cluster.serviceCalls();
+  const tracker = new ConvergenceTracker(n);
+  await tracker.start(cluster, namespace);
+
+  let applied = 0;
+  let applyMs = 0;
+  let applyError: string | undefined;
+  const progress = startProgress(label, () => {
+    const p = controller.proc.latest;
+    return `applied ${applied}/${n}, Ready ${tracker.ready.size}, Secrets ${tracker.secrets.size}; controller RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB, CPU ${p ? p.cpuSeconds.toFixed(1) : '?'} s`;
+  });
+  const started = performance.now();
+  const applying = cluster.applyUserGroups(namespace, n, applyParallelism, () => applied++).then(
+    () => { applyMs = performance.now() - started; },
+    (err: unknown) => { applyError = String(err); },
+  );
+  let error: string | undefined;
+  try {
+    await pollUntil(`${n} UserGroups Ready with their Secrets`, () => {
+      if (applyError) throw new Error(`applying UserGroups failed: ${applyError}`);
+      if (tracker.error) throw new Error(tracker.error);
+      if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+      return tracker.doneAt;
+    }, timeoutMs, 100);
+  } catch (err) {
+    error = err instanceof Error ? err.message : String(err);
+  }
+  await applying;
+  tracker.stop();
+  const convergeMs = tracker.doneAt !== undefined ? tracker.doneAt - started : performance.now() - started;
+  progress.stop(error ? `FAILED after ${(convergeMs / 1000).toFixed(1)} s: ${error}` : `all ${n} Ready with Secrets in ${(convergeMs / 1000).toFixed(2)} s (applies done at ${(applyMs / 1000).toFixed(2)} s)`);
+
+  const sample = controller.sample();
+  const after = await controller.metrics().catch(() => undefined);
+  const serviceCalls = cluster.serviceCalls() - callsBefore;
+  const verified = error ? 0 : await verifySecrets(cluster, namespace, n);
+  if (!error && verified !== n) error = `only ${verified}/${n} Secrets hold the service's current token`;
+  const result: ColdResult = {
+    n,
+    namespace,
+    ok: error === undefined,
+    ...(error ? { error } : {}),
+    convergeMs,
+    applyMs,
+    ready: tracker.ready.size,
+    secrets: tracker.secrets.size,
+    verified,
+    serviceCalls,
+    controller: {
+      peakRssBytes: sample?.peakRssBytes,
+      ...(sample ? { rssBytes: sample.rssBytes } : {}),
+      cpuSeconds: sample?.cpuSeconds,
+      kubeRequests: after ? deltaBy(kubeByVerb(before), kubeByVerb(after)) : {},
+      reconciles: after ? deltaBy(reconcilesByResult(before), reconcilesByResult(after)) : {},
+      ...(after ? { means: histogramMeans(before, after), heap: heapOf(after) } : {}),
+    },
+  };
+  return { result, controller };
+}

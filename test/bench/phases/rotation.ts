@@ -1,0 +1,83 @@
+import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../../src/api/constants.js';
+import { paths } from '../../../src/kube/paths.js';
+import { OWNED_SECRETS, isRecord, meta, userGroupName, type BenchCluster } from '../cluster.js';
+import type { BenchController } from '../controller.js';
+import { startProgress } from '../progress.js';
+import type { RotationResult } from '../report.js';
+import { forEachBounded, percentile, pollUntil } from '../stats.js';
+
+/**
+ * Rotation latency: `count` UserGroups spread over the namespace get a new rotate-requested-at value, all at once
+ * (parallel merge patches). Each latency runs from sending that patch to the watch event of its Secret carrying a
+ * new token-sha256 and rotation-handled = the requested value.
+ */
+export async function runRotation(cluster: BenchCluster, namespace: string, n: number, controller: BenchController, count: number, timeoutMs: number): Promise<RotationResult> {
+  const k = Math.min(count, n);
+  const step = Math.max(1, Math.floor(n / k));
+  const names = Array.from({ length: k }, (_, i) => userGroupName(i * step));
+  const secretPath = paths.secrets(namespace);
+  const rotationsBefore = totalRotations(cluster);
+
+  // The token each Secret holds now.
+  const before = new Map<string, string>();
+  await forEachBounded(k, 16, async (i) => {
+    const name = names[i] ?? '';
+    const res = await cluster.client.request('GET', paths.secret(namespace, name));
+    if (res.status !== 200 || !isRecord(res.body)) throw new Error(`reading Secret ${name}: HTTP ${res.status}`);
+    before.set(name, meta(res.body).annotations[TOKEN_SHA256_ANNOTATION] ?? '');
+  });
+
+  const requested = new Map<string, string>();
+  const sentAt = new Map<string, number>();
+  const doneAt = new Map<string, number>();
+  let watchError: string | undefined;
+  const watch = cluster.watch(secretPath, await cluster.collectionVersion(secretPath, OWNED_SECRETS), (event) => {
+    const { name, annotations } = meta(event.object);
+    const value = requested.get(name);
+    if (value === undefined || doneAt.has(name) || event.type === 'DELETED') return;
+    const sha = annotations[TOKEN_SHA256_ANNOTATION];
+    if (annotations[ROTATION_HANDLED_ANNOTATION] === value && sha && sha !== before.get(name)) doneAt.set(name, performance.now());
+  }, { labelSelector: OWNED_SECRETS, onError: (m) => { watchError ??= m; } });
+
+  const progress = startProgress(`rotation N=${n}`, () => `${doneAt.size}/${k} new tokens in their Secrets`, 2000);
+  const stamp = Date.now();
+  let error: string | undefined;
+  try {
+    await Promise.all(names.map(async (name, i) => {
+      const value = `bench-${stamp}-${i}`;
+      requested.set(name, value);
+      sentAt.set(name, performance.now());
+      const res = await cluster.client.request('PATCH', `${paths.userGroups(namespace)}/${name}`, {
+        body: { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } },
+        contentType: 'application/merge-patch+json',
+      });
+      if (res.status !== 200) throw new Error(`annotating ${name}: HTTP ${res.status}`);
+    }));
+    await pollUntil(`${k} rotations to reach their Secrets`, () => {
+      if (watchError) throw new Error(watchError);
+      if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+      return doneAt.size >= k ? true : undefined;
+    }, timeoutMs, 50);
+  } catch (err) {
+    error = err instanceof Error ? err.message : String(err);
+  }
+  watch.stop();
+  const latencies = names.flatMap((name) => {
+    const a = sentAt.get(name);
+    const b = doneAt.get(name);
+    return a !== undefined && b !== undefined ? [b - a] : [];
+  });
+  const serviceRotations = totalRotations(cluster) - rotationsBefore;
+  const p50Ms = percentile(latencies, 50);
+  const p99Ms = percentile(latencies, 99);
+  const maxMs = percentile(latencies, 100);
+  progress.stop(`${latencies.length}/${k} rotated: p50 ${fmt(p50Ms)}, p99 ${fmt(p99Ms)}, max ${fmt(maxMs)}; ${serviceRotations} rotations at the service${error ? `; FAILED: ${error}` : ''}`);
+  if (!error && serviceRotations !== k) error = `the service performed ${serviceRotations} rotations for ${k} requests`;
+  return { n, ok: error === undefined, ...(error ? { error } : {}), requested: k, completed: latencies.length, p50Ms, p99Ms, maxMs, serviceRotations };
+}
+
+function totalRotations(cluster: BenchCluster): number {
+  return Object.values(cluster.sim.stats(cluster.controllerKey).rotationsByUserGroupId).reduce((a, b) => a + b, 0);
+}
+
+const fmt = (ms: number | undefined): string => (ms === undefined ? '–' : `${Math.round(ms)} ms`);
