@@ -18,14 +18,18 @@ export type RandomSource = () => number;
 export interface ItemBackoffOptions {
   /** Delay after the first failure, before jitter; default 5 ms (client-go's default). */
   baseMs?: number;
-  /** Upper bound of every delay, jitter included; default 5 minutes. */
+  /** Upper bound of every delay, jitter included; default 1 minute. */
   capMs?: number;
   /** Injectable for tests; default Math.random. */
   random?: RandomSource;
 }
 
 export const DEFAULT_BACKOFF_BASE_MS = 5;
-export const DEFAULT_BACKOFF_CAP_MS = 5 * 60 * 1000;
+/**
+ * One minute, not client-go's 1000 s: once the service is back, every group converges within a minute.
+ * Retrying more often costs the service nothing extra, as each account's token bucket bounds the calls.
+ */
+export const DEFAULT_BACKOFF_CAP_MS = 60 * 1000;
 
 /**
  * Per-key exponential backoff with "equal jitter", like client-go's

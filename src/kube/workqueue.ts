@@ -24,7 +24,7 @@ export interface WorkQueueMetrics {
 }
 
 export interface WorkQueueOptions {
-  /** Default: ItemBackoff with 5 ms base and 5 min cap. */
+  /** Default: ItemBackoff with 5 ms base and 1 min cap. */
   rateLimiter?: RateLimiter;
   metrics?: WorkQueueMetrics;
   /**

@@ -30,7 +30,8 @@ const GROUPS = sized(60, 12);
 const NEW_DURING_FAULTS = sized(10, 3);
 /** Rotation rounds made under the faults. */
 const FAULT_ROUNDS = sized(4, 2);
-const CONVERGE_TIMEOUT_MS = sized(300_000, 120_000);
+// A group that failed often waits up to the backoff cap (1 min) between tries: room for several tries at the cap.
+const CONVERGE_TIMEOUT_MS = sized(300_000, 240_000);
 /** Probability that the proxy answers a call itself with a message echoing secrets. */
 const ECHO_RATE = 0.12;
 const SIM_FAULTS = {

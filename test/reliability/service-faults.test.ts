@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_BACKOFF_CAP_MS } from '../../src/kube/backoff.js';
 import type { Faults } from '../../src/sim/faults.js';
 import { killAllControllers, msgIs, waitLog } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
@@ -36,11 +37,11 @@ const SERVICE_TIMEOUT = '2s';
 const ARGS = ['--service-timeout', SERVICE_TIMEOUT, '--service-qps', '50', '--service-burst', '100', '--concurrency', '16', '--log-level', 'info'];
 /**
  * Budget for the whole run (creation, rotations, invariant). Not a performance target: the per-key
- * backoff (README: 5 ms doubling to a 5 min cap, reset by a success or a Retry-After) puts a heavy tail on
+ * backoff (README: 5 ms doubling to a 1 min cap, reset by a success or a Retry-After) puts a heavy tail on
  * convergence at a 45 % failure rate, above all for rotations, whose retries need two good calls in a
  * row (the recovery PUT, then the POST). Derived from that cap: reduced = 1 cap + 2 min, full = 4 caps.
  */
-const BACKOFF_CAP_MS = 300_000;
+const BACKOFF_CAP_MS = DEFAULT_BACKOFF_CAP_MS;
 const BUDGET_MS = sized(4 * BACKOFF_CAP_MS, BACKOFF_CAP_MS + 120_000);
 
 const s1 = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;

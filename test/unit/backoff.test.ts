@@ -37,11 +37,11 @@ describe('ItemBackoff', () => {
     expect(many.every((d) => d === 100)).toBe(true);
   });
 
-  it('caps at 5 minutes by default', () => {
+  it('caps at 1 minute by default', () => {
     const backoff = new ItemBackoff({ random: () => 0 });
     const all = delays(backoff, 'ns/a', 40);
     expect(Math.max(...all)).toBe(DEFAULT_BACKOFF_CAP_MS);
-    expect(DEFAULT_BACKOFF_CAP_MS).toBe(300_000);
+    expect(DEFAULT_BACKOFF_CAP_MS).toBe(60_000);
   });
 
   it('jitters each delay to nominal * (1 - r/2), within [nominal/2, nominal]', () => {
