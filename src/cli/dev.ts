@@ -86,12 +86,15 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     const interactive = process.stdout.isTTY === true;
     let last = '';
     const render = (): void => {
-      const table = renderStatusTable(operator!.controller.userGroups.list(), { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
+      const groups = operator!.controller.userGroups.list();
+      const table = renderStatusTable(groups, { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
       const { upsert, rotate } = sim!.stats().operations;
       const calls = `PUT created ${upsert.created}, updated ${upsert.updated}; POST rotated ${rotate.ok}`;
       const text = `${table}\n\nservice calls so far: ${calls}\n\ntry:\n${hints.map((h) => `  ${h}`).join('\n')}\n\nCtrl-C stops everything.\n`;
-      if (text === last) return;
-      last = text;
+      // The AGE column changes every second: a terminal redraws for it, a log prints only real changes.
+      const changed = interactive ? text : `${groups.map((g) => `${g.metadata.uid}@${g.metadata.resourceVersion}`).join(',')}|${calls}`;
+      if (changed === last) return;
+      last = changed;
       if (interactive) io.out(`\x1b[2J\x1b[H${text}`);
       else io.out(`${table}\n\n`);
     };
