@@ -18,5 +18,7 @@ COPY --from=build /src/dist ./dist
 COPY crds ./crds
 USER 65532:65532
 # Node is PID 1 here: the operator installs its own SIGTERM/SIGINT handlers for a graceful stop.
-ENTRYPOINT ["/nodejs/bin/node", "dist/cli/main.js"]
+# V8 flags for a small footprint (NODE_OPTIONS refuses them): a 1 MiB young generation and the heap grown in
+# small steps keep the garbage of a busy controller from doubling its RSS (npm run bench: 10,000 groups).
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=1", "--optimize-for-size", "dist/cli/main.js"]
 CMD ["run"]

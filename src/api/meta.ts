@@ -1,3 +1,5 @@
+import { intern } from './intern.js';
+
 /** The parts of metadata the operator reads, parsed once from what the apiserver sends. */
 export interface ObjectMeta {
   readonly name: string;
@@ -26,11 +28,16 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-export function stringMap(value: unknown): Record<string, string> | undefined {
-  if (value === undefined || value === null) return {};
+/** Shared by every parsed object without labels, annotations, …: thousands of cached objects need no copy each. */
+const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
+
+export function stringMap(value: unknown): Readonly<Record<string, string>> | undefined {
+  if (value === undefined || value === null) return EMPTY;
   if (!isRecord(value)) return undefined;
+  const entries = Object.entries(value);
+  if (entries.length === 0) return EMPTY;
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(value)) {
+  for (const [k, v] of entries) {
     if (typeof v !== 'string') return undefined;
     out[k] = v;
   }
@@ -51,8 +58,8 @@ export function parseMeta(raw: unknown): Parsed<ObjectMeta> {
     if (!isRecord(o)) continue;
     if (typeof o['uid'] !== 'string' || typeof o['kind'] !== 'string' || typeof o['name'] !== 'string') continue;
     ownerReferences.push({
-      apiVersion: typeof o['apiVersion'] === 'string' ? o['apiVersion'] : '',
-      kind: o['kind'],
+      apiVersion: typeof o['apiVersion'] === 'string' ? intern(o['apiVersion']) : '',
+      kind: intern(o['kind']),
       name: o['name'],
       uid: o['uid'],
       controller: o['controller'] === true,
@@ -62,17 +69,22 @@ export function parseMeta(raw: unknown): Parsed<ObjectMeta> {
     ok: true,
     value: {
       name,
-      namespace: typeof namespace === 'string' ? namespace : '',
+      namespace: typeof namespace === 'string' ? intern(namespace) : '',
       uid,
       resourceVersion,
       generation: typeof raw['generation'] === 'number' ? raw['generation'] : 0,
       creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? raw['creationTimestamp'] : '',
       deletionTimestamp: typeof raw['deletionTimestamp'] === 'string' ? raw['deletionTimestamp'] : undefined,
-      labels,
+      labels: internValues(labels),
       annotations,
       ownerReferences,
     },
   };
+}
+
+function internValues(map: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+  const entries = Object.entries(map);
+  return entries.length === 0 ? map : Object.fromEntries(entries.map(([k, v]) => [k, intern(v)]));
 }
 
 export function objectKey(meta: { readonly namespace: string; readonly name: string }): string {

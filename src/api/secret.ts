@@ -23,3 +23,22 @@ export function secretValue(secret: ObservedSecret, key: string): string | undef
   const encoded = secret.data[key];
   return encoded === undefined ? undefined : Buffer.from(encoded, 'base64').toString('utf8');
 }
+
+/**
+ * A Secret the operator does not manage, known by name only: all a create-first write needs to know
+ * is whether the name is taken, and Helm release Secrets and the like are too big to hold.
+ */
+export interface SecretName {
+  readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string };
+}
+
+/** Parses a Secret or a PartialObjectMetadata of one into its name (no labels, annotations or data kept). */
+export function parseSecretName(raw: unknown): Parsed<SecretName> {
+  const metadata = isRecord(raw) ? raw['metadata'] : undefined;
+  if (!isRecord(metadata)) return { ok: false, error: 'Secret has no metadata' };
+  const { namespace, name, resourceVersion } = metadata;
+  if (typeof namespace !== 'string' || typeof name !== 'string' || typeof resourceVersion !== 'string') {
+    return { ok: false, error: 'Secret metadata lacks namespace, name or resourceVersion' };
+  }
+  return { ok: true, value: { metadata: { namespace, name, resourceVersion } } };
+}

@@ -73,7 +73,7 @@ const level = (raw: string): LogLevel | Invalid => LOG_LEVELS.find((l) => l === 
 
 /** One table drives parsing, env fallbacks, validation and --help, so they cannot disagree. */
 export const FLAGS = {
-  kubeconfig: optional('kubeconfig', 'KUBECONFIG', 'kubeconfig file; default: in-cluster config, then ~/.kube/config', text),
+  kubeconfig: optional('kubeconfig', 'KUBECONFIG', 'kubeconfig file (or a KUBECONFIG list); default: ~/.kube/config, then in-cluster', text),
   serviceUrl: optional('service-url', 'USERGROUP_SERVICE_URL', 'base URL of the service for the default connection (https unless loopback)', text),
   apiKeyFile: optional('api-key-file', 'USERGROUP_API_KEY_FILE', 'file holding the API key of the default connection (or set USERGROUP_API_KEY)', text),
   allowInsecureService: defaulted('allow-insecure-service', 'USERGROUP_ALLOW_INSECURE_SERVICE', 'false', 'allow a plain-http default service URL that is not loopback', bool),

@@ -74,7 +74,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     if (parsed.ok !== true) throw new Error('internal: the dev configuration does not parse');
     const logFile = path.join(dir, 'operator.log');
     const log = createLogger('info', fs.createWriteStream(logFile, { flags: 'a' }) as unknown as NodeJS.WritableStream & { write(s: string): boolean });
-    operator = await startOperator(parsed.config, { url: sim.url, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, loadKubeConfig(cp.kubeconfigPath));
+    operator = await startOperator(parsed.config, { url: sim.url, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, await loadKubeConfig(cp.kubeconfigPath));
     say(`controller running (logs: ${logFile})\n`);
 
     const hints = [

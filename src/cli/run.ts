@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
+import path from 'node:path';
 import type { Logger } from 'pino';
 import { Controller } from '../controller/controller.js';
 import type { DefaultConnection } from '../controller/connections.js';
 import { KubeClient } from '../kube/http.js';
+import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';
 import { LeaderElector } from '../kube/leader-election.js';
 import { serve } from '../observability/http-server.js';
 import { Metrics } from '../observability/metrics.js';
@@ -42,11 +43,11 @@ export function defaultConnection(config: RunConfig, env: Readonly<Record<string
   return { ok: true, value: { url: url.url, apiKey: new SecretValue(apiKey), allowInsecure: config.allowInsecureService } };
 }
 
-export function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
-  return kc;
+/** `--kubeconfig`, else $KUBECONFIG, ~/.kube/config, in-cluster: kubectl's order. */
+export function loadKubeConfig(file: string | undefined, env: Readonly<Record<string, string | undefined>> = process.env): Promise<KubeAccess> {
+  // --kubeconfig defaults to $KUBECONFIG, which may be a list to merge rather than one file.
+  if (file?.includes(path.delimiter)) return loadKubeAccess({ env: { ...env, KUBECONFIG: file } });
+  return loadKubeAccess({ path: file, env });
 }
 
 export interface RunningOperator {
@@ -64,9 +65,9 @@ export interface RunningOperator {
 const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
 
 /** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
-export async function startOperator(config: RunConfig, connection: DefaultConnection | undefined, log: Logger, kc: KubeConfig): Promise<RunningOperator> {
+export async function startOperator(config: RunConfig, connection: DefaultConnection | undefined, log: Logger, access: KubeAccess): Promise<RunningOperator> {
   const metrics = new Metrics(packageVersion());
-  const client = await KubeClient.create(kc, 'usergroup-operator', (verb, code) => metrics.observeKubeRequest(verb, code));
+  const client = await KubeClient.create(access, 'usergroup-operator', (verb, code) => metrics.observeKubeRequest(verb, code));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
   const controller = new Controller(
     client,
@@ -87,6 +88,7 @@ export async function startOperator(config: RunConfig, connection: DefaultConnec
       reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
       tokenRotated: () => metrics.tokensRotated.inc(),
       event: (type, reason) => metrics.events.inc({ type, reason }),
+      eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
     },
   );
   metrics.userGroupCounts = () => controller.countByReadyReason();
@@ -178,15 +180,18 @@ export async function runCommand(argv: readonly string[], io: Io, env: Readonly<
     return 2;
   }
   const log = createLogger(config.logLevel);
-  let kc: KubeConfig;
+  let access: KubeAccess;
   try {
-    kc = loadKubeConfig(config.kubeconfig);
+    access = await loadKubeConfig(config.kubeconfig, env);
   } catch (err) {
-    io.err(`usergroup-operator run: cannot load a kubeconfig: ${err instanceof Error ? err.message : String(err)}\n`);
+    const text = err instanceof KubeconfigNotFoundError
+      ? 'no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a cluster'
+      : err instanceof Error ? err.message : String(err);
+    io.err(`usergroup-operator run: ${text}\n`);
     return 2;
   }
   log.info({ namespaces: config.namespaces, concurrency: config.concurrency, defaultConnection: connection.value ? 'configured' : 'none' }, 'starting');
-  const operator = await startOperator(config, connection.value, log, kc);
+  const operator = await startOperator(config, connection.value, log, access);
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {

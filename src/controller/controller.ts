@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
 import { objectKey } from '../api/meta.js';
-import { parseSecret, type ObservedSecret } from '../api/secret.js';
+import { parseSecret, parseSecretName, type ObservedSecret, type SecretName } from '../api/secret.js';
 import { parseUserGroup, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
 import type { ServiceClientOptions } from '../service/client.js';
@@ -17,6 +17,7 @@ import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections, type DefaultConnection } from './connections.js';
 import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconciler.js';
+import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
 
 export interface ControllerOptions {
@@ -38,6 +39,7 @@ export interface ControllerHooks {
   readonly reconciled?: (result: 'success' | 'requeue' | 'error', seconds: number) => void;
   readonly tokenRotated?: () => void;
   readonly event?: (type: string, reason: string) => void;
+  readonly eventDropped?: (type: string, reason: string) => void;
 }
 
 /**
@@ -49,10 +51,12 @@ export interface ControllerHooks {
 export class Controller {
   readonly userGroups: InformerGroup<UserGroup>;
   readonly secrets: InformerGroup<ObservedSecret>;
+  /** Every other Secret, names only: tells whether creating a token Secret can succeed without a read. */
+  readonly otherSecrets: InformerGroup<SecretName>;
   readonly services: InformerGroup<UserGroupService>;
   private readonly index = new UserGroupIdIndex();
   /** Owner UserGroup uid → keys of the token Secrets it controls. */
-  private readonly secretsByOwner = new Map<string, Set<string>>();
+  private readonly secretsByOwner = new KeyMultimap();
   private readonly backoff = new ItemBackoff();
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
@@ -68,7 +72,7 @@ export class Controller {
     private readonly hooks: ControllerHooks = {},
   ) {
     const informerOptions = { client, log, ...(options.watchInactivityMs !== undefined ? { inactivityMs: options.watchInactivityMs } : {}) };
-    const group = <T extends Cached>(name: string, path: (ns?: string) => string, parse: (raw: unknown) => T | undefined, labelSelector?: string): InformerGroup<T> => {
+    const group = <T extends Cached>(name: string, path: (ns?: string) => string, parse: (raw: unknown) => T | undefined, labelSelector?: string, metadataOnly = false): InformerGroup<T> => {
       const namespaces = options.namespaces.length > 0 ? options.namespaces : [''];
       return new InformerGroup(new Map(namespaces.map((ns) => [ns, new Informer<T>({
         ...informerOptions,
@@ -76,10 +80,12 @@ export class Controller {
         path: path(ns || undefined),
         parse,
         ...(labelSelector ? { labelSelector } : {}),
+        metadataOnly,
       })])));
     };
     this.userGroups = group('usergroups', paths.userGroups, (raw) => okOrUndefined(parseUserGroup(raw)));
     this.secrets = group('secrets', paths.secrets, (raw) => okOrUndefined(parseSecret(raw)), `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`);
+    this.otherSecrets = group('other-secrets', paths.secrets, (raw) => okOrUndefined(parseSecretName(raw)), `${MANAGED_BY_LABEL}!=${MANAGED_BY_VALUE}`, true);
     this.services = group('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
 
     const secretWriter = new SecretWriter(client);
@@ -89,6 +95,7 @@ export class Controller {
       instance: options.instance,
       log,
       ...(hooks.event ? { onEmit: hooks.event } : {}),
+      ...(hooks.eventDropped ? { onDrop: hooks.eventDropped } : {}),
     });
     this.connections = new Connections({
       defaultConnection: options.defaultConnection,
@@ -104,6 +111,7 @@ export class Controller {
         userGroup: (key) => this.userGroups.get(key),
         userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
         cachedSecret: (key) => this.secrets.get(key),
+        otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
         writeSecret: async (desired, rv) => {
           const written = await secretWriter.write(desired, rv);
@@ -111,7 +119,7 @@ export class Controller {
           return written;
         },
         staleSecrets: (ug, keep) =>
-          [...(this.secretsByOwner.get(ug.metadata.uid) ?? [])]
+          this.secretsByOwner.get(ug.metadata.uid)
             .flatMap((key) => this.secrets.get(key) ?? [])
             .filter((s) => s.metadata.name !== keep),
         deleteSecret: (secret) => secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid),
@@ -134,18 +142,19 @@ export class Controller {
   async start(): Promise<void> {
     this.userGroups.start();
     this.secrets.start();
+    this.otherSecrets.start();
     this.services.start();
-    await Promise.all([this.userGroups.waitForSync(), this.secrets.waitForSync(), this.services.waitForSync()]);
+    await Promise.all([this.userGroups.waitForSync(), this.secrets.waitForSync(), this.otherSecrets.waitForSync(), this.services.waitForSync()]);
     this.log.info({ usergroups: this.userGroups.list().length, secrets: this.secrets.list().length }, 'caches synced');
   }
 
   get synced(): boolean {
-    return this.userGroups.synced && this.secrets.synced && this.services.synced;
+    return this.userGroups.synced && this.secrets.synced && this.otherSecrets.synced && this.services.synced;
   }
 
   /** The longest time any informer has been failing to list or watch. */
   watchFailingForMs(): number {
-    return Math.max(0, ...[...this.userGroups.informers, ...this.secrets.informers, ...this.services.informers].map((i) => i.failingForMs()));
+    return Math.max(0, ...[...this.userGroups.informers, ...this.secrets.informers, ...this.otherSecrets.informers, ...this.services.informers].map((i) => i.failingForMs()));
   }
 
   /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
@@ -183,7 +192,7 @@ export class Controller {
 
   async stop(graceMs: number): Promise<void> {
     await this.stopWorkers(graceMs);
-    await Promise.all([this.userGroups.stop(), this.secrets.stop(), this.services.stop()]);
+    await Promise.all([this.userGroups.stop(), this.secrets.stop(), this.otherSecrets.stop(), this.services.stop()]);
     await this.recorder.flush();
   }
 
@@ -223,14 +232,8 @@ export class Controller {
       const owner = secret.metadata.ownerReferences.find((o) => o.controller && o.kind === USERGROUP_KIND);
       if (!owner) return;
       const key = objectKey(secret.metadata);
-      let keys = this.secretsByOwner.get(owner.uid);
-      if (type === 'deleted') {
-        keys?.delete(key);
-        if (keys?.size === 0) this.secretsByOwner.delete(owner.uid);
-      } else {
-        if (!keys) this.secretsByOwner.set(owner.uid, (keys = new Set()));
-        keys.add(key);
-      }
+      if (type === 'deleted') this.secretsByOwner.delete(owner.uid, key);
+      else this.secretsByOwner.add(owner.uid, key);
       this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
     });
     this.services.on((_type, service) => {

@@ -5,6 +5,7 @@ import type { ObservedSecret } from '../api/secret.js';
 import { readyCondition as currentReady, type ConditionStatus, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
 import type { ServiceFailure, ServiceUserGroup } from '../service/types.js';
 import type { EventType } from '../kube/events.js';
+import type { SecretWriteResult } from '../kube/secret-writer.js';
 import { Reason, readyCondition } from './conditions.js';
 import type { Connection, Resolution } from './connections.js';
 import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } from './decide.js';
@@ -21,10 +22,12 @@ export interface ReconcilerPorts {
   readonly userGroup: (key: string) => UserGroup | undefined;
   /** UserGroups sharing a userGroupId (for duplicate detection). */
   readonly userGroupsWithId: (userGroupId: string) => UserGroup[];
-  /** The owned-Secret cache; a miss is confirmed with a live read (the Secret may not be ours). */
+  /** The owned-Secret cache (Secrets carrying our managed-by label, with their data). */
   readonly cachedSecret: (key: string) => ObservedSecret | undefined;
+  /** Whether the metadata-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
+  readonly otherSecretExists: (key: string) => boolean;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
-  readonly writeSecret: (desired: ReturnType<typeof desiredSecret>, resourceVersion: string | undefined) => Promise<{ ok: true; secret: ObservedSecret } | { ok: false; conflict: true; message: string }>;
+  readonly writeSecret: (desired: ReturnType<typeof desiredSecret>, resourceVersion: string | undefined) => Promise<SecretWriteResult>;
   /** Owned token Secrets of this UserGroup other than `keep` (left over from an earlier spec.tokenSecret.name). */
   readonly staleSecrets: (ug: UserGroup, keep: string) => ObservedSecret[];
   readonly deleteSecret: (secret: ObservedSecret) => Promise<void>;
@@ -108,8 +111,21 @@ class Run {
         `userGroupId "${spec.userGroupId}" is already declared by the older UserGroup ${objectKey(older.metadata)} on ${connection.description}; this one makes no call`, {});
     }
 
+    // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
+    // create meets AlreadyExists before any rotation or Secret write, and the second pass reads it live.
+    const first = await this.converge(spec, connection, false);
+    if (first !== 'exists') return first;
+    const second = await this.converge(spec, connection, true);
+    return second === 'exists' ? { kind: 'retry' } : second;
+  }
+
+  /** Everything after the preconditions; 'exists' when a create found a Secret neither cache knew of. */
+  private async converge(spec: UserGroupSpec, connection: Connection, readLive: boolean): Promise<ReconcileResult | 'exists'> {
+    const { ug } = this;
     const secretKey = objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name });
-    const observedSecret = this.ports.cachedSecret(secretKey) ?? (await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name));
+    const observedSecret = readLive
+      ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name)
+      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name) : undefined);
     const inspection = inspectSecret(observedSecret, ug.metadata, spec);
     if (inspection.state === 'foreign') {
       return this.blocked(Reason.SecretConflict,
@@ -163,7 +179,7 @@ class Run {
       // Record the intent on the Secret first: if we die after the service rotates, the next run knows
       // a rotation may have happened and checks with a PUT instead of rotating a second time.
       const intent = await this.storeSecret(spec, { token, handled, pending: rotateFor }, secretNow, secretVersion);
-      if (!intent.ok) return { kind: 'retry' };
+      if (!intent.ok) return intent.conflict === 'exists' ? 'exists' : { kind: 'retry' };
       secretNow = intent.secret;
       secretVersion = intent.secret.metadata.resourceVersion;
 
@@ -195,7 +211,7 @@ class Run {
 
     if (!token) throw new Error('no token to store');
     const stored = await this.storeSecret(spec, { token, handled, pending }, secretNow, secretVersion);
-    if (!stored.ok) return { kind: 'retry' };
+    if (!stored.ok) return stored.conflict === 'exists' ? 'exists' : { kind: 'retry' };
     // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
     for (const stale of this.ports.staleSecrets(ug, spec.tokenSecret.name)) {
       await this.ports.deleteSecret(stale);
@@ -237,7 +253,7 @@ class Run {
     return undefined;
   }
 
-  private async storeSecret(spec: UserGroupSpec, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<{ ok: true; secret: ObservedSecret } | { ok: false }> {
+  private async storeSecret(spec: UserGroupSpec, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<SecretWriteResult> {
     const desired = desiredSecret(this.ug.metadata, spec, content);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
     this.signal?.throwIfAborted();
@@ -251,10 +267,7 @@ class Run {
       this.event('Warning', Reason.SecretWriteFailed, 'Sync', message);
       throw new SecretWriteRefused(message);
     }
-    if (!written.ok) {
-      this.log.info({ secret: spec.tokenSecret.name }, 'token Secret changed while we worked; retrying');
-      return { ok: false };
-    }
+    if (!written.ok) this.log.info({ secret: spec.tokenSecret.name, conflict: written.conflict }, 'token Secret changed while we worked; deciding again');
     return written;
   }
 

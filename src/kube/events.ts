@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { KubeClient } from './http.js';
 import { paths } from './paths.js';
@@ -18,8 +18,6 @@ interface Series {
   count: number;
   lastSeen: number;
   lastWritten: number;
-  /** Writes for one series run in order so a patch never races its create. */
-  chain: Promise<void>;
 }
 
 export interface EventRecorderOptions {
@@ -31,59 +29,99 @@ export interface EventRecorderOptions {
   /** A series is patched at most this often, so a retry storm costs the apiserver little. */
   readonly patchIntervalMs?: number;
   readonly onEmit?: (type: EventType, reason: string) => void;
+  /** An Event not written because the queue of Event writes was full. */
+  readonly onDrop?: (type: EventType, reason: string) => void;
   /** Attempts per Event write (default 5, backing off from 0.5 s). */
   readonly retries?: number;
+  /** Event writes waiting at most (default 1000, as client-go's broadcaster); Warnings get as many again. */
+  readonly maxQueued?: number;
 }
 
 /**
  * events.k8s.io/v1 Events, aggregated like client-go's recorder: the same
  * (object, type, reason, note) again within the window bumps series.count on one
  * Event instead of creating another, and those patches are rate-limited.
- * Fire-and-forget: a failed Event is logged, never fails a reconcile.
+ * Fire-and-forget, and written like client-go's broadcaster does: one write at a
+ * time from a bounded queue, dropping what does not fit. Events are a courtesy and
+ * must not compete with reconciles for the apiserver: 10,000 UserGroups created at
+ * once would otherwise mean 10,000 concurrent Event writes next to the real work.
+ * A failed or dropped Event is logged, never fails a reconcile.
  */
 export class EventRecorder {
   private readonly series = new Map<string, Series>();
   private readonly window: number;
   private readonly patchInterval: number;
+  private readonly maxQueued: number;
+  private readonly queue: (() => Promise<void>)[] = [];
+  private writing: Promise<void> | undefined;
+  private lastPrune = Date.now();
 
   constructor(private readonly client: KubeClient, private readonly options: EventRecorderOptions) {
     this.window = options.seriesWindowMs ?? 10 * 60_000;
     this.patchInterval = options.patchIntervalMs ?? 30_000;
+    this.maxQueued = options.maxQueued ?? 1000;
   }
 
   emit(regarding: EventRegarding, type: EventType, reason: string, action: string, note: string): void {
     this.options.onEmit?.(type, reason);
     const now = Date.now();
     this.prune(now);
-    const key = `${regarding.uid}\u0000${type}\u0000${reason}\u0000${note}`;
+    // A digest, not the note itself: one series per object is kept for the window, 10,000 notes add up.
+    const key = createHash('sha1').update(`${regarding.uid}\u0000${type}\u0000${reason}\u0000${note}`).digest('base64');
     const existing = this.series.get(key);
     if (existing && now - existing.lastSeen < this.window) {
       existing.count++;
       existing.lastSeen = now;
       if (now - existing.lastWritten >= this.patchInterval) {
-        existing.lastWritten = now;
         const count = existing.count;
-        existing.chain = existing.chain.then(async () => {
+        // Writes leave the queue in order, so a patch never overtakes its create.
+        const queued = this.enqueue(type, reason, async () => {
           const ok = await this.patchSeries(regarding.namespace, existing.name, count, now);
           // The Event is gone (expired, deleted) or unreachable: the next occurrence starts a new one.
           if (!ok && this.series.get(key) === existing) this.series.delete(key);
         });
+        if (queued) existing.lastWritten = now;
       }
       return;
     }
     const name = `${regarding.name}.${randomBytes(8).toString('hex')}`;
-    const created: Series = { name, count: 1, lastSeen: now, lastWritten: now, chain: Promise.resolve() };
-    created.chain = this.create(regarding, type, reason, action, note, name, now).then((ok) => {
+    const created: Series = { name, count: 1, lastSeen: now, lastWritten: now };
+    const queued = this.enqueue(type, reason, async () => {
+      const ok = await this.create(regarding, type, reason, action, note, name, now);
       // Never recorded: forget the series so the next occurrence creates the Event afresh.
       if (!ok && this.series.get(key) === created) this.series.delete(key);
     });
-    this.series.set(key, created);
+    if (queued) this.series.set(key, created);
   }
 
-  /** Waits for writes in flight (used at shutdown and by tests), but not longer than `timeoutMs`. */
+  /** Waits for queued writes (used at shutdown and by tests), but not longer than `timeoutMs`. */
   async flush(timeoutMs = 5_000): Promise<void> {
-    const all = Promise.all([...this.series.values()].map((s) => s.chain));
-    await Promise.race([all, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+    const deadline = Date.now() + timeoutMs;
+    while (this.writing && Date.now() < deadline) {
+      await Promise.race([this.writing, new Promise((resolve) => setTimeout(resolve, deadline - Date.now()).unref())]);
+    }
+  }
+
+  private enqueue(type: EventType, reason: string, write: () => Promise<void>): boolean {
+    if (this.queue.length >= (type === 'Warning' ? 2 * this.maxQueued : this.maxQueued)) {
+      this.options.onDrop?.(type, reason);
+      this.options.log.debug({ type, reason, queued: this.queue.length }, 'event dropped: too many Event writes queued');
+      return false;
+    }
+    this.queue.push(write);
+    this.writing ??= this.drain();
+    return true;
+  }
+
+  private async drain(): Promise<void> {
+    for (let write = this.queue.shift(); write; write = this.queue.shift()) {
+      try {
+        await write();
+      } catch (err) {
+        this.options.log.debug({ err: String(err) }, 'event not recorded');
+      }
+    }
+    this.writing = undefined;
   }
 
   private async create(regarding: EventRegarding, type: EventType, reason: string, action: string, note: string, name: string, now: number): Promise<boolean> {
@@ -136,7 +174,9 @@ export class EventRecorder {
   }
 
   private prune(now: number): void {
-    if (this.series.size < 10_000) return;
+    // Once a minute: a scan per emit would cost O(series) each time at 10,000 UserGroups.
+    if (now - this.lastPrune < 60_000) return;
+    this.lastPrune = now;
     for (const [key, s] of this.series) if (now - s.lastSeen >= this.window) this.series.delete(key);
   }
 }

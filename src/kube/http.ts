@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { isRecord } from '../api/meta.js';
+import type { KubeAccess } from './kubeconfig.js';
 
 export interface KubeResponse {
   readonly status: number;
@@ -13,6 +13,8 @@ export interface RequestOptions {
   readonly body?: unknown;
   readonly contentType?: string;
   readonly timeoutMs?: number;
+  /** Accept header; JSON objects by default. */
+  readonly accept?: string;
 }
 
 /**
@@ -35,19 +37,16 @@ export class KubeApiError extends Error {
 }
 
 /**
- * The operator's HTTP access to the apiserver. TLS material comes from the
- * KubeConfig once; credentials are re-applied per request so rotating in-cluster
- * ServiceAccount tokens are picked up. Requests share a keep-alive agent; watches,
- * which hold a connection for minutes, get their own.
+ * The operator's HTTP access to the apiserver. TLS material is read once; the
+ * Authorization header is asked of the KubeAccess per request, which re-reads
+ * rotating in-cluster ServiceAccount tokens. Requests share a keep-alive agent;
+ * watches, which hold a connection for minutes, get their own.
  */
-const AUTH_REFRESH_MS = 10_000;
-
 export class KubeClient {
   private agent: http.Agent;
-  private auth: { readonly value: string | undefined; readonly at: number } | undefined;
 
   private constructor(
-    private readonly kc: KubeConfig,
+    private readonly access: KubeAccess,
     private readonly server: string,
     private readonly makeAgent: () => http.Agent,
     private readonly streamAgent: http.Agent,
@@ -57,20 +56,17 @@ export class KubeClient {
     this.agent = makeAgent();
   }
 
-  static async create(kc: KubeConfig, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const tls: https.RequestOptions = {};
-    await kc.applyToHTTPSOptions(tls);
+  static async create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
+    const tls = access.tls;
     const material: https.AgentOptions = {};
     if (tls.ca !== undefined) material.ca = tls.ca;
     if (tls.cert !== undefined) material.cert = tls.cert;
     if (tls.key !== undefined) material.key = tls.key;
     if (tls.rejectUnauthorized !== undefined) material.rejectUnauthorized = tls.rejectUnauthorized;
     if (tls.servername !== undefined) material.servername = tls.servername;
-    const plain = cluster.server.startsWith('http:');
+    const plain = access.server.startsWith('http:');
     const make = (options: https.AgentOptions): http.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return new KubeClient(kc, cluster.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
+    return new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
   }
 
   /** One request with a JSON body; resolves with any status (callers decide), rejects only on transport errors. */
@@ -105,8 +101,8 @@ export class KubeClient {
   }
 
   /** A streaming GET (watches). */
-  async openStream(path: string, query: Readonly<Record<string, string>>): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
-    const opened = await this.open('GET', path, { query }, this.streamAgent);
+  async openStream(path: string, query: Readonly<Record<string, string>>, accept?: string): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+    const opened = await this.open('GET', path, { query, ...(accept ? { accept } : {}) }, this.streamAgent);
     const observe = this.observe;
     if (observe) void opened.response.then((res) => observe('WATCH', String(res.statusCode ?? 'none')), () => observe('WATCH', 'none'));
     return opened;
@@ -137,26 +133,11 @@ export class KubeClient {
     this.streamAgent.destroy();
   }
 
-  /**
-   * The Authorization header, re-derived from the KubeConfig at most every 10 s:
-   * often enough for rotating in-cluster tokens, without re-reading the kubeconfig's
-   * certificate files on every request.
-   */
-  private async authorization(): Promise<string | undefined> {
-    const now = Date.now();
-    if (this.auth && now - this.auth.at < AUTH_REFRESH_MS) return this.auth.value;
-    const options: https.RequestOptions = {};
-    await this.kc.applyToHTTPSOptions(options);
-    const value = (options.headers as Record<string, unknown> | undefined)?.['Authorization'];
-    this.auth = { value: typeof value === 'string' ? value : undefined, at: now };
-    return this.auth.value;
-  }
-
   private async open(method: string, path: string, options: RequestOptions, agent: http.Agent): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
-    const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent };
-    const authorization = await this.authorization();
+    const headers: Record<string, string> = { Accept: options.accept ?? 'application/json', 'User-Agent': this.userAgent };
+    const authorization = await this.access.authorization();
     if (authorization !== undefined) headers['Authorization'] = authorization;
     let payload: string | undefined;
     if (options.body !== undefined) {

@@ -17,6 +17,11 @@ export interface InformerOptions<T> {
   /** Collection path: cluster-wide (/apis/g/v/usergroups) or one namespace (/api/v1/namespaces/ns/secrets). */
   readonly path: string;
   readonly labelSelector?: string;
+  /**
+   * List and watch PartialObjectMetadata instead of whole objects: the apiserver leaves out data and spec,
+   * which matters for Secrets that are not ours (a Helm release Secret can be a megabyte).
+   */
+  readonly metadataOnly?: boolean;
   /** Parses an item from the apiserver; undefined drops it (logged). */
   readonly parse: (raw: unknown) => T | undefined;
   readonly log: Logger;
@@ -159,7 +164,7 @@ export class Informer<T extends Cached> {
       const query: Record<string, string> = { limit: String(this.options.pageSize ?? 500) };
       if (labelSelector) query['labelSelector'] = labelSelector;
       if (continueToken) query['continue'] = continueToken;
-      const { status, body } = await client.request('GET', path, { query, timeoutMs: 120_000 });
+      const { status, body } = await client.request('GET', path, { query, timeoutMs: 120_000, ...(this.options.metadataOnly ? { accept: METADATA_LIST } : {}) });
       if (status === 410 && continueToken) {
         // The continue token expired mid-list: start over.
         fresh.clear();
@@ -200,6 +205,7 @@ export class Informer<T extends Cached> {
     return watchOnce(this.options.client, this.options.path, {
       resourceVersion: this.resourceVersion,
       ...(this.options.labelSelector ? { labelSelector: this.options.labelSelector } : {}),
+      ...(this.options.metadataOnly ? { accept: METADATA_OBJECT } : {}),
       timeoutSeconds,
       inactivityMs: this.options.inactivityMs ?? (timeoutSeconds + 60) * 1000,
       signal: this.abort.signal,
@@ -254,6 +260,9 @@ export class Informer<T extends Cached> {
     this.failingSince ??= Date.now();
   }
 }
+
+const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+const METADATA_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /** resourceVersions are opaque, but etcd-backed ones are increasing integers; compare only when both are. */
 function isOlder(candidate: string, current: string): boolean {

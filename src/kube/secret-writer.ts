@@ -6,8 +6,11 @@ import { paths } from './paths.js';
 
 export type SecretWriteResult =
   | { readonly ok: true; readonly secret: ObservedSecret }
-  /** Someone else wrote first (stale cache or a racing creator): re-read and decide again. */
-  | { readonly ok: false; readonly conflict: true; readonly message: string };
+  /**
+   * Someone else wrote first: 'exists' — a create found a Secret of that name that no cache knew of;
+   * 'changed' — a replace found a newer version. Either way: re-read and decide again.
+   */
+  | { readonly ok: false; readonly conflict: 'exists' | 'changed'; readonly message: string };
 
 /** Creates or replaces token Secrets, with optimistic concurrency on replace. */
 export class SecretWriter {
@@ -40,7 +43,11 @@ export class SecretWriter {
             query,
             body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
           });
-    if (res.status === 409) return { ok: false, conflict: true, message: `Secret ${namespace}/${name} changed underneath us` };
+    if (res.status === 409) {
+      return resourceVersion === undefined
+        ? { ok: false, conflict: 'exists', message: `Secret ${namespace}/${name} already exists` }
+        : { ok: false, conflict: 'changed', message: `Secret ${namespace}/${name} changed underneath us` };
+    }
     if (res.status < 200 || res.status >= 300) {
       // Never include the request body: it holds the token.
       const err = res.body as { reason?: unknown; message?: unknown } | undefined;

@@ -18,6 +18,8 @@ export type WatchEnd =
 export interface WatchOptions {
   readonly resourceVersion: string;
   readonly labelSelector?: string;
+  /** Accept header, e.g. for PartialObjectMetadata; JSON objects by default. */
+  readonly accept?: string;
   readonly timeoutSeconds: number;
   readonly inactivityMs: number;
   readonly signal: AbortSignal;
@@ -37,7 +39,7 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
 
   let opened;
   try {
-    opened = await client.openStream(path, query);
+    opened = await client.openStream(path, query, options.accept);
   } catch (err) {
     return { kind: 'failed', status: undefined, message: describe(err) };
   }

@@ -66,9 +66,56 @@ class Fifo<T> {
   }
 }
 
-interface DelayedAdd {
-  readyAt: number;
-  timer: ReturnType<typeof setTimeout>;
+/**
+ * Delayed adds ordered by due time (a binary min-heap). One timer serves them all, as in client-go's
+ * delaying queue: 10,000 keys waiting for their resync would otherwise hold 10,000 timers.
+ */
+class DueHeap {
+  #items: { at: number; key: string }[] = [];
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  peek(): { at: number; key: string } | undefined {
+    return this.#items[0];
+  }
+
+  push(at: number, key: string): void {
+    const items = this.#items;
+    items.push({ at, key });
+    for (let i = items.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      const [a, b] = [items[i], items[parent]];
+      if (!a || !b || b.at <= a.at) break;
+      [items[i], items[parent]] = [b, a];
+      i = parent;
+    }
+  }
+
+  pop(): { at: number; key: string } | undefined {
+    const items = this.#items;
+    const top = items[0];
+    const last = items.pop();
+    if (top === undefined || last === undefined || items.length === 0) return top;
+    items[0] = last;
+    for (let i = 0; ; ) {
+      const [l, r] = [2 * i + 1, 2 * i + 2];
+      let smallest = i;
+      if ((items[l]?.at ?? Infinity) < (items[smallest]?.at ?? Infinity)) smallest = l;
+      if ((items[r]?.at ?? Infinity) < (items[smallest]?.at ?? Infinity)) smallest = r;
+      if (smallest === i) break;
+      const [a, b] = [items[i], items[smallest]];
+      if (!a || !b) break;
+      [items[i], items[smallest]] = [b, a];
+      i = smallest;
+    }
+    return top;
+  }
+
+  clear(): void {
+    this.#items = [];
+  }
 }
 
 /**
@@ -104,7 +151,11 @@ export class WorkQueue {
   readonly #processing = new Map<string, number>();
   // Key → when it became dirty, for the queue latency metric.
   readonly #addedAt = new Map<string, number>();
-  readonly #delayed = new Map<string, DelayedAdd>();
+  // Key → when its delayed add is due. #due holds the same entries in time order, plus superseded ones,
+  // which are skipped when they come up.
+  readonly #delayed = new Map<string, number>();
+  readonly #due = new DueHeap();
+  #timer: { readonly at: number; readonly handle: ReturnType<typeof setTimeout> } | undefined;
   // Invariant: getters only wait while #ready is empty.
   readonly #getters = new Fifo<(key: string | undefined) => void>();
   readonly #drainWaiters = new Set<() => void>();
@@ -134,17 +185,46 @@ export class WorkQueue {
     }
     const readyAt = this.#now() + delayMs;
     const pending = this.#delayed.get(key);
-    if (pending !== undefined) {
-      if (pending.readyAt <= readyAt) return;
-      clearTimeout(pending.timer);
+    if (pending !== undefined && pending <= readyAt) return;
+    this.#delayed.set(key, readyAt);
+    this.#due.push(readyAt, key);
+    // Superseded entries pile up only when keys keep being re-delayed sooner; then rebuild.
+    if (this.#due.size > 2 * this.#delayed.size + 64) {
+      this.#due.clear();
+      for (const [k, at] of this.#delayed) this.#due.push(at, k);
     }
-    const timer = setTimeout(() => {
-      this.#delayed.delete(key);
-      this.add(key);
-    }, delayMs);
+    this.#arm();
+  }
+
+  /** Points the one timer at the earliest delayed add still wanted. */
+  #arm(): void {
+    let next = this.#due.peek();
+    while (next !== undefined && this.#delayed.get(next.key) !== next.at) {
+      this.#due.pop();
+      next = this.#due.peek();
+    }
+    if (this.#timer !== undefined && (next === undefined || this.#timer.at > next.at)) {
+      clearTimeout(this.#timer.handle);
+      this.#timer = undefined;
+    }
+    if (next === undefined || this.#timer !== undefined) return;
+    const handle = setTimeout(() => this.#fire(), Math.max(0, next.at - this.#now()));
     // A queue with only future retries must not keep the process from exiting.
-    timer.unref();
-    this.#delayed.set(key, { readyAt, timer });
+    handle.unref();
+    this.#timer = { at: next.at, handle };
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    // A timer that fires a little before the clock reads its due time is simply armed again.
+    const now = this.#now();
+    for (let next = this.#due.peek(); next !== undefined && next.at <= now; next = this.#due.peek()) {
+      this.#due.pop();
+      if (this.#delayed.get(next.key) !== next.at) continue;
+      this.#delayed.delete(next.key);
+      this.add(next.key);
+    }
+    this.#arm();
   }
 
   /** Adds the key after the rate limiter's delay for it (one more failure). */
@@ -306,8 +386,10 @@ export class WorkQueue {
   }
 
   #clearDelayed(): void {
-    for (const { timer } of this.#delayed.values()) clearTimeout(timer);
+    if (this.#timer !== undefined) clearTimeout(this.#timer.handle);
+    this.#timer = undefined;
     this.#delayed.clear();
+    this.#due.clear();
   }
 
   #seconds(since: number): number {

@@ -43,6 +43,7 @@ export class Metrics {
   })();
   readonly leader = new Gauge({ name: 'usergroup_leader', help: '1 while this process is the leader (or runs without leader election).', registers: [this.registry] });
   readonly events = new Counter({ name: 'usergroup_events_total', help: 'Kubernetes Events emitted by type and reason.', labelNames: ['type', 'reason'], registers: [this.registry] });
+  readonly eventsDropped = new Counter({ name: 'usergroup_events_dropped_total', help: 'Events not written because too many Event writes were queued (as client-go drops them).', labelNames: ['type', 'reason'], registers: [this.registry] });
   readonly buildInfo = new Gauge({ name: 'usergroup_build_info', help: 'Build information (always 1).', labelNames: ['version', 'node_version'], registers: [this.registry] });
 
   constructor(version: string) {

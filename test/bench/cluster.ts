@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../../src/api/constants.js';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { ControlPlane } from '../../src/devcluster/controlplane.js';
 import { KubeClient } from '../../src/kube/http.js';
+import { loadKubeAccess, type KubeAccess } from '../../src/kube/kubeconfig.js';
 import { paths } from '../../src/kube/paths.js';
 import { watchOnce, type WatchEvent } from '../../src/kube/watch-stream.js';
 import { startSimulator, type Simulator } from '../../src/sim/server.js';
@@ -21,7 +21,7 @@ export class BenchCluster {
   private constructor(
     readonly cp: ControlPlane,
     readonly sim: Simulator,
-    readonly kc: KubeConfig,
+    readonly access: KubeAccess,
     readonly client: KubeClient,
     /** The controller's API key (its own team at the simulator). */
     readonly controllerKey: string,
@@ -34,10 +34,9 @@ export class BenchCluster {
     const controllerKey = `bench-${randomBytes(12).toString('hex')}`;
     const limitKey = `bench-limit-${randomBytes(12).toString('hex')}`;
     const sim = await startSimulator({ apiKeys: [controllerKey, limitKey], faults: { latencyMs } });
-    const kc = new KubeConfig();
-    kc.loadFromFile(cp.kubeconfigPath);
-    const client = await KubeClient.create(kc, 'usergroup-bench');
-    return new BenchCluster(cp, sim, kc, client, controllerKey, limitKey);
+    const access = await loadKubeAccess({ path: cp.kubeconfigPath });
+    const client = await KubeClient.create(access, 'usergroup-bench');
+    return new BenchCluster(cp, sim, access, client, controllerKey, limitKey);
   }
 
   async stop(): Promise<void> {
@@ -51,6 +50,22 @@ export class BenchCluster {
     const res = await this.client.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } });
     if (res.status !== 201) throw new Error(`creating namespace ${name}: HTTP ${res.status}`);
     return name;
+  }
+
+  /**
+   * Deletes a namespace and waits until the namespace controller has removed everything in it, so the next
+   * measurement does not run against the objects (and the deletion work) of the previous one.
+   */
+  async deleteNamespace(name: string, timeoutMs = 900_000): Promise<number> {
+    const started = performance.now();
+    const res = await this.client.request('DELETE', `/api/v1/namespaces/${name}`);
+    if (res.status !== 200 && res.status !== 202 && res.status !== 404) throw new Error(`deleting namespace ${name}: HTTP ${res.status}`);
+    for (;;) {
+      const got = await this.client.request('GET', `/api/v1/namespaces/${name}`);
+      if (got.status === 404) return performance.now() - started;
+      if (performance.now() - started > timeoutMs) throw new Error(`namespace ${name} still there after ${timeoutMs / 1000} s`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
   }
 
   /** Every call the simulator answered for one key's team, all operations and outcomes. */

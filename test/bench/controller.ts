@@ -20,6 +20,7 @@ export interface BenchControllerOptions {
   /** stdout and stderr of the controller go here (not through a pipe into the bench). */
   readonly logFile: string;
   readonly nodeOptions: string | undefined;
+  readonly nodeFlags: readonly string[];
 }
 
 /** The `run` flags the bench gives every controller (reported with the results). */
@@ -59,7 +60,7 @@ export class BenchController {
     if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
     else delete env['NODE_OPTIONS'];
     const child = spawn(process.execPath, [
-      MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace,
+      ...o.nodeFlags, MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace,
       '--metrics-addr', `127.0.0.1:${metricsPort}`, '--health-addr', `127.0.0.1:${healthPort}`, ...controllerFlags(o),
     ], { env, stdio: ['ignore', out, out] });
     fs.closeSync(out);

@@ -15,7 +15,8 @@ import { runLimit } from './phases/limit.js';
 import { runRestart } from './phases/restart.js';
 import { runRotation } from './phases/rotation.js';
 import { runSteady } from './phases/steady.js';
-import { say } from './progress.js';
+import { say, startProgress } from './progress.js';
+import { imageNodeFlags } from '../support/dockerfile.js';
 import { renderMarkdown, type BenchResults, type ColdResult, type LimitResult, type MemoryFigure, type RestartResult, type RotationResult, type SteadyResult } from './report.js';
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -35,7 +36,8 @@ async function main(): Promise<number> {
   const loadAverageStart = os.loadavg();
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'usergroup-bench-'));
   const nodeOptions = [o.controllerNodeOptions, o.heapSnapshots ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${logDir}` : undefined].filter(Boolean).join(' ');
-  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, logDir };
+  const nodeFlags = o.controllerNodeFlags ?? imageNodeFlags(repoRoot);
+  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, nodeFlags, logDir };
   /** A heap snapshot of the controller (after its figures are read: writing one costs memory). */
   const snapshot = async (c: BenchController, label: string): Promise<void> => {
     try {
@@ -74,7 +76,9 @@ async function main(): Promise<number> {
       if (limitSizes.includes(n)) {
         for (const mode of o.limitModes) {
           try {
-            limit.push(await runLimit(cluster, n, o.concurrency, o.applyParallelism, mode));
+            const result = await runLimit(cluster, n, o.concurrency, o.applyParallelism, mode);
+            limit.push(result);
+            await cleanUp(cluster, result.namespace);
           } catch (err) {
             say(`[limit N=${n}] FAILED: ${message(err)}`);
             limit.push({ n, mode, namespace: '', ok: false, error: message(err), wallMs: 0, concurrency: o.concurrency });
@@ -89,7 +93,10 @@ async function main(): Promise<number> {
           if (c.peakRssBytes !== undefined) memory.push({ n, process: 'cold convergence', peakRssBytes: c.peakRssBytes, ...(c.rssBytes !== undefined ? { endRssBytes: c.rssBytes } : {}), ...(c.heap ? { heap: c.heap } : {}) });
           if (o.heapSnapshots) await snapshot(run.controller, `cold-${n}`);
           if (needWorld && n === o.worldSize && run.result.ok) world = { namespace: run.result.namespace, n, controller: run.controller, process: 'cold convergence, then steady/rotation' };
-          else await run.controller.stop();
+          else {
+            await run.controller.stop();
+            await cleanUp(cluster, run.result.namespace);
+          }
         } catch (err) {
           say(`[cold N=${n}] FAILED: ${message(err)}`);
           cold.push({ n, namespace: '', ok: false, error: message(err), convergeMs: 0, applyMs: 0, ready: 0, secrets: 0, verified: 0, serviceCalls: 0,
@@ -154,6 +161,7 @@ async function main(): Promise<number> {
     },
     environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
     controllerFlags: controllerFlags({ concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel }),
+    controllerNodeFlags: nodeFlags,
     leaderElection: false,
     limit,
     cold,
@@ -189,3 +197,18 @@ main().then(
     process.exit(1);
   },
 );
+
+/** Removes a finished phase's namespace before the next phase starts: every phase gets a cluster of the same size. */
+async function cleanUp(cluster: BenchCluster, namespace: string): Promise<void> {
+  if (!namespace) return;
+  const progress = startProgress('cleanup', () => `deleting namespace ${namespace}`);
+  try {
+    const ms = await cluster.deleteNamespace(namespace);
+    // The deleted objects' history would otherwise stay in etcd until the apiserver's next compaction.
+    await cluster.cp.compactEtcd();
+    await cluster.cp.defragmentEtcd();
+    progress.stop(`namespace ${namespace} deleted in ${(ms / 1000).toFixed(1)} s; etcd compacted and defragmented`);
+  } catch (err) {
+    progress.stop(`namespace ${namespace} not deleted: ${message(err)}`);
+  }
+}

@@ -25,6 +25,8 @@ export interface BenchOptions {
   readonly controllerLogLevel: string;
   /** NODE_OPTIONS for the controller child (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"). */
   readonly controllerNodeOptions: string | undefined;
+  /** Node flags before the entry point; undefined: the image's, from the Dockerfile's ENTRYPOINT. */
+  readonly controllerNodeFlags: readonly string[] | undefined;
   /** Directory for latest.json / latest.md. */
   readonly outDir: string;
   readonly quick: boolean;
@@ -47,6 +49,7 @@ export const DEFAULTS: BenchOptions = {
   phaseTimeoutS: 1800,
   controllerLogLevel: 'info',
   controllerNodeOptions: undefined,
+  controllerNodeFlags: undefined,
   outDir: 'bench/results',
   quick: false,
   limitModes: ['minimal'],
@@ -71,6 +74,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --phase-timeout-s 1800  a phase still running after this is reported as failed
   --controller-log-level info
   --controller-node-options "--cpu-prof --cpu-prof-dir=/tmp/prof"   NODE_OPTIONS of the controller child
+  --controller-node-flags "--max-semi-space-size=1"   node flags before the entry point (V8 flags NODE_OPTIONS
+                          refuses); default: those of the image's ENTRYPOINT in the Dockerfile
   --limit-modes minimal   diagnostics besides minimal (the ratio's): controller-pattern = the loop plus the
                           controller's Secret GET and Event POST per group; concurrent-creation = the loop
                           while the UserGroups are applied as in the cold phase (e.g. minimal,concurrent-creation)
@@ -141,7 +146,7 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     if (modes.some((m) => !(LIMIT_MODES as readonly string[]).includes(m))) errors.push(`--limit-modes: "${rawModes}" is not a list of ${LIMIT_MODES.join(', ')}`);
     limitModes = LIMIT_MODES.filter((m) => modes.includes(m));
   }
-  const known = new Set(['limit-modes', 'n', 'world-n', 'phases', 'latency-ms', 'concurrency', 'service-qps', 'apply-parallelism', 'steady-minutes', 'rotations', 'phase-timeout-s', 'controller-log-level', 'controller-node-options', 'out']);
+  const known = new Set(['limit-modes', 'n', 'world-n', 'phases', 'latency-ms', 'concurrency', 'service-qps', 'apply-parallelism', 'steady-minutes', 'rotations', 'phase-timeout-s', 'controller-log-level', 'controller-node-options', 'controller-node-flags', 'out']);
   for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
   const options: BenchOptions = {
     ...base,
@@ -157,6 +162,7 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     phaseTimeoutS: positiveInt('phase-timeout-s', base.phaseTimeoutS),
     controllerLogLevel: given.get('controller-log-level') ?? base.controllerLogLevel,
     controllerNodeOptions: given.get('controller-node-options') ?? base.controllerNodeOptions,
+    controllerNodeFlags: given.get('controller-node-flags')?.split(/\s+/).filter(Boolean) ?? base.controllerNodeFlags,
     outDir: given.get('out') ?? base.outDir,
     limitModes,
     heapSnapshots,

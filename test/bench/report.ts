@@ -121,6 +121,8 @@ export interface BenchResults {
     readonly loadAverageEnd: readonly number[];
   };
   readonly controllerFlags: readonly string[];
+  /** Node flags the controller ran with (the image's by default). */
+  readonly controllerNodeFlags?: readonly string[];
   readonly leaderElection: false;
   readonly limit: readonly LimitResult[];
   readonly cold: readonly ColdResult[];
@@ -250,7 +252,7 @@ export function renderMarkdown(r: BenchResults): string {
   const out: string[] = [];
   out.push('# Benchmark results', '');
   out.push(`${r.startedAt} → ${r.finishedAt}; Node ${r.environment.node}, ${r.environment.cpus} CPUs, Kubernetes ${r.environment.kubernetes}; ` +
-    `service latency ${o.latencyMs} ms; controller \`${r.controllerFlags.join(' ')}\` (leader election off); ` +
+    `service latency ${o.latencyMs} ms; controller \`node ${[...(r.controllerNodeFlags ?? []), 'dist/cli/main.js', 'run', ...r.controllerFlags].join(' ')}\` (leader election off); ` +
     `UserGroups applied ${o.applyParallelism} at a time; load average at start ${r.environment.loadAverageStart.map((l) => l.toFixed(2)).join(' ')}.`, '');
   if (r.error) out.push(`**The run stopped early:** ${cell(r.error)}`, '');
 

@@ -4,6 +4,7 @@ import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@k
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
+import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
 import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from '../support/kube.js';
@@ -320,7 +321,7 @@ describe('connections: a controller without a default connection', () => {
         done();
       },
     });
-    operator = await startOperator(parsed.config, undefined, createLogger('debug', sink), adminKubeConfig());
+    operator = await startOperator(parsed.config, undefined, createLogger('debug', sink), await kubeAccessFromKubeConfig(adminKubeConfig()));
   });
   afterAll(async () => {
     await operator?.stop();

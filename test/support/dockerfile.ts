@@ -69,3 +69,20 @@ export function dockerIgnored(patterns: readonly string[], relativePath: string)
 export function readDockerignore(root: string): string[] {
   return fs.readFileSync(path.join(root, '.dockerignore'), 'utf8').split('\n');
 }
+
+/**
+ * The node flags of the runtime image: what its exec-form ENTRYPOINT puts between the node binary and the
+ * entry script, e.g. ["/nodejs/bin/node", "--max-semi-space-size=1", "dist/cli/main.js"] → ["--max-semi-space-size=1"].
+ * The benchmark runs the controller with these, so it measures what the image runs.
+ */
+export function imageNodeFlags(root: string): string[] {
+  const instructions = parseDockerfile(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'));
+  const lastStage = Math.max(...instructions.map((i) => i.stage));
+  const entrypoint = instructions.filter((i) => i.stage === lastStage && i.keyword === 'ENTRYPOINT').at(-1);
+  if (!entrypoint) throw new Error('the Dockerfile has no ENTRYPOINT in its last stage');
+  const argv: unknown = JSON.parse(entrypoint.args);
+  if (!Array.isArray(argv) || !argv.every((a): a is string => typeof a === 'string')) throw new Error('the ENTRYPOINT is not in exec form');
+  const script = argv.findIndex((a) => a.endsWith('.js'));
+  if (script < 1) throw new Error(`the ENTRYPOINT runs no script: ${entrypoint.args}`);
+  return argv.slice(1, script);
+}

@@ -4,6 +4,7 @@ import { ApiException, CoreV1Api, CustomObjectsApi, EventsV1Api, PatchStrategy, 
 import { inject } from 'vitest';
 import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
+import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
@@ -198,7 +199,7 @@ async function startInProcess(args: string[], serviceUrl: string, apiKey: string
     },
   });
   const log = createLogger('debug', sink);
-  const operator: RunningOperator = await startOperator(parsed.config, { url: serviceUrl, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, kc);
+  const operator: RunningOperator = await startOperator(parsed.config, { url: serviceUrl, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, await kubeAccessFromKubeConfig(kc));
   let stopped = false;
   return {
     logs,

@@ -202,6 +202,39 @@ describe('WorkQueue delayed and rate-limited adds', () => {
     expect(q.len()).toBe(0);
   });
 
+  it('serves any number of delayed keys with one timer, each delivered at its own time', async () => {
+    const q = fakeClockQueue();
+    const keys = Array.from({ length: 1000 }, (_, i) => `ns/k${i}`);
+    // Scheduled in a scrambled order: key i is due at (i + 1) ms.
+    for (let i = 0; i < keys.length; i++) {
+      const j = (i * 7919) % keys.length;
+      q.addAfter(keys[j] ?? '', j + 1);
+    }
+    expect(vi.getTimerCount()).toBe(1);
+    for (const step of [1, 9, 90, 400, 500]) {
+      const before = q.len();
+      await vi.advanceTimersByTimeAsync(step);
+      expect(q.len() - before).toBe(step);
+    }
+    const order: (string | undefined)[] = [];
+    for (let i = 0; i < keys.length; i++) order.push(await q.get());
+    expect(order).toEqual(keys);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('keeps delivering on time when keys keep being moved forward (superseded entries are dropped)', async () => {
+    const q = fakeClockQueue();
+    for (let round = 0; round < 50; round++) for (let i = 0; i < 20; i++) q.addAfter(`ns/k${i}`, 10_000 - round * 100 - i);
+    expect(vi.getTimerCount()).toBe(1);
+    // The last round put them at 5,081–5,100 ms; every earlier entry is superseded.
+    await vi.advanceTimersByTimeAsync(5_080);
+    expect(q.len()).toBe(0);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(q.len()).toBe(20);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(q.len()).toBe(20);
+  });
+
   it('adds at once for a delay of zero or less', () => {
     const q = fakeClockQueue();
     q.addAfter('ns/a', 0);
@@ -280,7 +313,7 @@ describe('WorkQueue shutdown', () => {
     const q = fakeClockQueue();
     q.addAfter('ns/a', 1000);
     q.addRateLimited('ns/b');
-    expect(vi.getTimerCount()).toBe(2);
+    expect(vi.getTimerCount()).toBe(1);
     q.shutDown();
     expect(vi.getTimerCount()).toBe(0);
     await vi.advanceTimersByTimeAsync(2000);

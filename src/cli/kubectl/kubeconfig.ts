@@ -1,44 +1,25 @@
-import { existsSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../../kube/kubeconfig.js';
 import type { ClusterFlags } from './args.js';
 
 export interface ResolvedCluster {
-  readonly kc: KubeConfig;
+  readonly access: KubeAccess;
   /** From -n, else the context's namespace, else "default": kubectl's order. */
   readonly namespace: string;
 }
 
-const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
-
 /**
  * The cluster as kubectl would pick it: --kubeconfig, else $KUBECONFIG, else
- * ~/.kube/config, else in-cluster (client-node's loadFromDefault); then --context.
+ * ~/.kube/config, else in-cluster; then --context.
  * Throws with a message fit for the user when none is usable.
  */
-export function resolveCluster(flags: ClusterFlags, env: NodeJS.ProcessEnv = process.env): ResolvedCluster {
-  const kc = new KubeConfig();
-  const source = flags.kubeconfig ?? (env['KUBECONFIG'] || undefined);
+export async function resolveCluster(flags: ClusterFlags, env: NodeJS.ProcessEnv = process.env): Promise<ResolvedCluster> {
+  let access: KubeAccess;
   try {
-    if (flags.kubeconfig !== undefined) {
-      kc.loadFromFile(flags.kubeconfig);
-    } else {
-      // Without any of these, loadFromDefault quietly falls back to http://localhost:8080, whose
-      // eventual error ("HTTP protocol is not allowed …") would not tell the user what is missing.
-      if (!source && !existsSync(path.join(os.homedir(), '.kube', 'config')) && !existsSync(SERVICE_ACCOUNT_TOKEN)) {
-        throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config');
-      }
-      kc.loadFromDefault();
-    }
+    access = await loadKubeAccess({ path: flags.kubeconfig, context: flags.context, env });
   } catch (err) {
-    const text = err instanceof Error ? err.message : String(err);
-    throw new Error(source ? `cannot load kubeconfig ${source}: ${text}` : text);
+    // Worded for this command's flags; the loader's own advice cannot know them.
+    if (err instanceof KubeconfigNotFoundError) throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config');
+    throw err;
   }
-  if (flags.context !== undefined) {
-    if (!kc.getContextObject(flags.context)) throw new Error(`context "${flags.context}" does not exist in the kubeconfig`);
-    kc.setCurrentContext(flags.context);
-  }
-  const contextNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
-  return { kc, namespace: flags.namespace ?? (contextNamespace || 'default') };
+  return { access, namespace: flags.namespace ?? access.namespace ?? 'default' };
 }

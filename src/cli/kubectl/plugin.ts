@@ -27,8 +27,8 @@ export async function runPlugin(argv: readonly string[], io: Io): Promise<number
   let cluster: ResolvedCluster;
   let client: KubeClient;
   try {
-    cluster = resolveCluster(command.cluster);
-    client = await KubeClient.create(cluster.kc, 'kubectl-usergroup');
+    cluster = await resolveCluster(command.cluster);
+    client = await KubeClient.create(cluster.access, 'kubectl-usergroup');
   } catch (err) {
     io.err(`error: ${errorText(err)}\n`);
     return 1;
@@ -52,9 +52,8 @@ function describeFailure(err: unknown, flags: ClusterFlags, cluster: ResolvedClu
   if (err instanceof KubeApiError) return err.message;
   const transport = err instanceof Error && (typeof (err as NodeJS.ErrnoException).code === 'string' || /timed out/.test(err.message));
   if (!transport) return errorText(err);
-  const server = cluster.kc.getCurrentCluster()?.server ?? '(no server)';
-  const context = flags.context ?? cluster.kc.getCurrentContext();
-  return `cannot talk to the apiserver at ${server} (context "${context}"): ${errorText(err)}`;
+  const context = flags.context ?? cluster.access.context;
+  return `cannot talk to the apiserver at ${cluster.access.server} (${context === undefined ? 'in-cluster' : `context "${context}"`}): ${errorText(err)}`;
 }
 
 function errorText(err: unknown): string {

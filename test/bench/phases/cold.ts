@@ -12,6 +12,7 @@ export interface ControllerSettings {
   readonly serviceQps: number;
   readonly logLevel: string;
   readonly nodeOptions: string | undefined;
+  readonly nodeFlags: readonly string[];
   readonly logDir: string;
 }
 
@@ -25,6 +26,7 @@ export function spawnBenchController(cluster: BenchCluster, namespace: string, s
     serviceQps: settings.serviceQps,
     logLevel: settings.logLevel,
     nodeOptions: settings.nodeOptions,
+    nodeFlags: settings.nodeFlags,
     logFile: `${settings.logDir}/controller-${label}.log`,
   });
 }

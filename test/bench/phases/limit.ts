@@ -65,7 +65,7 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
     return undefined;
   };
 
-  const kube = await KubeClient.create(cluster.kc, 'usergroup-bench-limit');
+  const kube = await KubeClient.create(cluster.access, 'usergroup-bench-limit');
   const service = new ServiceClient({ url: cluster.sim.url, apiKey: new SecretValue(cluster.limitKey) }, { userAgent: 'usergroup-bench-limit' });
   let done = 0;
   let failures = 0;

@@ -1,0 +1,87 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { EventRecorder, type EventRegarding } from '../../src/kube/events.js';
+import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/http.js';
+
+/** An apiserver stand-in that answers Event writes when told to, and records what it was sent. */
+function fakeClient() {
+  const sent: { method: string; path: string; body: Record<string, unknown> }[] = [];
+  const waiting: (() => void)[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const client = {
+    request: async (method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> => {
+      sent.push({ method, path, body: options.body as Record<string, unknown> });
+      maxInFlight = Math.max(maxInFlight, ++inFlight);
+      await new Promise<void>((resolve) => waiting.push(resolve));
+      inFlight--;
+      return { status: method === 'POST' ? 201 : 200, body: {} };
+    },
+  };
+  return {
+    client: client as unknown as KubeClient,
+    sent,
+    maxInFlight: () => maxInFlight,
+    /** Answers every request in flight, then lets the recorder send its next. */
+    answerAll: async () => {
+      for (let i = 0; i < 10_000 && waiting.length > 0; i++) {
+        waiting.shift()?.();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    },
+  };
+}
+
+const ug = (i: number): EventRegarding => ({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: 'ns', name: `ug-${i}`, uid: `uid-${i}` });
+
+describe('EventRecorder: one write at a time from a bounded queue (as client-go)', () => {
+  it('writes Events one at a time, in the order they were emitted', async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }) });
+    for (let i = 0; i < 20; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
+    await api.answerAll();
+    expect(api.sent.map((s) => (s.body['regarding'] as EventRegarding).name)).toEqual(Array.from({ length: 20 }, (_, i) => `ug-${i}`));
+    expect(api.maxInFlight()).toBe(1);
+  });
+
+  it('drops Normal Events beyond the queue bound, keeps room for as many Warnings again, and counts the drops', async () => {
+    const api = fakeClient();
+    const dropped: string[] = [];
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), maxQueued: 5, onDrop: (type, reason) => dropped.push(`${type}/${reason}`) });
+    // The first write is in flight at once; 5 more fit in the queue.
+    for (let i = 0; i < 8; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
+    for (let i = 0; i < 7; i++) recorder.emit(ug(i), 'Warning', 'ServiceUnavailable', 'Sync', `down ${i}`);
+    expect(dropped).toEqual(['Normal/Synced', 'Normal/Synced', 'Warning/ServiceUnavailable', 'Warning/ServiceUnavailable']);
+    await api.answerAll();
+    expect(api.sent).toHaveLength(1 + 5 + 5);
+    // A dropped Event leaves no series behind: the next occurrence is written afresh.
+    recorder.emit(ug(7), 'Normal', 'Synced', 'Sync', 'synced 7');
+    await api.answerAll();
+    expect(api.sent.at(-1)?.method).toBe('POST');
+    expect((api.sent.at(-1)?.body['regarding'] as EventRegarding).name).toBe('ug-7');
+  });
+
+  it('folds repeats into the series of one Event, patched after its create', async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0 });
+    recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
+    recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
+    await api.answerAll();
+    expect(api.sent.map((s) => s.method)).toEqual(['POST', 'PATCH']);
+    expect(api.sent[1]?.body['series']).toMatchObject({ count: 2 });
+    expect(api.sent[1]?.path).toContain(String((api.sent[0]?.body['metadata'] as { name: string }).name));
+  });
+
+  it('flush waits for queued writes, but not past its timeout', async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }) });
+    recorder.emit(ug(1), 'Normal', 'Synced', 'Sync', 'synced');
+    const started = Date.now();
+    await recorder.flush(50);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+    const flushed = recorder.flush(5_000);
+    await api.answerAll();
+    await flushed;
+    expect(api.sent).toHaveLength(1);
+  });
+});
