@@ -21,6 +21,8 @@ export interface BenchControllerOptions {
   readonly logFile: string;
   readonly nodeOptions: string | undefined;
   readonly nodeFlags: readonly string[];
+  /** Environment the image sets (Dockerfile ENV), given to the controller as the image would. */
+  readonly imageEnv: Readonly<Record<string, string>>;
 }
 
 /** The `run` flags the bench gives every controller (reported with the results). */
@@ -56,7 +58,7 @@ export class BenchController {
     const [metricsPort = 0, healthPort = 0] = await freePorts(2);
     fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
     const out = fs.openSync(o.logFile, 'a');
-    const env: NodeJS.ProcessEnv = { ...process.env, USERGROUP_SERVICE_URL: o.serviceUrl, USERGROUP_API_KEY: o.apiKey };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...o.imageEnv, USERGROUP_SERVICE_URL: o.serviceUrl, USERGROUP_API_KEY: o.apiKey };
     if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
     else delete env['NODE_OPTIONS'];
     const child = spawn(process.execPath, [

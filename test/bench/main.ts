@@ -16,7 +16,7 @@ import { runRestart } from './phases/restart.js';
 import { runRotation } from './phases/rotation.js';
 import { runSteady } from './phases/steady.js';
 import { say, startProgress } from './progress.js';
-import { imageNodeFlags } from '../support/dockerfile.js';
+import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
 import { renderMarkdown, type BenchResults, type ColdResult, type LimitResult, type MemoryFigure, type RestartResult, type RotationResult, type SteadyResult } from './report.js';
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -37,7 +37,8 @@ async function main(): Promise<number> {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'usergroup-bench-'));
   const nodeOptions = [o.controllerNodeOptions, o.heapSnapshots ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${logDir}` : undefined].filter(Boolean).join(' ');
   const nodeFlags = o.controllerNodeFlags ?? imageNodeFlags(repoRoot);
-  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, nodeFlags, logDir };
+  const env = imageEnv(repoRoot);
+  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, nodeFlags, imageEnv: env, logDir };
   /** A heap snapshot of the controller (after its figures are read: writing one costs memory). */
   const snapshot = async (c: BenchController, label: string): Promise<void> => {
     try {
@@ -162,6 +163,7 @@ async function main(): Promise<number> {
     environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
     controllerFlags: controllerFlags({ concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel }),
     controllerNodeFlags: nodeFlags,
+    controllerEnv: env,
     leaderElection: false,
     limit,
     cold,

@@ -123,6 +123,8 @@ export interface BenchResults {
   readonly controllerFlags: readonly string[];
   /** Node flags the controller ran with (the image's by default). */
   readonly controllerNodeFlags?: readonly string[];
+  /** Environment from the image's ENV the controller ran with. */
+  readonly controllerEnv?: Readonly<Record<string, string>>;
   readonly leaderElection: false;
   readonly limit: readonly LimitResult[];
   readonly cold: readonly ColdResult[];
@@ -166,9 +168,12 @@ const MODE_TITLES: Record<LimitMode, string> = {
 
 const minimalLimits = (r: BenchResults): readonly LimitResult[] => r.limit.filter((l) => (l.mode ?? 'minimal') === 'minimal');
 
-/** limit_time / operator_time at one N, when both ran and succeeded. */
-export function coldRatio(results: BenchResults, n: number): number | undefined {
-  const limit = minimalLimits(results).find((l) => l.n === n && l.ok);
+/**
+ * limit_time / operator_time at one N, when both ran and succeeded; against the minimal limit (the target's), or
+ * against a diagnostic mode's (e.g. the limit measured while the same UserGroups are being applied).
+ */
+export function coldRatio(results: BenchResults, n: number, mode: LimitMode = 'minimal'): number | undefined {
+  const limit = results.limit.find((l) => (l.mode ?? 'minimal') === mode && l.n === n && l.ok);
   const cold = results.cold.find((c) => c.n === n && c.ok);
   return limit && cold ? limit.wallMs / cold.convergeMs : undefined;
 }
@@ -191,7 +196,12 @@ export function evaluateTargets(r: BenchResults): TargetVerdict[] {
       const limit = minimalLimits(r).find((l) => l.n === n);
       const ratio = coldRatio(r, n);
       if (ratio === undefined) verdicts.push({ target, figure: `failed: ${cell([cold?.error, limit?.error].filter(Boolean).join('; '))}${atOther(n)}`, status: 'failed' });
-      else verdicts.push({ target, figure: `${num(ratio)} (limit ${s(limit?.wallMs)} / operator ${s(cold?.convergeMs)})${atOther(n)}`, status: ratio >= 0.8 ? 'met' : 'missed' });
+      else {
+        // Context, not the verdict: the operator's clock includes creating the UserGroups; the limit's does not.
+        const during = r.limit.find((l) => l.mode === 'concurrent-creation' && l.n === n && l.ok);
+        const context = during ? `; against the limit during the creation (${s(during.wallMs)}): ${num(coldRatio(r, n, 'concurrent-creation'))}` : '';
+        verdicts.push({ target, figure: `${num(ratio)} (limit ${s(limit?.wallMs)} / operator ${s(cold?.convergeMs)})${context}${atOther(n)}`, status: ratio >= 0.8 ? 'met' : 'missed' });
+      }
     }
   }
 
@@ -252,7 +262,7 @@ export function renderMarkdown(r: BenchResults): string {
   const out: string[] = [];
   out.push('# Benchmark results', '');
   out.push(`${r.startedAt} → ${r.finishedAt}; Node ${r.environment.node}, ${r.environment.cpus} CPUs, Kubernetes ${r.environment.kubernetes}; ` +
-    `service latency ${o.latencyMs} ms; controller \`node ${[...(r.controllerNodeFlags ?? []), 'dist/cli/main.js', 'run', ...r.controllerFlags].join(' ')}\` (leader election off); ` +
+    `service latency ${o.latencyMs} ms; controller \`${Object.entries(r.controllerEnv ?? {}).map(([k, v]) => `${k}=${v} `).join('')}node ${[...(r.controllerNodeFlags ?? []), 'dist/cli/main.js', 'run', ...r.controllerFlags].join(' ')}\` (leader election off); ` +
     `UserGroups applied ${o.applyParallelism} at a time; load average at start ${r.environment.loadAverageStart.map((l) => l.toFixed(2)).join(' ')}.`, '');
   if (r.error) out.push(`**The run stopped early:** ${cell(r.error)}`, '');
 
@@ -269,7 +279,7 @@ export function renderMarkdown(r: BenchResults): string {
     const base = sizes.map(perGroup).find((v) => v !== undefined);
     const diagnosticModes = LIMIT_MODES.filter((m) => m !== 'minimal' && r.limit.some((l) => l.mode === m));
     out.push(table(
-      ['N', 'limit', ...diagnosticModes.map((m) => MODE_TITLES[m]), 'operator (cold)', 'ratio', 'ms/group', 'vs smallest N', 'apply done', 'controller CPU', 'peak RSS', 'controller apiserver requests',
+      ['N', 'limit', ...diagnosticModes.map((m) => MODE_TITLES[m]), 'operator (cold)', 'ratio', ...diagnosticModes.map((m) => `ratio to the ${MODE_TITLES[m]}`), 'ms/group', 'vs smallest N', 'apply done', 'controller CPU', 'peak RSS', 'controller apiserver requests',
         'limit step means: PUT / Secret / status', 'controller means: reconcile / service call / queue wait'],
       sizes.map((n) => {
         const l = minimalLimits(r).find((x) => x.n === n);
@@ -282,6 +292,7 @@ export function renderMarkdown(r: BenchResults): string {
           ...extra.map((lc) => (lc ? (lc.ok ? s(lc.wallMs) : `failed: ${cell(lc.error)}`) : '–')),
           c ? (c.ok ? s(c.convergeMs) : `failed: ${cell(c.error)} (${count(c.ready)}/${count(n)} Ready, ${count(c.secrets)} Secrets)`) : '–',
           num(coldRatio(r, n)),
+          ...diagnosticModes.map((mode) => num(coldRatio(r, n, mode))),
           num(pg),
           pg !== undefined && base !== undefined ? `${num(pg / base)}×` : '–',
           c ? s(c.applyMs) : '–',

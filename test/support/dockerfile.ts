@@ -86,3 +86,18 @@ export function imageNodeFlags(root: string): string[] {
   if (script < 1) throw new Error(`the ENTRYPOINT runs no script: ${entrypoint.args}`);
   return argv.slice(1, script);
 }
+
+/** The runtime image's ENV settings (`ENV K=V …` form), which the benchmark gives the controller as the image would. */
+export function imageEnv(root: string): Record<string, string> {
+  const instructions = parseDockerfile(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'));
+  const lastStage = Math.max(...instructions.map((i) => i.stage));
+  const env: Record<string, string> = {};
+  for (const i of instructions.filter((x) => x.stage === lastStage && x.keyword === 'ENV')) {
+    for (const pair of i.args.split(/\s+/).filter(Boolean)) {
+      const eq = pair.indexOf('=');
+      if (eq <= 0) throw new Error(`ENV ${i.args}: only the K=V form is supported`);
+      env[pair.slice(0, eq)] = pair.slice(eq + 1).replace(/^"(.*)"$/, '$1');
+    }
+  }
+  return env;
+}

@@ -41,6 +41,21 @@ describe('bench report', () => {
     expect(coldRatio(results(), 1000)).toBeCloseTo(0.9);
   });
 
+  it('judges the ratio against the minimal limit, and gives the one against the limit during the creation as context', () => {
+    const r = results({
+      limit: [
+        { n: 10000, namespace: 'l2', ok: true, wallMs: 30_000, concurrency: 16, mode: 'minimal' },
+        { n: 10000, namespace: 'l3', ok: true, wallMs: 45_000, concurrency: 16, mode: 'concurrent-creation' },
+      ],
+      cold: [cold(10000, 50_000)],
+    });
+    const [ratio] = evaluateTargets(r);
+    expect(ratio?.status).toBe('missed');
+    expect(ratio?.figure).toBe('0.60 (limit 30.0 s / operator 50.0 s); against the limit during the creation (45.0 s): 0.90');
+    expect(coldRatio(r, 10000, 'concurrent-creation')).toBeCloseTo(0.9);
+    expect(renderMarkdown(r)).toContain('| ratio to the limit during the creation |');
+  });
+
   it('reports misses with their figure', () => {
     const verdicts = evaluateTargets(results({
       cold: [cold(1000, 10_000), cold(10000, 200_000)],

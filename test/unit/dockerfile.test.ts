@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../src/devcluster/binaries.js';
-import { dockerIgnored, imageNodeFlags, parseCopy, parseDockerfile, readDockerignore, type Instruction } from '../support/dockerfile.js';
+import { dockerIgnored, imageEnv, imageNodeFlags, parseCopy, parseDockerfile, readDockerignore, type Instruction } from '../support/dockerfile.js';
 
 // No Docker engine here: these check what can be checked without one. The image's entry point itself is
 // started from a copy of the runtime stage's files in test/integration/image.test.ts.
@@ -66,6 +66,7 @@ describe('Dockerfile', () => {
     expect(entrypoint).toEqual(['/nodejs/bin/node', '--max-semi-space-size=1', '--optimize-for-size', 'dist/cli/main.js']);
     // What the benchmark runs the controller with.
     expect(imageNodeFlags(repoRoot)).toEqual(['--max-semi-space-size=1', '--optimize-for-size']);
+    expect(imageEnv(repoRoot)).toEqual({ NODE_ENV: 'production', MALLOC_ARENA_MAX: '2' });
     expect(JSON.parse(runtime.find((i) => i.keyword === 'CMD')?.args ?? 'null')).toEqual(['run']);
     expect(runtime.some((i) => i.keyword === 'STOPSIGNAL' && i.args !== 'SIGTERM')).toBe(false);
   });

@@ -13,6 +13,7 @@ export interface ControllerSettings {
   readonly logLevel: string;
   readonly nodeOptions: string | undefined;
   readonly nodeFlags: readonly string[];
+  readonly imageEnv: Readonly<Record<string, string>>;
   readonly logDir: string;
 }
 
@@ -27,6 +28,7 @@ export function spawnBenchController(cluster: BenchCluster, namespace: string, s
     logLevel: settings.logLevel,
     nodeOptions: settings.nodeOptions,
     nodeFlags: settings.nodeFlags,
+    imageEnv: settings.imageEnv,
     logFile: `${settings.logDir}/controller-${label}.log`,
   });
 }
