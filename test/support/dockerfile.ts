@@ -76,9 +76,7 @@ export function readDockerignore(root: string): string[] {
  * The benchmark runs the controller with these, so it measures what the image runs.
  */
 export function imageNodeFlags(root: string): string[] {
-  const instructions = parseDockerfile(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'));
-  const lastStage = Math.max(...instructions.map((i) => i.stage));
-  const entrypoint = instructions.filter((i) => i.stage === lastStage && i.keyword === 'ENTRYPOINT').at(-1);
+  const entrypoint = runtimeStage(root).filter((i) => i.keyword === 'ENTRYPOINT').at(-1);
   if (!entrypoint) throw new Error('the Dockerfile has no ENTRYPOINT in its last stage');
   const argv: unknown = JSON.parse(entrypoint.args);
   if (!Array.isArray(argv) || !argv.every((a): a is string => typeof a === 'string')) throw new Error('the ENTRYPOINT is not in exec form');
@@ -89,10 +87,8 @@ export function imageNodeFlags(root: string): string[] {
 
 /** The runtime image's ENV settings (`ENV K=V …` form), which the benchmark gives the controller as the image would. */
 export function imageEnv(root: string): Record<string, string> {
-  const instructions = parseDockerfile(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'));
-  const lastStage = Math.max(...instructions.map((i) => i.stage));
   const env: Record<string, string> = {};
-  for (const i of instructions.filter((x) => x.stage === lastStage && x.keyword === 'ENV')) {
+  for (const i of runtimeStage(root).filter((x) => x.keyword === 'ENV')) {
     for (const pair of i.args.split(/\s+/).filter(Boolean)) {
       const eq = pair.indexOf('=');
       if (eq <= 0) throw new Error(`ENV ${i.args}: only the K=V form is supported`);
@@ -100,4 +96,11 @@ export function imageEnv(root: string): Record<string, string> {
     }
   }
   return env;
+}
+
+/** The instructions of the Dockerfile's last stage: the image that runs. */
+function runtimeStage(root: string): Instruction[] {
+  const instructions = parseDockerfile(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'));
+  const lastStage = Math.max(...instructions.map((i) => i.stage));
+  return instructions.filter((i) => i.stage === lastStage);
 }

@@ -1,21 +1,16 @@
 import { createHash } from 'node:crypto';
 import { paths } from '../../../src/kube/paths.js';
 import { OWNED_SECRETS, meta, readyForGeneration, secretData, userGroupId, userGroupName, type BenchCluster } from '../cluster.js';
-import { BenchController, deltaBy, type PromSamples } from '../controller.js';
+import { BenchController, deltaBy, type BenchControllerOptions, type PromSamples } from '../controller.js';
 import { MiB } from '../proc.js';
 import { startProgress } from '../progress.js';
 import type { ColdResult, ControllerFigures } from '../report.js';
 import { pollUntil } from '../stats.js';
 
-export interface ControllerSettings {
-  readonly concurrency: number;
-  readonly serviceQps: number;
-  readonly logLevel: string;
-  readonly nodeOptions: string | undefined;
-  readonly nodeFlags: readonly string[];
-  readonly imageEnv: Readonly<Record<string, string>>;
+/** How every bench controller runs; each spawn adds its namespace, connection and log file. */
+export type ControllerSettings = Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel' | 'nodeOptions' | 'nodeFlags' | 'imageEnv'> & {
   readonly logDir: string;
-}
+};
 
 export function spawnBenchController(cluster: BenchCluster, namespace: string, settings: ControllerSettings, label: string): Promise<BenchController> {
   return BenchController.spawn({
