@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { isRecord, objectKey } from '../api/meta.js';
 import type { KubeClient } from './http.js';
 import { watchOnce, type WatchEnd } from './watch-stream.js';
+import { afterWatch } from './watch-retry.js';
 
 export interface Cached {
   readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string };
@@ -51,6 +52,8 @@ export class Informer<T extends Cached> {
   private readonly abort = new AbortController();
   private loop: Promise<void> | undefined;
   private failingSince: number | undefined;
+  /** Whether the current watch has delivered an event yet. */
+  private delivered = false;
   /** Counts of how the watch connections ended, for tests and metrics. */
   readonly stats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0 };
 
@@ -119,38 +122,31 @@ export class Informer<T extends Cached> {
         continue;
       }
       delay = this.options.retryInitialMs ?? 500;
-      let consecutiveFailures = 0;
+      let failures = 0;
       while (!this.abort.signal.aborted) {
+        this.delivered = false;
         const end = await this.watch();
-        if (end.kind === 'closed') {
-          consecutiveFailures = 0;
-          delay = this.options.retryInitialMs ?? 500;
-          continue;
-        }
+        const after = afterWatch(end, this.delivered, failures);
         if (end.kind === 'gone') {
           this.stats.gone++;
           log.info({ informer: this.options.name, resourceVersion: this.resourceVersion }, 'watch expired (410 Gone); re-listing');
-          break;
-        }
-        if (end.kind === 'silent') {
+        } else if (end.kind === 'silent') {
           this.stats.silent++;
           log.warn({ informer: this.options.name, silentMs: end.ms }, 'watch went silent; reconnecting');
           // The path to the apiserver may be dead without closing; idle pooled connections likely are too.
           this.options.client.dropIdleConnections();
-          continue;
+        } else if (end.kind === 'failed') {
+          this.stats.failures++;
+          this.markFailing();
+          log.warn({ informer: this.options.name, status: end.status, err: end.message }, 'watch failed; retrying');
         }
-        this.stats.failures++;
-        this.markFailing();
-        log.warn({ informer: this.options.name, status: end.status, err: end.message }, 'watch failed; retrying');
-        await backoff();
-        // As client-go does: a 429 (e.g. a restarted apiserver still filling its watch cache) or a refused
-        // connection says nothing about our resourceVersion, so watch again from where we were. Other
-        // repeated failures may mean the resourceVersion is unusable (e.g. etcd restored): re-list.
-        if (end.status === 429 || end.message.startsWith('ECONNREFUSED')) continue;
-        if (++consecutiveFailures >= 3) {
-          log.info({ informer: this.options.name }, 'repeated watch failures; re-listing');
+        if (after.next === 'watch' && after.resetBackoff) delay = this.options.retryInitialMs ?? 500;
+        if (after.backoff) await backoff();
+        if (after.next === 'relist') {
+          if (after.because === 'repeated failures') log.info({ informer: this.options.name }, 'repeated watch failures; re-listing');
           break;
         }
+        failures = after.failures;
       }
     }
   }
@@ -210,6 +206,7 @@ export class Informer<T extends Cached> {
       inactivityMs: this.options.inactivityMs ?? (timeoutSeconds + 60) * 1000,
       signal: this.abort.signal,
       onEvent: (event) => {
+        this.delivered = true;
         this.markHealthy();
         const rv = isRecord(event.object['metadata']) ? event.object['metadata']['resourceVersion'] : undefined;
         if (event.type === 'BOOKMARK') {

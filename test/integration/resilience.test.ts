@@ -162,8 +162,9 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
 
       // Everything that happened while it was away is acted on; the deletion could only be learnt from the re-list.
       await eventually('a Deleted Event for a', async () => ((await env.eventsFor('a')).some((e) => e.reason === 'Deleted') ? true : undefined), 60_000, 500);
-      const deletedLine = c.logs.findIndex((l) => l.json?.['msg'] === 'UserGroup deleted; the group stays at the service' && l.json['usergroup'] === `${env.namespace}/a`);
-      expect(deletedLine).toBeGreaterThan(c.logs.indexOf(gone));
+      // The Event can be read back before this process has read the controller's stdout: wait for the line.
+      const deleted = await waitLog(c, 'deletion of a logged', (l) => l.json?.['msg'] === 'UserGroup deleted; the group stays at the service' && l.json['usergroup'] === `${env.namespace}/a`, 10_000, linesBefore);
+      expect(c.logs.indexOf(deleted)).toBeGreaterThan(c.logs.indexOf(gone));
       await waitInSync(env, 'e');
       await waitInSync(env, 'c');
       expect(env.simGroup('gone-c')?.name).toBe('C changed while away');
