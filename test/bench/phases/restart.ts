@@ -60,7 +60,6 @@ export async function runRestart(cluster: BenchCluster, namespace: string, n: nu
       controller: {
         peakRssBytes: sample?.peakRssBytes,
         ...(sample ? { rssBytes: sample.rssBytes } : {}),
-      ...(sample ? { rssBytes: sample.rssBytes } : {}),
         cpuSeconds: sample?.cpuSeconds,
         kubeRequests: after ? deltaBy({}, kubeByVerb(after)) : {},
         reconciles: after ? deltaBy({}, reconcilesByResult(after)) : {},
