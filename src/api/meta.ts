@@ -44,13 +44,24 @@ export function stringMap(value: unknown): Readonly<Record<string, string>> | un
   return out;
 }
 
-export function parseMeta(raw: unknown): Parsed<ObjectMeta> {
+/**
+ * The "namespace/name" key a parsed object carries from parseMeta on. The informer's store, the indexes and
+ * the work queue all keep keys of every object; sharing one string per object instead of building one at
+ * each call saves a few MiB at 10,000 UserGroups (heap snapshots showed five copies of each key).
+ */
+const KEY = Symbol('objectKey');
+
+/**
+ * Parses metadata; `omitAnnotations` are left out, for annotations the operator never reads and that can be
+ * large (kubectl's last-applied-configuration is a copy of the whole object).
+ */
+export function parseMeta(raw: unknown, omitAnnotations?: readonly string[]): Parsed<ObjectMeta> {
   if (!isRecord(raw)) return { ok: false, error: 'metadata is not an object' };
   const { name, namespace, uid, resourceVersion } = raw;
   if (typeof name !== 'string' || name === '') return { ok: false, error: 'metadata.name is missing' };
   if (typeof uid !== 'string' || typeof resourceVersion !== 'string') return { ok: false, error: 'metadata.uid or resourceVersion is missing' };
   const labels = stringMap(raw['labels']);
-  const annotations = stringMap(raw['annotations']);
+  const annotations = withoutKeys(stringMap(raw['annotations']), omitAnnotations);
   if (!labels || !annotations) return { ok: false, error: 'metadata labels/annotations are not string maps' };
   const owners = Array.isArray(raw['ownerReferences']) ? raw['ownerReferences'] : [];
   const ownerReferences: OwnerReference[] = [];
@@ -65,21 +76,29 @@ export function parseMeta(raw: unknown): Parsed<ObjectMeta> {
       controller: o['controller'] === true,
     });
   }
-  return {
-    ok: true,
-    value: {
-      name,
-      namespace: typeof namespace === 'string' ? intern(namespace) : '',
-      uid,
-      resourceVersion,
-      generation: typeof raw['generation'] === 'number' ? raw['generation'] : 0,
-      creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? raw['creationTimestamp'] : '',
-      deletionTimestamp: typeof raw['deletionTimestamp'] === 'string' ? raw['deletionTimestamp'] : undefined,
-      labels: internValues(labels),
-      annotations,
-      ownerReferences,
-    },
+  const ns = typeof namespace === 'string' ? intern(namespace) : '';
+  const value: ObjectMeta = {
+    name,
+    namespace: ns,
+    uid,
+    resourceVersion,
+    generation: typeof raw['generation'] === 'number' ? raw['generation'] : 0,
+    creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? raw['creationTimestamp'] : '',
+    deletionTimestamp: typeof raw['deletionTimestamp'] === 'string' ? raw['deletionTimestamp'] : undefined,
+    labels: internValues(labels),
+    annotations,
+    ownerReferences,
   };
+  // Not enumerable: the key is derived, and must not show up where the metadata is compared or printed.
+  Object.defineProperty(value, KEY, { value: `${ns}/${name}` });
+  return { ok: true, value };
+}
+
+function withoutKeys(map: Readonly<Record<string, string>> | undefined, keys: readonly string[] | undefined): Readonly<Record<string, string>> | undefined {
+  if (!map || !keys?.some((k) => k in map)) return map;
+  const out = { ...map };
+  for (const k of keys) delete out[k];
+  return out;
 }
 
 function internValues(map: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
@@ -88,7 +107,7 @@ function internValues(map: Readonly<Record<string, string>>): Readonly<Record<st
 }
 
 export function objectKey(meta: { readonly namespace: string; readonly name: string }): string {
-  return `${meta.namespace}/${meta.name}`;
+  return (meta as { readonly [KEY]?: string })[KEY] ?? `${meta.namespace}/${meta.name}`;
 }
 
 export function splitKey(key: string): { namespace: string; name: string } {

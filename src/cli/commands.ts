@@ -1,5 +1,3 @@
-import { simCommand } from '../sim/command.js';
-import { devCommand } from './dev.js';
 import { runCommand as runController, type Io } from './run.js';
 import { packageVersion } from './version.js';
 
@@ -23,10 +21,11 @@ export async function runCommand(argv: readonly string[], io: Output): Promise<n
   switch (command) {
     case 'run':
       return runController(rest, io);
+    // Loaded on demand: the controller's process should not carry the simulator or the local control plane.
     case 'sim':
-      return simCommand(rest, { out: io.out, err: io.err });
+      return (await import('../sim/command.js')).simCommand(rest, { out: io.out, err: io.err });
     case 'dev':
-      return devCommand(rest, io);
+      return (await import('./dev.js')).devCommand(rest, io);
     case 'version':
     case '--version':
       io.out(`usergroup-operator ${packageVersion()}\n`);

@@ -1,6 +1,7 @@
-import http from 'node:http';
+import type * as NodeHttp from 'node:http';
 import https from 'node:https';
 import { isRecord } from '../api/meta.js';
+import { http } from '../platform/node-http.js';
 import type { KubeAccess } from './kubeconfig.js';
 
 export interface KubeResponse {
@@ -43,13 +44,13 @@ export class KubeApiError extends Error {
  * watches, which hold a connection for minutes, get their own.
  */
 export class KubeClient {
-  private agent: http.Agent;
+  private agent: NodeHttp.Agent;
 
   private constructor(
     private readonly access: KubeAccess,
     private readonly server: string,
-    private readonly makeAgent: () => http.Agent,
-    private readonly streamAgent: http.Agent,
+    private readonly makeAgent: () => NodeHttp.Agent,
+    private readonly streamAgent: NodeHttp.Agent,
     private readonly userAgent: string,
     private readonly observe: KubeRequestObserver | undefined,
   ) {
@@ -65,7 +66,7 @@ export class KubeClient {
     if (tls.rejectUnauthorized !== undefined) material.rejectUnauthorized = tls.rejectUnauthorized;
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = access.server.startsWith('http:');
-    const make = (options: https.AgentOptions): http.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
+    const make = (options: https.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
     return new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
   }
 
@@ -82,9 +83,11 @@ export class KubeClient {
     try {
       const res = await req.response;
       code = String(res.statusCode ?? 'none');
-      const chunks: Buffer[] = [];
-      for await (const chunk of res) chunks.push(chunk as Buffer);
-      const text = Buffer.concat(chunks).toString('utf8');
+      // Decoded chunk by chunk: each socket buffer can be freed at once, and a list page never exists as one
+      // more megabyte-sized Buffer outside the V8 heap (malloc keeps such memory long after it is freed).
+      res.setEncoding('utf8');
+      let text = '';
+      for await (const chunk of res) text += chunk as string;
       let body: unknown = text;
       if (text) {
         try {
@@ -101,7 +104,7 @@ export class KubeClient {
   }
 
   /** A streaming GET (watches). */
-  async openStream(path: string, query: Readonly<Record<string, string>>, accept?: string): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+  async openStream(path: string, query: Readonly<Record<string, string>>, accept?: string): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
     const opened = await this.open('GET', path, { query, ...(accept ? { accept } : {}) }, this.streamAgent);
     const observe = this.observe;
     if (observe) void opened.response.then((res) => observe('WATCH', String(res.statusCode ?? 'none')), () => observe('WATCH', 'none'));
@@ -133,7 +136,7 @@ export class KubeClient {
     this.streamAgent.destroy();
   }
 
-  private async open(method: string, path: string, options: RequestOptions, agent: http.Agent): Promise<{ request: http.ClientRequest; response: Promise<http.IncomingMessage> }> {
+  private async open(method: string, path: string, options: RequestOptions, agent: NodeHttp.Agent): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = { Accept: options.accept ?? 'application/json', 'User-Agent': this.userAgent };
@@ -147,7 +150,7 @@ export class KubeClient {
     }
     const transport = url.protocol === 'http:' ? http : https;
     const request = transport.request(url, { method, headers, agent });
-    const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+    const response = new Promise<NodeHttp.IncomingMessage>((resolve, reject) => {
       request.once('response', resolve);
       request.once('error', reject);
     });

@@ -1,5 +1,6 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { http } from '../platform/node-http.js';
 
 export type Handler = () => Promise<{ status: number; contentType: string; body: string }>;
 
@@ -9,7 +10,7 @@ export async function serve(address: string, routes: Readonly<Record<string, Han
   const i = address.lastIndexOf(':');
   const host = address.slice(0, i).replace(/^\[|\]$/g, '') || undefined;
   const port = Number(address.slice(i + 1));
-  const server = createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     const route = routes[(req.url ?? '/').split('?')[0] ?? '/'];
     if (!route || (req.method !== 'GET' && req.method !== 'HEAD')) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import got from 'got';
+import type { Got } from 'got';
 
 export interface ExchangeRequest {
   url: URL;
@@ -25,11 +25,29 @@ interface ResponseHead {
   headers: IncomingHttpHeaders;
 }
 
+let gotModule: Promise<Got> | undefined;
+
+/**
+ * got is loaded at the first call, not with the controller: it imports node:http as an ES module, which costs
+ * ~12 MiB of RSS (see platform/node-http.ts), and a controller restarted over synced groups may never call the
+ * service at all.
+ */
+function loadGot(): Promise<Got> {
+  gotModule ??= import('got').then((m) => m.default);
+  return gotModule;
+}
+
 /**
  * Sends one request with got and reads the answer, stopping at `maxResponseBytes` (counted after
  * decompression, so a compressed bomb is caught too). Resolves for every outcome; never rejects.
  */
-export function exchange(req: ExchangeRequest): Promise<ExchangeOutcome> {
+export async function exchange(req: ExchangeRequest): Promise<ExchangeOutcome> {
+  let got: Got;
+  try {
+    got = await loadGot();
+  } catch (error) {
+    return { kind: 'failed', status: undefined, error };
+  }
   return new Promise<ExchangeOutcome>((resolve) => {
     let head: ResponseHead | undefined;
     const chunks: Buffer[] = [];
@@ -42,7 +60,7 @@ export function exchange(req: ExchangeRequest): Promise<ExchangeOutcome> {
       }
     };
 
-    let stream: ReturnType<typeof got.stream>;
+    let stream: ReturnType<Got['stream']>;
     try {
       stream = got.stream(req.url, {
         method: req.method,

@@ -1,4 +1,3 @@
-import { TimeoutError } from 'got';
 import { sanitizeText } from './redact.js';
 import type { SecretValue } from './secret-value.js';
 
@@ -21,6 +20,14 @@ const KNOWN_CODES: Readonly<Record<string, string>> = {
   ERR_TLS_CERT_ALTNAME_INVALID: 'TLS certificate does not match the host',
 };
 
+function timeoutEvent(error: unknown): string | undefined {
+  if (!(error instanceof Error) || error.name !== 'TimeoutError' || stringProperty(error, 'code') !== 'ETIMEDOUT') {
+    return undefined;
+  }
+  const event: unknown = (error as Error & { event?: unknown }).event;
+  return typeof event === 'string' ? event : 'request';
+}
+
 function stringProperty(value: unknown, key: 'code' | 'message'): string | undefined {
   if (typeof value !== 'object' || value === null) {
     return undefined;
@@ -41,10 +48,12 @@ export function describeTransportError(
   if (context.aborted) {
     return 'request aborted';
   }
-  if (error instanceof TimeoutError) {
-    return error.event === 'request'
+  // got's TimeoutError, recognised by shape so that this module does not load got (see http-exchange.ts).
+  const event = timeoutEvent(error);
+  if (event !== undefined) {
+    return event === 'request'
       ? `request timed out after ${context.timeoutMs} ms`
-      : `request timed out waiting for ${sanitizeText(error.event, 40)}`;
+      : `request timed out waiting for ${sanitizeText(event, 40)}`;
   }
   const code = stringProperty(error, 'code');
   const message = stringProperty(error, 'message');

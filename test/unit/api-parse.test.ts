@@ -191,6 +191,24 @@ describe('parseMeta', () => {
     expect(splitKey('ns/n')).toEqual({ namespace: 'ns', name: 'n' });
     expect(splitKey('cluster-scoped')).toEqual({ namespace: '', name: 'cluster-scoped' });
   });
+
+  it('gives parsed metadata its key, without adding a visible field', () => {
+    const m = parseMeta(meta());
+    if (!m.ok) throw new Error(m.error);
+    expect(objectKey(m.value)).toBe('team-a/acme');
+    expect(Object.keys(m.value)).not.toContain('key');
+    expect(JSON.stringify(m.value)).not.toContain('team-a/acme');
+    // Metadata copied or built by hand still has its key.
+    expect(objectKey({ ...m.value, name: 'other' })).toBe('team-a/other');
+  });
+
+  it('leaves out kubectl\'s last-applied-configuration on UserGroups only', () => {
+    const lastApplied = { 'kubectl.kubernetes.io/last-applied-configuration': '{"apiVersion":"usergroup.dev/v1alpha1"}', 'usergroup.dev/rotate': 'r1' };
+    const parsed = parseUserGroup({ metadata: meta({ annotations: lastApplied }), spec: { userGroupId: 'g', name: 'G' } });
+    expect(parsed.ok && parsed.value.metadata.annotations).toEqual({ 'usergroup.dev/rotate': 'r1' });
+    const secret = parseSecret({ metadata: meta({ annotations: lastApplied }), data: {} });
+    expect(secret.ok && secret.value.metadata.annotations).toEqual(lastApplied);
+  });
 });
 
 describe('parseUserGroupService', () => {
