@@ -20,6 +20,15 @@ import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconcil
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
 
+/** What the controller does with each of its caches alike, whatever they hold. */
+interface CacheLifecycle {
+  start(): void;
+  waitForSync(): Promise<void>;
+  readonly synced: boolean;
+  stop(): Promise<void>;
+  readonly informers: readonly { failingForMs(): number }[];
+}
+
 export interface ControllerOptions {
   /** Namespaces to watch; empty = all. */
   readonly namespaces: readonly string[];
@@ -140,21 +149,23 @@ export class Controller {
 
   /** Starts the informers (also on standbys, so a takeover starts warm) and waits for their first list. */
   async start(): Promise<void> {
-    this.userGroups.start();
-    this.secrets.start();
-    this.otherSecrets.start();
-    this.services.start();
-    await Promise.all([this.userGroups.waitForSync(), this.secrets.waitForSync(), this.otherSecrets.waitForSync(), this.services.waitForSync()]);
+    for (const group of this.caches()) group.start();
+    await Promise.all(this.caches().map((g) => g.waitForSync()));
     this.log.info({ usergroups: this.userGroups.list().length, secrets: this.secrets.list().length }, 'caches synced');
   }
 
   get synced(): boolean {
-    return this.userGroups.synced && this.secrets.synced && this.otherSecrets.synced && this.services.synced;
+    return this.caches().every((g) => g.synced);
   }
 
   /** The longest time any informer has been failing to list or watch. */
   watchFailingForMs(): number {
-    return Math.max(0, ...[...this.userGroups.informers, ...this.secrets.informers, ...this.otherSecrets.informers, ...this.services.informers].map((i) => i.failingForMs()));
+    return Math.max(0, ...this.caches().flatMap((g) => g.informers).map((i) => i.failingForMs()));
+  }
+
+  /** Every cache the controller keeps, for what applies to all of them alike. */
+  private caches(): CacheLifecycle[] {
+    return [this.userGroups, this.secrets, this.otherSecrets, this.services];
   }
 
   /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
@@ -192,7 +203,7 @@ export class Controller {
 
   async stop(graceMs: number): Promise<void> {
     await this.stopWorkers(graceMs);
-    await Promise.all([this.userGroups.stop(), this.secrets.stop(), this.otherSecrets.stop(), this.services.stop()]);
+    await Promise.all(this.caches().map((g) => g.stop()));
     await this.recorder.flush();
   }
 
