@@ -15,13 +15,15 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // Argo CD's own Lua engine for the deploy/argocd tests (test/argocd/build.sh, cached).
+          globalSetup: ['test/support/argocd-global-setup.ts'],
         },
       },
       {
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/support/global-setup.ts'],
+          globalSetup: ['test/support/global-setup.ts', 'test/support/argocd-global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 600_000,
           // One control plane per run is shared by every file; files isolate by namespace.

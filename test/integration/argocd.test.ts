@@ -1,14 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ArgoCd } from '../support/argocd.js';
 import { eventually } from '../support/kube.js';
-import { argoCdActionPatch, runArgoCdLua } from '../support/lua.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 
 /**
- * The Argo CD health check and rotate action (deploy/argocd) run by the real Lua 5.1 on UserGroups
- * the real controller put into each state, fetched from the apiserver exactly as Argo CD sees them.
+ * The Argo CD health check and rotate action (deploy/argocd), judged by Argo CD's own code (its settings
+ * manager, Lua VM, health path and the merge patch its API server sends; test/support/argocd.ts) on
+ * UserGroups the real controller put into each state, fetched from the apiserver exactly as Argo CD sees them.
  *
  * UPDATE_ARGOCD_FIXTURES=1 also saves those objects to test/fixtures/argocd/ for the unit test
  * (managedFields dropped, the random test namespace renamed "customers").
@@ -16,20 +17,11 @@ import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/o
 
 const ROTATE = 'usergroup.dev/rotate-requested-at';
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
-const DIR = fileURLToPath(new URL('../../deploy/argocd/', import.meta.url));
-const HEALTH = fs.readFileSync(path.join(DIR, 'health.lua'), 'utf8');
-const DISCOVERY = fs.readFileSync(path.join(DIR, 'actions/discovery.lua'), 'utf8');
-const ACTION = fs.readFileSync(path.join(DIR, 'actions/rotate/action.lua'), 'utf8');
 const FIXTURES = fileURLToPath(new URL('../fixtures/argocd/', import.meta.url));
 
-interface Health {
-  status: string;
-  message: string;
-}
-
-const health = (ug: UserGroupObject): Health => runArgoCdLua(HEALTH, ug, { name: 'health.lua' }) as Health;
-const rotateDisabled = (ug: UserGroupObject): unknown =>
-  (runArgoCdLua(DISCOVERY, ug, { name: 'discovery.lua' }) as { rotate?: { disabled?: unknown } }).rotate?.disabled;
+let argo: ArgoCd;
+const health = (ug: UserGroupObject): Promise<{ status: string; message?: string }> => argo.health(ug);
+const rotateDisabled = async (ug: UserGroupObject): Promise<boolean | undefined> => (await argo.actions(ug)).rotate?.disabled;
 
 describe('Argo CD health check and rotate action on real UserGroups', () => {
   let env: TestEnv;
@@ -51,6 +43,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
   }
 
   beforeAll(async () => {
+    argo = ArgoCd.start(inject('argocdLua'));
     env = await TestEnv.create('argocd');
   });
   afterEach((ctx) => {
@@ -60,6 +53,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     }
   });
   afterAll(async () => {
+    argo?.close();
     await env?.close();
   });
 
@@ -67,37 +61,60 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     await env.createUserGroup('early', { userGroupId: 'argo-early', name: 'Early' });
     const fresh = await env.getUserGroup('early');
     expect(fresh.status).toBeUndefined();
-    expect(health(fresh)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to report the Ready condition' });
+    expect(await health(fresh)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to report the Ready condition' });
     saveFixture('no-status', fresh);
 
     operator = await startOperator();
     const synced = await env.waitForReady('early');
-    expect(health(synced)).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret early' });
-    expect(rotateDisabled(synced)).toBe(false);
+    expect(await health(synced)).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret early' });
+    expect(await rotateDisabled(synced)).toBe(false);
     saveFixture('synced', synced);
   });
 
   it('is Suspended for a suspended group, whose rotate action is disabled', async () => {
     await env.createUserGroup('paused', { userGroupId: 'argo-paused', name: 'Paused', suspend: true });
     const paused = await env.waitForReady('paused', 'Suspended');
-    expect(health(paused)).toEqual({ status: 'Suspended', message: 'Suspended: spec.suspend is true: the operator makes no call to the service' });
-    expect(rotateDisabled(paused)).toBe(true);
+    expect(await health(paused)).toEqual({ status: 'Suspended', message: 'Suspended: spec.suspend is true: the operator makes no call to the service' });
+    expect(await rotateDisabled(paused)).toBe(true);
+    // `argocd app actions run` ignores `disabled`: the action itself refuses.
+    await expect(argo.run(paused)).rejects.toThrow(/not rotated: spec\.suspend is true/);
     saveFixture('suspended', paused);
+  });
+
+  it('is Progressing "Pending deletion" while a finalizer holds a deleted group, whose rotate action is disabled and refused', async () => {
+    await env.createUserGroup('leaving', { userGroupId: 'argo-leaving', name: 'Leaving' });
+    await env.waitForReady('leaving');
+    await env.patchUserGroup('leaving', { metadata: { finalizers: ['example.com/hold'] } });
+    await env.deleteUserGroup('leaving');
+    const leaving = await env.getUserGroup('leaving');
+    expect(leaving.metadata.deletionTimestamp).toBeTruthy();
+    expect(await health(leaving)).toEqual({ status: 'Progressing', message: 'Pending deletion' });
+    expect(await rotateDisabled(leaving)).toBe(true);
+    await expect(argo.run(leaving)).rejects.toThrow(/not rotated: the UserGroup is being deleted/);
+    await env.patchUserGroup('leaving', { metadata: { finalizers: null } });
+  });
+
+  it('documented exception: nulls the apiserver keeps in spec.properties do not survive Argo CD\'s Lua conversion', async () => {
+    await env.createUserGroup('nulls', { userGroupId: 'argo-nulls', name: 'Nulls', properties: { list: [1, null, 3], value: null, inList: [{}], kept: 'x' } });
+    const live = await env.getUserGroup('nulls');
+    expect(live.spec['properties']).toEqual({ list: [1, null, 3], value: null, inList: [{}], kept: 'x' });
+    const patch = await argo.patch(live);
+    expect(patch['spec']).toEqual({ properties: { list: [1, 3], value: null, inList: [[]] } });
   });
 
   it('is Degraded when a person must act: a missing UserGroupService, a request the service rejects', async () => {
     await env.createUserGroup('orphan', { userGroupId: 'argo-orphan', name: 'Orphan', serviceRef: { name: 'no-such-service' } });
     const orphan = await env.waitForReady('orphan', 'ConnectionNotFound', 'False', 60_000);
     const ready = orphan.status?.conditions?.find((c) => c.type === 'Ready');
-    expect(health(orphan)).toEqual({ status: 'Degraded', message: `ConnectionNotFound: ${ready?.message ?? ''}` });
-    expect(health(orphan).message).toContain('no-such-service');
+    expect(await health(orphan)).toEqual({ status: 'Degraded', message: `ConnectionNotFound: ${ready?.message ?? ''}` });
+    expect((await health(orphan)).message).toContain('no-such-service');
     saveFixture('connection-not-found', orphan);
 
     env.sim.setFaults({ successZeroRate: 1 });
     await env.createUserGroup('refused', { userGroupId: 'argo-refused', name: 'Refused' });
     const refused = await env.waitForReady('refused', 'Rejected');
-    expect(health(refused).status).toBe('Degraded');
-    expect(health(refused).message).toMatch(/^Rejected: PUT \/api\/user/);
+    expect((await health(refused)).status).toBe('Degraded');
+    expect((await health(refused)).message).toMatch(/^Rejected: PUT \/api\/user/);
     saveFixture('rejected', refused);
   });
 
@@ -105,20 +122,20 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     env.sim.setFaults({ errorRate: 1 });
     await env.createUserGroup('flaky', { userGroupId: 'argo-flaky', name: 'Flaky' });
     const flaky = await env.waitForReady('flaky', 'ServiceUnavailable');
-    expect(health(flaky).status).toBe('Progressing');
-    expect(health(flaky).message).toMatch(/^ServiceUnavailable: PUT \/api\/user .*503/);
+    expect((await health(flaky)).status).toBe('Progressing');
+    expect((await health(flaky)).message).toMatch(/^ServiceUnavailable: PUT \/api\/user .*503/);
     saveFixture('service-unavailable', flaky);
 
     env.sim.setFaults({ rateLimitRate: 1, retryAfterSeconds: 1 });
     await env.createUserGroup('limited', { userGroupId: 'argo-limited', name: 'Limited' });
     const limited = await env.waitForReady('limited', 'RateLimited');
-    expect(health(limited).status).toBe('Progressing');
-    expect(health(limited).message).toMatch(/^RateLimited: .*429/);
+    expect((await health(limited)).status).toBe('Progressing');
+    expect((await health(limited)).message).toMatch(/^RateLimited: .*429/);
     saveFixture('rate-limited', limited);
 
     env.sim.setFaults({});
-    expect(health(await env.waitForReady('flaky')).status).toBe('Healthy');
-    expect(health(await env.waitForReady('limited')).status).toBe('Healthy');
+    expect((await health(await env.waitForReady('flaky'))).status).toBe('Healthy');
+    expect((await health(await env.waitForReady('limited'))).status).toBe('Healthy');
   });
 
   it('is Progressing until the controller observes a new spec or handles a rotation; the rotate action rotates the token', async () => {
@@ -134,13 +151,13 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const renamed = await env.patchUserGroup('early', { spec: { name: 'Early Renamed' } });
     expect(renamed.metadata.generation).toBe(2);
     expect(renamed.status?.observedGeneration).toBe(1);
-    expect(health(renamed)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to observe generation 2 (status describes 1)' });
+    expect(await health(renamed)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to observe generation 2 (status describes 1)' });
     saveFixture('spec-not-observed', renamed);
 
     // The action as Argo CD runs it: on the live object, then a merge patch of the difference.
     const live = await env.getUserGroup('rot');
-    expect(rotateDisabled(live)).toBe(false);
-    const patch = argoCdActionPatch(live, runArgoCdLua(ACTION, live, { name: 'action.lua' }));
+    expect(await rotateDisabled(live)).toBe(false);
+    const patch = await argo.patch(live);
     expect(patch).toEqual({ metadata: { annotations: { [ROTATE]: expect.stringMatching(TIMESTAMP) } } });
     const requested = (patch as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ROTATE] ?? '';
     await env.patchUserGroup('rot', patch);
@@ -149,7 +166,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(pending.metadata.annotations?.[ROTATE]).toBe(requested);
     expect(pending.metadata.generation).toBe(live.metadata.generation); // metadata only: no new generation
     expect(pending.spec).toEqual(live.spec);
-    expect(health(pending)).toEqual({
+    expect(await health(pending)).toEqual({
       status: 'Progressing',
       message: `Waiting for the controller to rotate the token (${ROTATE} = ${requested}, last handled: none)`,
     });
@@ -163,18 +180,22 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const tokenAfter = await env.secretToken('rot');
     expect(tokenAfter).toBeTruthy();
     expect(tokenAfter).not.toBe(tokenBefore);
-    expect(health(await env.waitForReady('rot'))).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret rot' });
+    expect(await health(await env.waitForReady('rot'))).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret rot' });
     expect(handled.metadata.annotations?.[ROTATE]).toBe(requested);
-    expect(health(await env.waitForReady('early')).status).toBe('Healthy');
+    expect((await health(await env.waitForReady('early'))).status).toBe('Healthy');
     saveFixture('rotated', await env.getUserGroup('rot'));
 
-    // A second click within the same second (clock pinned to the first one): still a new value, so a second rotation.
+    // A second click: Argo CD reads the live object again, so the value is new (a later second, or the same
+    // second with a counter) and the controller rotates once more.
     const again = await env.getUserGroup('rot');
-    const second = argoCdActionPatch(again, runArgoCdLua(ACTION, again, { name: 'action.lua', clock: Date.parse(requested) / 1000 }));
-    expect(second).toEqual({ metadata: { annotations: { [ROTATE]: `${requested}-1` } } });
+    const second = await argo.patch(again);
+    const secondValue = (second as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ROTATE] ?? '';
+    expect(second).toEqual({ metadata: { annotations: { [ROTATE]: secondValue } } });
+    expect(secondValue).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ(-\d+)?$/);
+    expect(secondValue).not.toBe(requested);
     await env.patchUserGroup('rot', second);
-    await eventually(`rotation request ${requested}-1 to be handled`, async () =>
-      (await env.getUserGroup('rot')).status?.rotation?.lastHandledRequest === `${requested}-1` ? true : undefined, 60_000);
+    await eventually(`rotation request ${secondValue} to be handled`, async () =>
+      (await env.getUserGroup('rot')).status?.rotation?.lastHandledRequest === secondValue ? true : undefined, 60_000);
     const tokenThird = await env.secretToken('rot');
     expect(tokenThird).toBeTruthy();
     expect(tokenThird).not.toBe(tokenAfter);

@@ -2,10 +2,26 @@
 --
 -- Any new value of the usergroup.dev/rotate-requested-at annotation (one that differs from
 -- status.rotation.lastHandledRequest) rotates the token exactly once. Argo CD diffs the returned
--- object against the live one and sends the difference as a merge patch, so only this annotation
--- changes. Runs in Argo CD's sandbox: Lua 5.1, no string or math library, os.date only.
+-- object against the live one and sends the difference as a merge patch: this annotation, and
+-- nothing else for any object whose spec survives Argo CD's JSON-to-Lua conversion (see
+-- deploy/argocd/README.md: a null inside spec.properties, or an empty object inside one of its
+-- lists, does not).
+--
+-- Runs in Argo CD's sandbox: Lua 5.1 (gopher-lua) with the base, table and package libraries only.
+-- There is no global `os`; its safe part (time, date) comes from require("os"), as in Argo CD's own
+-- actions. No string or math library.
 
+local os = require("os")
 local ROTATE = "usergroup.dev/rotate-requested-at"
+
+-- `argocd app actions run` runs an action even when discovery marked it disabled: refuse here too.
+-- error(…, 0) keeps the message free of a script position; Argo CD shows it as the action's error.
+if type(obj.spec) == "table" and obj.spec.suspend == true then
+  error("not rotated: spec.suspend is true, so the controller makes no call to the service; resume the UserGroup first", 0)
+end
+if type(obj.metadata) == "table" and obj.metadata.deletionTimestamp ~= nil then
+  error("not rotated: the UserGroup is being deleted", 0)
+end
 
 if type(obj.metadata) ~= "table" then
   obj.metadata = {}

@@ -1,0 +1,413 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { Reason } from '../../src/controller/conditions.js';
+import { ArgoCd, ArgoCdError, type ArgoCdActionRun } from '../support/argocd.js';
+
+/**
+ * deploy/argocd judged by Argo CD's own code (test/support/argocd.ts, test/argocd): the resource
+ * customizations loaded from argocd-cm.yaml by Argo CD's settings manager, health through the
+ * application controller's path, discovery and actions through the API server's, and the merge patch
+ * the API server computes from an action's result.
+ */
+
+const DIR = fileURLToPath(new URL('../../deploy/argocd/', import.meta.url));
+const FIXTURES = fileURLToPath(new URL('../fixtures/argocd/', import.meta.url));
+const read = (file: string): string => fs.readFileSync(path.join(DIR, file), 'utf8');
+const ROTATE = 'usergroup.dev/rotate-requested-at';
+const TYPE = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup' } as const;
+
+type Obj = Record<string, unknown>;
+
+let argo: ArgoCd;
+beforeAll(() => {
+  argo = ArgoCd.start(inject('argocdLua'));
+});
+afterAll(() => argo.close());
+
+/** The value os.date("!%Y-%m-%dT%H:%M:%SZ") gives at a Unix second. */
+const stampAt = (unix: number): string => new Date(unix * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+const nowUnix = (): number => Math.floor(Date.now() / 1000);
+
+function ready(status: string, reason: string, message = `about ${reason}`): Obj {
+  return { type: 'Ready', status, reason, message, lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 3 };
+}
+
+/** A UserGroup at generation 3 whose status describes generation `observed`. */
+function userGroup(over: { conditions?: unknown; observed?: number; suspend?: boolean; annotations?: Obj; rotation?: Obj; spec?: Obj; deleting?: boolean } = {}): Obj {
+  return {
+    ...TYPE,
+    metadata: {
+      name: 'acme',
+      namespace: 'customers',
+      generation: 3,
+      ...(over.annotations ? { annotations: over.annotations } : {}),
+      ...(over.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z', finalizers: ['example.com/hold'] } : {}),
+    },
+    spec: { userGroupId: 'acme', name: 'Acme', suspend: over.suspend ?? false, ...over.spec },
+    status: {
+      observedGeneration: over.observed ?? 3,
+      conditions: over.conditions ?? [ready('True', 'Synced', 'user group synced; token in Secret acme')],
+      ...(over.rotation ? { rotation: over.rotation } : {}),
+    },
+  };
+}
+
+const fixtures = (): [string, Obj][] =>
+  fs.readdirSync(FIXTURES).filter((f) => f.endsWith('.json')).sort().map((f) => [f.replace(/\.json$/, ''), JSON.parse(fs.readFileSync(path.join(FIXTURES, f), 'utf8')) as Obj]);
+
+const annotationsOf = (obj: Obj): Obj => (obj['metadata'] as { annotations: Obj }).annotations;
+
+/** The annotation value an action run wrote, and the only patch it sends. */
+function requested(run: ArgoCdActionRun): string {
+  const [result] = run.results;
+  return annotationsOf(result?.object ?? {})[ROTATE] as string;
+}
+
+/**
+ * Runs `attempt` until its action runs all fell within one wall-clock second (Argo CD's os.date reads
+ * the real clock, which no test can pin); `attempt` gets that second and returns its runs.
+ */
+async function withinOneSecond<T>(attempt: (second: number) => Promise<{ runs: ArgoCdActionRun[]; value: T }>): Promise<{ second: number; value: T }> {
+  for (let i = 0; i < 10; i++) {
+    const second = nowUnix();
+    const { runs, value } = await attempt(second);
+    if (runs.every((r) => r.unixBefore === second && r.unixAfter === second)) return { second, value };
+  }
+  throw new Error('ten attempts each crossed a second boundary');
+}
+
+describe("Argo CD's sandbox for custom scripts (its own VM, not a stand-in)", () => {
+  const probe = (source: string): Promise<string | undefined> =>
+    argo.script({ ...TYPE }, `${source}`).then((h) => h.message);
+
+  it('has the base, table and package libraries; no global os, string, math, io, debug or coroutine', async () => {
+    const globals = ['string', 'math', 'io', 'os', 'debug', 'coroutine', 'table', 'package', 'require', 'pairs', 'tostring', 'error'];
+    const message = await probe(`
+      local out = {}
+      for _, name in ipairs({ ${globals.map((g) => `"${g}"`).join(', ')} }) do out[#out + 1] = name .. "=" .. type(_G[name]) end
+      return { status = "Healthy", message = table.concat(out, " ") }`);
+    expect(message).toBe(
+      'string=nil math=nil io=nil os=nil debug=nil coroutine=nil table=table package=table require=function pairs=function tostring=function error=function',
+    );
+  });
+
+  it('gives the safe os (time and date, nothing else) only through require("os")', async () => {
+    const message = await probe(`
+      local os = require("os")
+      local names = {}
+      for name in pairs(os) do names[#names + 1] = name end
+      table.sort(names)
+      return { status = "Healthy", message = table.concat(names, ",") .. " " .. os.date("!%Y", 0) }`);
+    expect(message).toBe('date,time 1970');
+  });
+
+  it('fails a script that uses the global os, string methods or the string library', async () => {
+    await expect(probe('return { status = "Healthy", message = os.date("!%Y") }')).rejects.toThrow(/attempt to index a non-table object\(nil\) with key 'date'/);
+    await expect(probe('return { status = "Healthy", message = ("x"):upper() }')).rejects.toThrow(ArgoCdError);
+    await expect(probe('return { status = "Healthy", message = string.upper("x") }')).rejects.toThrow(/string/);
+  });
+
+  it('is gopher-lua, not C Lua 5.1: tonumber("1e1") is nil, large numbers print in full', async () => {
+    expect(await probe('return { status = "Healthy", message = tostring(tonumber("1e1")) .. " " .. tostring(1e15) }')).toBe('nil 1000000000000000');
+  });
+
+  it('loses what JSON has and Lua has not: null in a list or as a value, and the kind of an empty table', async () => {
+    const { message } = await argo.script({ ...TYPE, spec: { list: [1, null, 3], value: null, empty: {}, inList: [{}] } }, `
+      local s = obj.spec
+      return { status = "Healthy", message = #s.list .. " " .. tostring(s.list[2]) .. " " .. tostring(s.value == nil) .. " " .. type(s.empty) .. " " .. type(s.inList[1]) }`);
+    expect(message).toBe('2 3 true table table');
+  });
+});
+
+describe('health.lua, through the application controller\'s health path', () => {
+  const cases: { what: string; obj: unknown; status: string; message?: string | RegExp }[] = [
+    // No verdict from the controller yet.
+    { what: 'no status at all', obj: { ...TYPE, metadata: { name: 'a', generation: 1 }, spec: {} }, status: 'Progressing', message: 'Waiting for the controller to report the Ready condition' },
+    { what: 'status without conditions', obj: { ...TYPE, metadata: { generation: 1 }, status: { observedGeneration: 1 } }, status: 'Progressing' },
+    { what: 'conditions without Ready', obj: userGroup({ conditions: [{ type: 'Other', status: 'True' }] }), status: 'Progressing' },
+    { what: 'conditions that are not a list', obj: userGroup({ conditions: 'Ready' }), status: 'Progressing' },
+    { what: 'a condition that is not a table', obj: userGroup({ conditions: ['Ready', 7, ready('True', 'Synced', 'ok')] }), status: 'Healthy', message: 'Synced: ok' },
+    { what: 'nothing but the type', obj: { ...TYPE }, status: 'Progressing' },
+    { what: 'spec and status of the wrong types', obj: { ...TYPE, metadata: { name: 'a' }, spec: 7, status: true }, status: 'Progressing' },
+    // Generations.
+    { what: 'an older generation, Ready=True', obj: userGroup({ observed: 2 }), status: 'Progressing', message: 'Waiting for the controller to observe generation 3 (status describes 2)' },
+    { what: 'an older generation, Ready=False', obj: userGroup({ observed: 2, conditions: [ready('False', 'Rejected')] }), status: 'Progressing' },
+    {
+      what: 'no observedGeneration anywhere',
+      obj: { ...TYPE, metadata: { generation: 3 }, status: { conditions: [{ type: 'Ready', status: 'True', reason: 'Synced' }] } },
+      status: 'Progressing',
+      message: 'Waiting for the controller to observe generation 3 (status describes no generation)',
+    },
+    {
+      what: 'status.observedGeneration missing, the condition\'s current',
+      obj: { ...TYPE, metadata: { generation: 3 }, status: { conditions: [ready('True', 'Synced', 'ok')] } },
+      status: 'Healthy',
+    },
+    { what: 'no metadata.generation: Ready alone decides', obj: { ...TYPE, status: { conditions: [ready('True', 'Synced', 'ok')] } }, status: 'Healthy' },
+    {
+      what: 'generations as strings',
+      obj: { ...TYPE, metadata: { generation: '3' }, status: { observedGeneration: '2', conditions: [ready('True', 'Synced')] } },
+      status: 'Progressing',
+    },
+    { what: 'a newer observedGeneration (never older)', obj: userGroup({ observed: 4 }), status: 'Healthy' },
+    // Verdicts.
+    { what: 'Ready=True Synced', obj: userGroup(), status: 'Healthy', message: 'Synced: user group synced; token in Secret acme' },
+    { what: 'Ready=True without reason or message (Argo CD drops an empty message)', obj: userGroup({ conditions: [{ type: 'Ready', status: 'True' }] }), status: 'Healthy', message: '' },
+    { what: 'Ready=False without a reason', obj: userGroup({ conditions: [{ type: 'Ready', status: 'False', message: 'broken' }] }), status: 'Degraded', message: 'broken' },
+    { what: 'Ready=False with a reason unknown to the script', obj: userGroup({ conditions: [ready('False', 'SomethingNew', 'new')] }), status: 'Degraded', message: 'SomethingNew: new' },
+    { what: 'Ready=Unknown', obj: userGroup({ conditions: [ready('Unknown', 'Reconciling', 'working')] }), status: 'Progressing', message: 'Reconciling: working' },
+    // Suspension.
+    { what: 'suspended and observed', obj: userGroup({ suspend: true, conditions: [ready('False', 'Suspended', 'no calls')] }), status: 'Suspended', message: 'Suspended: no calls' },
+    { what: 'suspend requested, not yet observed', obj: userGroup({ suspend: true, observed: 2 }), status: 'Progressing' },
+    {
+      what: 'suspend requested, status of this generation says otherwise',
+      obj: userGroup({ suspend: true }),
+      status: 'Progressing',
+      message: 'Waiting for the controller to suspend: Synced: user group synced; token in Secret acme',
+    },
+    { what: 'resumed, status still Suspended', obj: userGroup({ conditions: [ready('False', 'Suspended', 'no calls')] }), status: 'Progressing', message: /^Waiting for the controller to resume/ },
+    // Rotation.
+    {
+      what: 'a rotation requested, never rotated before',
+      obj: userGroup({ annotations: { [ROTATE]: '2' } }),
+      status: 'Progressing',
+      message: `Waiting for the controller to rotate the token (${ROTATE} = 2, last handled: none)`,
+    },
+    { what: 'a rotation requested, another one handled', obj: userGroup({ annotations: { [ROTATE]: '2' }, rotation: { lastHandledRequest: '1' } }), status: 'Progressing', message: /last handled: 1\)$/ },
+    { what: 'the requested rotation handled', obj: userGroup({ annotations: { [ROTATE]: '2' }, rotation: { lastHandledRequest: '2' } }), status: 'Healthy' },
+    { what: 'an empty request value counts as a request', obj: userGroup({ annotations: { [ROTATE]: '' } }), status: 'Progressing' },
+    { what: 'other annotations only', obj: userGroup({ annotations: { 'example.com/x': 'y' } }), status: 'Healthy' },
+    { what: 'rotation pending while failing: the failure shows', obj: userGroup({ annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Unauthorized')] }), status: 'Degraded' },
+    {
+      what: 'rotation pending while suspended: Suspended',
+      obj: userGroup({ suspend: true, annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Suspended')] }),
+      status: 'Suspended',
+    },
+    // Deletion: Argo CD decides before it runs any script.
+    { what: 'being deleted (a finalizer holds it), whatever the status says', obj: userGroup({ deleting: true, conditions: [ready('False', 'Unauthorized')] }), status: 'Progressing', message: 'Pending deletion' },
+  ];
+
+  it.each(cases)('$what → $status', async ({ obj, status, message }) => {
+    const hs = await argo.health(obj);
+    expect(hs.status).toBe(status);
+    if (typeof message === 'string') expect(hs.message ?? '').toBe(message);
+    if (message instanceof RegExp) expect(hs.message).toMatch(message);
+  });
+
+  /** Every reason the controller can write (a Record<Reason, …>: a new reason does not compile until it is mapped here). */
+  const byReason: Record<Reason, { ready: 'True' | 'False'; status: string }> = {
+    Synced: { ready: 'True', status: 'Healthy' },
+    Suspended: { ready: 'False', status: 'Suspended' },
+    // Retried by the controller on its own; see the comment at the top of health.lua.
+    ServiceUnavailable: { ready: 'False', status: 'Progressing' },
+    RateLimited: { ready: 'False', status: 'Progressing' },
+    Unauthorized: { ready: 'False', status: 'Degraded' },
+    Rejected: { ready: 'False', status: 'Degraded' },
+    InvalidResponse: { ready: 'False', status: 'Degraded' },
+    SecretConflict: { ready: 'False', status: 'Degraded' },
+    SecretWriteFailed: { ready: 'False', status: 'Degraded' },
+    DuplicateUserGroupId: { ready: 'False', status: 'Degraded' },
+    InvalidSpec: { ready: 'False', status: 'Degraded' },
+    ConnectionNotFound: { ready: 'False', status: 'Degraded' },
+    ConnectionInvalid: { ready: 'False', status: 'Degraded' },
+  };
+
+  it.each(Object.values(Reason))('Ready reason %s', async (reason) => {
+    const { ready: readyStatus, status } = byReason[reason];
+    const obj = userGroup({ suspend: reason === 'Suspended', conditions: [ready(readyStatus, reason, `the ${reason} message`)] });
+    expect(await argo.health(obj)).toEqual({ status, message: `${reason}: the ${reason} message` });
+  });
+});
+
+describe('health.lua on objects fetched from the test control plane (test/fixtures/argocd)', () => {
+  // Refresh: UPDATE_ARGOCD_FIXTURES=1 npm run test:integration -- test/integration/argocd.test.ts
+  const expected: Record<string, string> = {
+    'no-status': 'Progressing',
+    synced: 'Healthy',
+    suspended: 'Suspended',
+    'connection-not-found': 'Degraded',
+    rejected: 'Degraded',
+    'service-unavailable': 'Progressing',
+    'rate-limited': 'Progressing',
+    'spec-not-observed': 'Progressing',
+    'rotation-pending': 'Progressing',
+    rotated: 'Healthy',
+  };
+
+  it('has exactly the expected fixtures', () => {
+    expect(fixtures().map(([name]) => name)).toEqual(Object.keys(expected).sort());
+  });
+
+  it.each(Object.entries(expected))('%s → %s', async (name, status) => {
+    const obj = JSON.parse(fs.readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8')) as unknown;
+    expect((await argo.health(obj)).status).toBe(status);
+  });
+});
+
+describe('actions/discovery.lua, as the API server lists actions', () => {
+  it('offers rotate, enabled', async () => {
+    expect(await argo.actions(userGroup())).toEqual({ rotate: { name: 'rotate', disabled: false, displayName: 'Rotate token', iconClass: 'fa fa-fw fa-key' } });
+  });
+
+  it('disables rotate while spec.suspend is true, and while the object is being deleted', async () => {
+    expect((await argo.actions(userGroup({ suspend: true }))).rotate?.disabled).toBe(true);
+    expect((await argo.actions(userGroup({ deleting: true }))).rotate?.disabled).toBe(true);
+  });
+
+  it('copes with a missing or odd spec', async () => {
+    expect((await argo.actions({ ...TYPE, metadata: { name: 'a' } })).rotate?.disabled).toBe(false);
+    expect((await argo.actions({ ...TYPE, spec: 'x' })).rotate?.disabled).toBe(false);
+    expect((await argo.actions({ ...TYPE, spec: { suspend: 'true' } })).rotate?.disabled).toBe(false);
+  });
+
+  it.each(fixtures())('%s: rotate is offered, disabled only for the suspended group', async (name, obj) => {
+    expect((await argo.actions(obj)).rotate?.disabled).toBe(name === 'suspended');
+  });
+});
+
+describe('actions/rotate/action.lua, as the API server runs it', () => {
+  /** The patch must be the annotation alone, stamped within the run's second(s). */
+  async function onlyTheAnnotation(live: Obj): Promise<string> {
+    const run = await argo.run(live);
+    expect(run.results.map((r) => r.operation)).toEqual(['patch']);
+    const value = requested(run);
+    expect(run.results[0]?.patch).toEqual({ metadata: { annotations: { [ROTATE]: value } } });
+    const seconds = new Set([stampAt(run.unixBefore), stampAt(run.unixAfter)]);
+    expect(seconds.has(value.replace(/-\d+$/, ''))).toBe(true);
+    return value;
+  }
+
+  it.each(fixtures().filter(([name]) => name !== 'suspended'))('%s: the patch is the annotation alone', async (_name, live) => {
+    await onlyTheAnnotation(live);
+  });
+
+  it('patches only the annotation on a spec with empty maps, nested objects, big and fractional numbers', async () => {
+    const live = userGroup({
+      annotations: { 'example.com/a': '1' },
+      spec: {
+        mapping: {},
+        tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
+        properties: { region: 'eu', tier: 3, ratio: 0.1, tiny: 1.5e-7, huge: 1e21, id: 9007199254740993, flags: [true, false], nested: { a: {}, b: [{ c: {} }], c: [[]] }, empty: [] },
+      },
+    });
+    const value = await onlyTheAnnotation(live);
+    expect(value).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  });
+
+  it('keeps the other annotations and replaces a handled request', async () => {
+    const live = userGroup({ annotations: { 'example.com/a': '1', [ROTATE]: 'old' }, rotation: { lastHandledRequest: 'old' } });
+    const run = await argo.run(live);
+    expect(annotationsOf(run.results[0]?.object ?? {})).toEqual({ 'example.com/a': '1', [ROTATE]: requested(run) });
+  });
+
+  it('gives a new value to every request within one second (os.date has second resolution)', async () => {
+    const { second, value } = await withinOneSecond(async () => {
+      let obj: Obj = userGroup();
+      const runs: ArgoCdActionRun[] = [];
+      const values: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const run = await argo.run(obj);
+        runs.push(run);
+        values.push(requested(run));
+        obj = run.results[0]?.object ?? {};
+      }
+      return { runs, value: values };
+    });
+    const stamp = stampAt(second);
+    expect(value).toEqual([stamp, `${stamp}-1`, `${stamp}-2`, `${stamp}-3`]);
+  });
+
+  it('never repeats the last handled value, even when the annotation was removed', async () => {
+    const { second, value } = await withinOneSecond(async (s) => {
+      const handledOnly = await argo.run(userGroup({ rotation: { lastHandledRequest: stampAt(s) } }));
+      const both = await argo.run(userGroup({ annotations: { [ROTATE]: `${stampAt(s)}-1` }, rotation: { lastHandledRequest: stampAt(s) } }));
+      return { runs: [handledOnly, both], value: [requested(handledOnly), requested(both)] };
+    });
+    expect(value).toEqual([`${stampAt(second)}-1`, `${stampAt(second)}-2`]);
+  });
+
+  it('a request in a later second is the plain timestamp again', async () => {
+    const earlier = stampAt(nowUnix() - 5);
+    const run = await argo.run(userGroup({ annotations: { [ROTATE]: `${earlier}-1` }, rotation: { lastHandledRequest: `${earlier}-1` } }));
+    expect(requested(run)).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(requested(run)).not.toBe(earlier);
+  });
+
+  it('makes the health check Progressing until the controller records the value', async () => {
+    const run = await argo.run(userGroup());
+    const obj = run.results[0]?.object ?? {};
+    expect((await argo.health(obj)).status).toBe('Progressing');
+    const handled = { ...obj, status: { ...(obj['status'] as Obj), rotation: { lastHandledRequest: requested(run) } } };
+    expect((await argo.health(handled)).status).toBe('Healthy');
+  });
+
+  it('refuses a suspended group and one being deleted (argocd app actions run ignores `disabled`)', async () => {
+    await expect(argo.run(userGroup({ suspend: true }))).rejects.toThrow(
+      'error executing Lua resource action: not rotated: spec.suspend is true, so the controller makes no call to the service; resume the UserGroup first',
+    );
+    await expect(argo.run(userGroup({ deleting: true }))).rejects.toThrow('error executing Lua resource action: not rotated: the UserGroup is being deleted');
+  });
+
+  it('documented exception: Argo CD\'s JSON-to-Lua conversion drops nulls and turns an empty object inside a list into []', async () => {
+    const live = userGroup({ spec: { properties: { list: [1, null, 3], value: null, inList: [{}], kept: { empty: {} } } } });
+    const run = await argo.run(live);
+    expect(run.results[0]?.patch).toEqual({
+      metadata: { annotations: { [ROTATE]: requested(run) } },
+      spec: { properties: { list: [1, 3], value: null, inList: [[]] } },
+    });
+  });
+});
+
+describe('argocd-cm.yaml', () => {
+  const cm = parseYaml(read('argocd-cm.yaml')) as { kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; data: Record<string, string> };
+
+  it('is a patch for the argocd-cm ConfigMap, labelled as Argo CD\'s settings manager requires', () => {
+    expect(cm.kind).toBe('ConfigMap');
+    expect(cm.metadata).toMatchObject({ name: 'argocd-cm', namespace: 'argocd', labels: { 'app.kubernetes.io/part-of': 'argocd' } });
+    expect(Object.keys(cm.data).sort()).toEqual([
+      'resource.customizations.actions.usergroup.dev_UserGroup',
+      'resource.customizations.health.usergroup.dev_UserGroup',
+    ]);
+  });
+
+  it('embeds exactly the .lua files', () => {
+    expect(cm.data['resource.customizations.health.usergroup.dev_UserGroup']).toBe(read('health.lua'));
+    const actions = parseYaml(cm.data['resource.customizations.actions.usergroup.dev_UserGroup'] ?? '') as {
+      'discovery.lua': string;
+      definitions: { name: string; 'action.lua': string }[];
+    };
+    expect(actions['discovery.lua']).toBe(read('actions/discovery.lua'));
+    expect(actions.definitions).toEqual([{ name: 'rotate', 'action.lua': read('actions/rotate/action.lua') }]);
+  });
+
+  it('is what generate-argocd-cm.sh writes (rerun it after editing a .lua file)', () => {
+    const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'argocd-cm-')), 'argocd-cm.yaml');
+    const res = spawnSync('sh', [path.join(DIR, 'generate-argocd-cm.sh'), out], { encoding: 'utf8' });
+    expect(res.stderr).toBe('');
+    expect(res.status).toBe(0);
+    expect(read('argocd-cm.yaml'), 'deploy/argocd/argocd-cm.yaml is stale: run deploy/argocd/generate-argocd-cm.sh').toBe(fs.readFileSync(out, 'utf8'));
+  });
+});
+
+describe('application.yaml', () => {
+  const docs = read('application.yaml').split(/^---$/m).map((d) => parseYaml(d) as {
+    kind: string;
+    metadata: { name: string; annotations?: Record<string, string> };
+    spec: { source: { path: string; helm?: unknown }; syncPolicy: { syncOptions: string[] } };
+  }).filter((d) => d !== null);
+
+  it('installs the operator chart before the UserGroups, both with server-side apply', () => {
+    expect(docs.map((d) => d.kind)).toEqual(['Application', 'Application']);
+    const [operator, groups] = docs;
+    expect(operator?.spec.source.path).toBe('deploy/helm/usergroup-operator');
+    expect(operator?.spec.source.helm).toBeDefined();
+    const wave = (d: typeof operator): number => Number(d?.metadata.annotations?.['argocd.argoproj.io/sync-wave'] ?? 0);
+    expect(wave(operator)).toBeLessThan(wave(groups));
+    for (const d of docs) expect(d.spec.syncPolicy.syncOptions).toContain('ServerSideApply=true');
+  });
+});
