@@ -5,6 +5,12 @@ export const USERGROUP_KIND = 'UserGroup';
 export const USERGROUP_PLURAL = 'usergroups';
 export const USERGROUPSERVICE_KIND = 'UserGroupService';
 export const USERGROUPSERVICE_PLURAL = 'usergroupservices';
+export const CLUSTERUSERGROUPSERVICE_KIND = 'ClusterUserGroupService';
+export const CLUSTERUSERGROUPSERVICE_PLURAL = 'clusterusergroupservices';
+export const CLAIM_KIND = 'UserGroupClaim';
+export const CLAIM_PLURAL = 'usergroupclaims';
+/** On a UserGroupClaim: the namespace that holds it (to list one namespace's claims). */
+export const CLAIM_NAMESPACE_LABEL = 'usergroup.dev/namespace';
 
 /** Set by people (or the kubectl plugin, or Argo CD) to ask for a token rotation; any new value rotates once. */
 export const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
@@ -14,8 +20,14 @@ export const MANAGED_BY_VALUE = 'usergroup-operator';
 /** Names the UserGroup a token Secret belongs to. */
 export const USERGROUP_LABEL = 'usergroup.dev/usergroup';
 
-/** On the token Secret: sha256 of the stored token, so a hand-edited token is detected and restored. */
+/** On the token Secret: sha256 of the stored token, for people and tools (a changed value means a new token). */
 export const TOKEN_SHA256_ANNOTATION = 'usergroup.dev/token-sha256';
+/**
+ * On the token Secret: a MAC, under a key derived from the connection's API key, over what the operator
+ * recorded there (token, rotation bookkeeping, the UserGroup it belongs to). Tenants can edit their Secrets,
+ * so nothing in one is believed without it.
+ */
+export const TOKEN_RECORD_ANNOTATION = 'usergroup.dev/token-record';
 /** On the token Secret, written with the rotated token in one update: the rotation request value it satisfies. */
 export const ROTATION_HANDLED_ANNOTATION = 'usergroup.dev/rotation-handled';
 /** On the token Secret, written just before the rotation call: a rotation for this value may be in flight. */

@@ -7,8 +7,14 @@ export interface UserGroupSpec {
   readonly mapping: Readonly<Record<string, string>> | undefined;
   readonly properties: Readonly<Record<string, unknown>> | undefined;
   readonly tokenSecret: TokenSecretSpec;
-  readonly serviceRef: { readonly name: string } | undefined;
+  readonly serviceRef: ServiceRef | undefined;
   readonly suspend: boolean;
+}
+
+/** A UserGroupService in the UserGroup's namespace (the team's own account), or a shared ClusterUserGroupService. */
+export interface ServiceRef {
+  readonly kind: 'UserGroupService' | 'ClusterUserGroupService';
+  readonly name: string;
 }
 
 export interface TokenSecretSpec {
@@ -40,6 +46,8 @@ export interface UserGroupStatus {
   readonly lastSyncTime?: string;
   readonly syncedHash?: string;
   readonly rotation?: { readonly lastHandledRequest?: string; readonly lastRotationTime?: string };
+  /** Set when the first sync found the group already at the service and this UserGroup adopted it. */
+  readonly adoption?: { readonly adoptedAt: string; readonly tokenRotated: boolean };
 }
 
 export interface UserGroup {
@@ -84,12 +92,16 @@ export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpe
   }
   const secret = parseTokenSecret(tokenSecret, objectName);
   if (!secret.ok) return secret;
-  let ref: { name: string } | undefined;
+  let ref: ServiceRef | undefined;
   if (serviceRef !== undefined && serviceRef !== null) {
     if (!isRecord(serviceRef) || typeof serviceRef['name'] !== 'string' || serviceRef['name'] === '') {
       return { ok: false, error: 'spec.serviceRef.name must be a non-empty string' };
     }
-    ref = { name: serviceRef['name'] };
+    const kind = serviceRef['kind'] ?? 'UserGroupService';
+    if (kind !== 'UserGroupService' && kind !== 'ClusterUserGroupService') {
+      return { ok: false, error: 'spec.serviceRef.kind must be UserGroupService or ClusterUserGroupService' };
+    }
+    ref = { kind, name: serviceRef['name'] };
   }
   if (suspend !== undefined && typeof suspend !== 'boolean') return { ok: false, error: 'spec.suspend must be a boolean' };
   return {
@@ -149,6 +161,9 @@ function parseStatus(raw: unknown): UserGroupStatus {
     ? { lastHandledRequest: str(raw['rotation']['lastHandledRequest']), lastRotationTime: str(raw['rotation']['lastRotationTime']) }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? raw['conditions'].flatMap((c) => parseCondition(c)) : undefined;
+  const adoption = isRecord(raw['adoption']) && typeof raw['adoption']['adoptedAt'] === 'string'
+    ? { adoptedAt: raw['adoption']['adoptedAt'], tokenRotated: raw['adoption']['tokenRotated'] === true }
+    : undefined;
   return dropUndefined({
     observedGeneration: num(raw['observedGeneration']),
     conditions,
@@ -159,6 +174,7 @@ function parseStatus(raw: unknown): UserGroupStatus {
     lastSyncTime: str(raw['lastSyncTime']),
     syncedHash: str(raw['syncedHash']),
     rotation: rotation && dropUndefined(rotation),
+    adoption,
   });
 }
 

@@ -3,9 +3,7 @@ import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 /** The controller's configuration, parsed and validated once at start. */
 export interface RunConfig {
   readonly kubeconfig: string | undefined;
-  readonly serviceUrl: string | undefined;
-  readonly apiKeyFile: string | undefined;
-  readonly allowInsecureService: boolean;
+  readonly defaultService: string | undefined;
   readonly namespaces: readonly string[];
   readonly concurrency: number;
   readonly resyncPeriodMs: number;
@@ -24,6 +22,18 @@ export interface RunConfig {
   readonly shutdownGracePeriodMs: number;
   readonly watchInactivityTimeoutMs: number | undefined;
 }
+
+const DEFAULT_CONNECTION_MOVED =
+  'the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service (README: Upgrading from 0.1)';
+
+/** Flags of earlier versions, and why they are gone. */
+const REMOVED_FLAGS: Readonly<Record<string, string>> = {
+  'service-url': `was removed: ${DEFAULT_CONNECTION_MOVED}`,
+  'api-key-file': `was removed: ${DEFAULT_CONNECTION_MOVED}`,
+  'allow-insecure-service': `was removed: ${DEFAULT_CONNECTION_MOVED}`,
+  'api-key': 'is not accepted: API keys live in Secrets that a ClusterUserGroupService or UserGroupService names',
+};
+const REMOVED_ENV = ['USERGROUP_SERVICE_URL', 'USERGROUP_API_KEY', 'USERGROUP_API_KEY_FILE', 'USERGROUP_ALLOW_INSECURE_SERVICE'];
 
 /** A value the flag's parser refused, with why. */
 interface Invalid {
@@ -64,6 +74,8 @@ const duration = (minMs: number) => (raw: string): number | Invalid => {
   if (ms === undefined) return { invalid: `"${raw}" is not a duration (e.g. 500ms, 30s, 5m, 10h, 1h30m)` };
   return ms < minMs ? { invalid: `must be at least ${minMs} ms, got ${raw}` } : ms;
 };
+const objectName = (raw: string): string | Invalid =>
+  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(raw) && raw.length <= 253 ? raw : { invalid: `"${raw}" is not an object name (a DNS subdomain)` };
 const list = (raw: string): string[] => raw.split(',').map((part) => part.trim()).filter(Boolean);
 const address = (raw: string): string | Invalid => {
   const match = /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):(\d{1,5})$/.exec(raw);
@@ -74,9 +86,7 @@ const level = (raw: string): LogLevel | Invalid => LOG_LEVELS.find((l) => l === 
 /** One table drives parsing, env fallbacks, validation and --help, so they cannot disagree. */
 export const FLAGS = {
   kubeconfig: optional('kubeconfig', 'KUBECONFIG', 'kubeconfig file (or a KUBECONFIG list); default: ~/.kube/config, then in-cluster', text),
-  serviceUrl: optional('service-url', 'USERGROUP_SERVICE_URL', 'base URL of the service for the default connection (https unless loopback)', text),
-  apiKeyFile: optional('api-key-file', 'USERGROUP_API_KEY_FILE', 'file holding the API key of the default connection (or set USERGROUP_API_KEY)', text),
-  allowInsecureService: defaulted('allow-insecure-service', 'USERGROUP_ALLOW_INSECURE_SERVICE', 'false', 'allow a plain-http default service URL that is not loopback', bool),
+  defaultService: optional('default-service', 'USERGROUP_DEFAULT_SERVICE', 'ClusterUserGroupService used by UserGroups without spec.serviceRef (its tenant rules apply)', objectName),
   namespaces: defaulted('namespaces', 'USERGROUP_NAMESPACES', '', 'comma-separated namespaces to watch; empty = all (also how to shard)', list),
   concurrency: defaulted('concurrency', 'USERGROUP_CONCURRENCY', '4', 'reconcile workers', int(1)),
   resyncPeriod: defaulted('resync-period', 'USERGROUP_RESYNC_PERIOD', '10h', 're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster', duration(1000)),
@@ -106,7 +116,7 @@ export function usage(): string {
     const def = f.def === undefined || f.def === '' ? '' : ` (default ${f.def})`;
     return `  --${f.flag.padEnd(27)} ${f.help}${def}\n  ${' '.repeat(29)} env ${f.env}`;
   });
-  return `usage: usergroup-operator run [flags]\n\nRuns the controller. Every flag can also be set by its environment variable;\na flag wins over its variable. The default connection's API key comes from\n--api-key-file or USERGROUP_API_KEY (never a flag: arguments are visible to every process).\n\nflags:\n${rows.join('\n')}\n`;
+  return `usage: usergroup-operator run [flags]\n\nRuns the controller. Every flag can also be set by its environment variable;\na flag wins over its variable. Connections to the service are objects, not flags:\nClusterUserGroupServices (shared, with tenant rules) and UserGroupServices.\n\nflags:\n${rows.join('\n')}\n`;
 }
 
 /** Parses argv (after the subcommand) and the environment. Pure: no file is read here. */
@@ -126,13 +136,10 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     const name = arg.slice(2, eq < 0 ? undefined : eq);
     const spec = byFlag.get(name);
     if (!spec) {
-      if (name === 'api-key') {
-        errors.push('--api-key is not accepted (process arguments are visible to all): use --api-key-file or USERGROUP_API_KEY');
-        // Swallow its value so it is never echoed back as a stray argument.
-        if (eq < 0 && argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--')) i++;
-      } else {
-        errors.push(`unknown flag --${name}`);
-      }
+      const removed = REMOVED_FLAGS[name];
+      errors.push(removed ? `--${name} ${removed}` : `unknown flag --${name}`);
+      // Swallow a removed flag's value so it is never echoed back as a stray argument (it may be an API key).
+      if (removed && eq < 0 && argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--')) i++;
       continue;
     }
     let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
@@ -171,11 +178,13 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     return parsed;
   }
 
+  for (const variable of REMOVED_ENV) {
+    if (env[variable] !== undefined && env[variable] !== '') errors.push(`${variable} is set, but ${DEFAULT_CONNECTION_MOVED}`);
+  }
+
   const config: RunConfig = {
     kubeconfig: read(FLAGS.kubeconfig),
-    serviceUrl: read(FLAGS.serviceUrl),
-    apiKeyFile: read(FLAGS.apiKeyFile),
-    allowInsecureService: read(FLAGS.allowInsecureService),
+    defaultService: read(FLAGS.defaultService),
     namespaces: read(FLAGS.namespaces),
     concurrency: read(FLAGS.concurrency),
     resyncPeriodMs: read(FLAGS.resyncPeriod),

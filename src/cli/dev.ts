@@ -3,11 +3,11 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
 import { renderStatusTable } from './kubectl/status-table.js';
 import { repoRoot } from '../devcluster/binaries.js';
 import { ControlPlane } from '../devcluster/controlplane.js';
 import { createLogger } from '../observability/log.js';
-import { SecretValue } from '../service/secret-value.js';
 import { startSimulator, type Simulator } from '../sim/server.js';
 import { parseRunConfig } from './config.js';
 import { loadKubeConfig, startOperator, type Io, type RunningOperator } from './run.js';
@@ -67,21 +67,25 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
       new Promise((resolve, reject) =>
         execFile(cp!.binaries.kubectl, ['--kubeconfig', cp!.kubeconfigPath, ...args], (err, stdout, stderr) => (err ? reject(new Error(stderr || String(err))) : resolve(stdout))),
       );
-    say(`applying ${examples}`);
-    await kubectl(['apply', '-f', examples]);
+    const manifests = localExamples(examples, sim.url, apiKey);
+    const applied = path.join(dir, 'examples.yaml');
+    fs.writeFileSync(applied, manifests.yaml, { mode: 0o600 });
+    say(`applying ${examples} (its ClusterUserGroupService pointed at the simulator, with the API-key Secret it names)`);
+    await kubectl(['apply', '-f', applied]);
 
-    const parsed = parseRunConfig(['--metrics-addr', '0', '--health-addr', '0', '--log-level', 'info'], {});
+    const flags = ['--metrics-addr', '0', '--health-addr', '0', '--log-level', 'info', ...(manifests.defaultService ? ['--default-service', manifests.defaultService] : [])];
+    const parsed = parseRunConfig(flags, {});
     if (parsed.ok !== true) throw new Error('internal: the dev configuration does not parse');
     const logFile = path.join(dir, 'operator.log');
     const log = createLogger('info', fs.createWriteStream(logFile, { flags: 'a' }) as unknown as NodeJS.WritableStream & { write(s: string): boolean });
-    operator = await startOperator(parsed.config, { url: sim.url, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, await loadKubeConfig(cp.kubeconfigPath));
-    say(`controller running (logs: ${logFile})\n`);
+    operator = await startOperator(parsed.config, log, await loadKubeConfig(cp.kubeconfigPath));
+    say(`controller running, default connection: ClusterUserGroupService ${manifests.defaultService ?? '(none)'} (logs: ${logFile})\n`);
 
     const hints = [
       `export KUBECONFIG=${cp.kubeconfigPath}   # a kubectl of this version: ${cp.binaries.kubectl}`,
-      'kubectl get usergroups',
-      'kubectl annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite',
-      "kubectl get secret acme -o jsonpath='{.data.token}' | base64 -d",
+      'kubectl get usergroups -A; kubectl get clusterusergroupservices,usergroupclaims',
+      'kubectl -n team-a annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite',
+      "kubectl -n team-a get secret acme -o jsonpath='{.data.token}' | base64 -d",
     ];
     const interactive = process.stdout.isTTY === true;
     let last = '';
@@ -119,4 +123,29 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
   }
 }
 
-
+/**
+ * The examples, made to work here: every ClusterUserGroupService points at the simulator, and the API-key Secret
+ * it names exists (with its namespace). Namespaces go first, so what lives in them applies in one go. The first
+ * ClusterUserGroupService becomes the controller's default.
+ */
+export function localExamples(dir: string, simUrl: string, apiKey: string): { yaml: string; defaultService: string | undefined } {
+  type Doc = { kind?: unknown; metadata?: { name?: unknown }; spec?: Record<string, unknown> };
+  const docs: Doc[] = fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()
+    .flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(dir, f), 'utf8')).map((d) => d.toJS() as Doc | null))
+    .filter((d): d is Doc => d !== null && typeof d === 'object');
+  const extra: Doc[] = [];
+  let defaultService: string | undefined;
+  for (const doc of docs) {
+    if (doc.kind !== 'ClusterUserGroupService' || !doc.spec) continue;
+    if (defaultService === undefined && typeof doc.metadata?.name === 'string') defaultService = doc.metadata.name;
+    doc.spec['url'] = simUrl;
+    const ref = doc.spec['apiKeySecretRef'] as { namespace?: string; name?: string; key?: string } | undefined;
+    if (!ref?.namespace || !ref.name) continue;
+    extra.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ref.namespace } } as Doc);
+    extra.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: ref.name, namespace: ref.namespace }, stringData: { [ref.key ?? 'apiKey']: apiKey } } as Doc);
+  }
+  const all = [...docs, ...extra];
+  const rank = (d: Doc): number => (d.kind === 'Namespace' ? 0 : 1);
+  const ordered = all.filter((d) => rank(d) === 0).concat(all.filter((d) => rank(d) === 1));
+  return { yaml: ordered.map((d) => stringify(d)).join('---\n'), defaultService };
+}

@@ -4,43 +4,18 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { Controller } from '../controller/controller.js';
-import type { DefaultConnection } from '../controller/connections.js';
 import { KubeClient } from '../kube/http.js';
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';
 import { LeaderElector } from '../kube/leader-election.js';
 import { serve } from '../observability/http-server.js';
 import { Metrics } from '../observability/metrics.js';
 import { createLogger } from '../observability/log.js';
-import { validateServiceUrl } from '../service/connection.js';
-import { SecretValue } from '../service/secret-value.js';
 import { packageVersion } from './version.js';
 import { parseRunConfig, usage, type RunConfig } from './config.js';
 
 export interface Io {
   out(text: string): void;
   err(text: string): void;
-}
-
-/** Reads the default connection's API key; a failure is a start-up error, not a crash later. */
-export function defaultConnection(config: RunConfig, env: Readonly<Record<string, string | undefined>>): { ok: true; value: DefaultConnection | undefined } | { ok: false; error: string } {
-  let apiKey: string | undefined;
-  if (config.apiKeyFile !== undefined) {
-    try {
-      apiKey = readFileSync(config.apiKeyFile, 'utf8').trim();
-    } catch (err) {
-      return { ok: false, error: `cannot read the API key file ${config.apiKeyFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}` };
-    }
-    if (!apiKey) return { ok: false, error: `the API key file ${config.apiKeyFile} is empty` };
-  } else if (env['USERGROUP_API_KEY']) {
-    apiKey = env['USERGROUP_API_KEY'].trim();
-  }
-  if (config.serviceUrl === undefined) {
-    return apiKey === undefined ? { ok: true, value: undefined } : { ok: false, error: 'an API key is set but --service-url (USERGROUP_SERVICE_URL) is not' };
-  }
-  if (apiKey === undefined) return { ok: false, error: '--service-url is set but no API key: use --api-key-file or USERGROUP_API_KEY' };
-  const url = validateServiceUrl(config.serviceUrl, config.allowInsecureService);
-  if (!url.ok) return { ok: false, error: `--service-url: ${url.message}` };
-  return { ok: true, value: { url: url.url, apiKey: new SecretValue(apiKey), allowInsecure: config.allowInsecureService } };
 }
 
 /** `--kubeconfig`, else $KUBECONFIG, ~/.kube/config, in-cluster: kubectl's order. */
@@ -65,7 +40,7 @@ export interface RunningOperator {
 const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
 
 /** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
-export async function startOperator(config: RunConfig, connection: DefaultConnection | undefined, log: Logger, access: KubeAccess): Promise<RunningOperator> {
+export async function startOperator(config: RunConfig, log: Logger, access: KubeAccess): Promise<RunningOperator> {
   const metrics = new Metrics(packageVersion());
   const client = await KubeClient.create(access, 'usergroup-operator', (verb, code) => metrics.observeKubeRequest(verb, code));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
@@ -75,7 +50,7 @@ export async function startOperator(config: RunConfig, connection: DefaultConnec
       namespaces: config.namespaces,
       concurrency: config.concurrency,
       resyncPeriodMs: config.resyncPeriodMs,
-      defaultConnection: connection,
+      defaultService: config.defaultService,
       serviceQps: config.serviceQps,
       serviceBurst: config.serviceBurst,
       serviceClient: { timeoutMs: config.serviceTimeoutMs, userAgent: `usergroup-operator/${packageVersion()}`, observe: (sample) => metrics.observeService(sample) },
@@ -174,11 +149,6 @@ export async function runCommand(argv: readonly string[], io: Io, env: Readonly<
     return 2;
   }
   const config = parsed.config;
-  const connection = defaultConnection(config, env);
-  if (!connection.ok) {
-    io.err(`usergroup-operator run: invalid configuration:\n  - ${connection.error}\n`);
-    return 2;
-  }
   const log = createLogger(config.logLevel);
   let access: KubeAccess;
   try {
@@ -190,8 +160,8 @@ export async function runCommand(argv: readonly string[], io: Io, env: Readonly<
     io.err(`usergroup-operator run: ${text}\n`);
     return 2;
   }
-  log.info({ namespaces: config.namespaces, concurrency: config.concurrency, defaultConnection: connection.value ? 'configured' : 'none' }, 'starting');
-  const operator = await startOperator(config, connection.value, log, access);
+  log.info({ namespaces: config.namespaces, concurrency: config.concurrency, defaultService: config.defaultService ?? 'none' }, 'starting');
+  const operator = await startOperator(config, log, access);
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {

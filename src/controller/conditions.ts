@@ -15,6 +15,14 @@ export const Reason = {
   InvalidSpec: 'InvalidSpec',
   ConnectionNotFound: 'ConnectionNotFound',
   ConnectionInvalid: 'ConnectionInvalid',
+  /** A shared connection's tenant rules do not admit the namespace. */
+  NamespaceNotAllowed: 'NamespaceNotAllowed',
+  /** The namespace is admitted, but not for this userGroupId. */
+  UserGroupIdNotAllowed: 'UserGroupIdNotAllowed',
+  /** Another namespace holds the userGroupId on this account (a UserGroupClaim). */
+  UserGroupIdClaimed: 'UserGroupIdClaimed',
+  /** The first sync found the group already at the service, and the rules do not allow adopting it. */
+  AdoptionRefused: 'AdoptionRefused',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

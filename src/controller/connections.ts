@@ -1,6 +1,9 @@
+import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Adoption, ClusterUserGroupService } from '../api/clusterusergroupservice.js';
 import { objectKey } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
+import type { ServiceRef } from '../api/usergroup.js';
 import type { UserGroupService } from '../api/usergroupservice.js';
 import { ServiceClient, type ServiceClientOptions } from '../service/client.js';
 import { validateServiceUrl } from '../service/connection.js';
@@ -10,30 +13,48 @@ import type { ServiceResult, UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './conditions.js';
 import { sha256Hex } from './hash.js';
+import { admit } from './tenancy.js';
 
-export interface DefaultConnection {
-  readonly url: string;
-  readonly apiKey: SecretValue;
-  readonly allowInsecure: boolean;
-}
-
-/** A resolved way to reach the service: one account (URL + API key), rate-limited as a whole. */
+/** A resolved way to reach the service for one UserGroup: one account (URL + API key), rate-limited as a whole. */
 export interface Connection {
   /** Same URL and API key → same id, whichever object declared it. Not reversible to the key. */
   readonly id: string;
-  /** For messages: "the default connection" or "UserGroupService ns/name". */
+  /**
+   * The account, whatever URL spelling reaches it: a digest of the API key alone (the service scopes groups
+   * by key). userGroupIds are claimed per account. Not reversible to the key.
+   */
+  readonly account: string;
+  /** For messages: "ClusterUserGroupService <name>" or "UserGroupService <ns>/<name>". */
   readonly description: string;
+  /** A cluster admin's shared connection (tenant rules apply), or a namespace's own account. */
+  readonly shared: boolean;
+  /** What the first sync may do with a group that already exists: the tenant rule's policy; Keep on an own account. */
+  readonly adoption: Adoption;
+  /** The Secret the API key came from, "namespace/name" (to forget it after a 401). */
+  readonly apiKeySecret: string;
+  /** MAC of a token record under a key derived from this account's API key (see token-secret.ts). */
+  seal(message: string): string;
   upsert(request: UpsertRequest, signal?: AbortSignal): Promise<ServiceResult>;
   rotate(token: SecretValue, signal?: AbortSignal): Promise<ServiceResult>;
 }
 
+export type ResolutionFailureReason =
+  | typeof Reason.ConnectionNotFound
+  | typeof Reason.ConnectionInvalid
+  | typeof Reason.NamespaceNotAllowed
+  | typeof Reason.UserGroupIdNotAllowed;
+
 export type Resolution =
   | { readonly ok: true; readonly connection: Connection }
-  | { readonly ok: false; readonly reason: typeof Reason.ConnectionNotFound | typeof Reason.ConnectionInvalid; readonly message: string };
+  | { readonly ok: false; readonly reason: ResolutionFailureReason; readonly message: string };
 
 export interface ConnectionsOptions {
-  readonly defaultConnection: DefaultConnection | undefined;
+  /** The ClusterUserGroupService for UserGroups without spec.serviceRef (--default-service). */
+  readonly defaultService: string | undefined;
   readonly services: ObjectCache<UserGroupService>;
+  readonly clusterServices: ObjectCache<ClusterUserGroupService>;
+  /** Labels of a namespace, undefined when it is not known. */
+  readonly namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
   readonly clientOptions: ServiceClientOptions;
   readonly qps: number;
@@ -46,12 +67,15 @@ export interface ConnectionsOptions {
 interface Endpoint {
   readonly client: ServiceClient;
   readonly bucket: TokenBucket;
+  readonly account: string;
+  readonly recordKey: Buffer;
 }
 
 /**
- * Resolves a UserGroup's connection: the operator-wide default, or a
- * UserGroupService in the UserGroup's own namespace whose API key comes from a
- * Secret in that same namespace. Clients and token buckets are shared per account.
+ * Resolves a UserGroup's connection: a shared ClusterUserGroupService (named in spec.serviceRef, or the
+ * operator's default) whose tenant rules must admit the UserGroup's namespace and userGroupId, or a
+ * UserGroupService in the UserGroup's own namespace whose API key comes from a Secret in that same namespace.
+ * Clients and token buckets are shared per URL and key.
  */
 export class Connections {
   private readonly endpoints = new Map<string, Endpoint>();
@@ -59,55 +83,88 @@ export class Connections {
 
   constructor(private readonly options: ConnectionsOptions) {}
 
-  async resolve(namespace: string, ref: { readonly name: string } | undefined): Promise<Resolution> {
+  async resolve(namespace: string, ref: ServiceRef | undefined, userGroupId: string): Promise<Resolution> {
     if (!ref) {
-      const def = this.options.defaultConnection;
-      if (!def) {
-        return { ok: false, reason: Reason.ConnectionNotFound, message: 'spec.serviceRef is not set and the operator has no default connection (--service-url and an API key)' };
+      const name = this.options.defaultService;
+      if (name === undefined) {
+        return { ok: false, reason: Reason.ConnectionNotFound, message: 'spec.serviceRef is not set and the operator has no default ClusterUserGroupService (--default-service)' };
       }
-      return this.connect(def.url, def.apiKey, def.allowInsecure, 'the default connection');
+      return this.resolveShared(name, namespace, userGroupId);
     }
-    const key = objectKey({ namespace, name: ref.name });
+    return ref.kind === 'ClusterUserGroupService' ? this.resolveShared(ref.name, namespace, userGroupId) : this.resolveOwn(namespace, ref.name);
+  }
+
+  /** Forget cached API keys of one namespace (a UserGroupService there changed). */
+  forgetNamespace(namespace: string): void {
+    for (const key of [...this.apiKeys.keys()]) if (key.startsWith(`${namespace}/`)) this.apiKeys.delete(key);
+  }
+
+  /** Forget one cached API-key Secret, "namespace/name" (after a 401, or when a ClusterUserGroupService changed). */
+  forgetSecret(key: string): void {
+    this.apiKeys.delete(key);
+  }
+
+  private async resolveShared(name: string, namespace: string, userGroupId: string): Promise<Resolution> {
+    const description = `ClusterUserGroupService ${name}`;
+    const service = this.options.clusterServices.get(objectKey({ namespace: '', name }));
+    if (!service) return { ok: false, reason: Reason.ConnectionNotFound, message: `${description} does not exist` };
+    if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${service.spec.error}` };
+    const spec = service.spec.value;
+    // Decided before the API key is even read: a namespace the rules do not admit gets nothing from this connection.
+    const admission = admit({ service: description, tenants: spec.tenants, namespace, namespaceLabels: this.options.namespaceLabels(namespace), userGroupId });
+    if (!admission.ok) return admission;
+    const { namespace: secretNamespace, name: secretName, key } = spec.apiKeySecretRef;
+    const apiKey = await this.apiKey(secretNamespace, secretName, key, description);
+    if (!apiKey.ok) return apiKey;
+    return this.connect(spec.url, apiKey.value, spec.allowInsecure, { description, shared: true, adoption: admission.adoption, apiKeySecret: `${secretNamespace}/${secretName}` });
+  }
+
+  private async resolveOwn(namespace: string, name: string): Promise<Resolution> {
+    const key = objectKey({ namespace, name });
+    const description = `UserGroupService ${key}`;
     const service = this.options.services.get(key);
-    if (!service) return { ok: false, reason: Reason.ConnectionNotFound, message: `UserGroupService ${key} does not exist (a UserGroup can only use one in its own namespace)` };
-    if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `UserGroupService ${key}: ${service.spec.error}` };
-    const { apiKeySecretRef } = service.spec.value;
-    const secret = await this.readApiKeySecret(namespace, apiKeySecretRef.name);
-    const apiKey = secret && secretValue(secret, apiKeySecretRef.key)?.trim();
-    if (!apiKey) {
-      return {
-        ok: false,
-        reason: Reason.ConnectionNotFound,
-        message: `UserGroupService ${key}: Secret ${namespace}/${apiKeySecretRef.name} ${secret ? `has no key "${apiKeySecretRef.key}"` : 'does not exist'}`,
-      };
-    }
-    return this.connect(service.spec.value.url, new SecretValue(apiKey), service.spec.value.allowInsecure, `UserGroupService ${key}`);
+    if (!service) return { ok: false, reason: Reason.ConnectionNotFound, message: `${description} does not exist (a UserGroup can only use one in its own namespace)` };
+    if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${service.spec.error}` };
+    const { apiKeySecretRef, url, allowInsecure } = service.spec.value;
+    const apiKey = await this.apiKey(namespace, apiKeySecretRef.name, apiKeySecretRef.key, description);
+    if (!apiKey.ok) return apiKey;
+    // The namespace's own account: the groups in it are its own, so no tenant rule applies and adopting one is fine.
+    return this.connect(url, apiKey.value, allowInsecure, { description, shared: false, adoption: 'Keep', apiKeySecret: `${namespace}/${apiKeySecretRef.name}` });
   }
 
-  /** Forget cached API keys, e.g. after a 401 or when a UserGroupService changes. */
-  invalidate(namespace?: string): void {
-    if (namespace === undefined) this.apiKeys.clear();
-    else for (const key of [...this.apiKeys.keys()]) if (key.startsWith(`${namespace}/`)) this.apiKeys.delete(key);
+  private async apiKey(namespace: string, name: string, key: string, description: string): Promise<{ ok: true; value: SecretValue } | { ok: false; reason: typeof Reason.ConnectionNotFound; message: string }> {
+    const secret = await this.readApiKeySecret(namespace, name);
+    const value = secret && secretValue(secret, key)?.trim();
+    if (value) return { ok: true, value: new SecretValue(value) };
+    return {
+      ok: false,
+      reason: Reason.ConnectionNotFound,
+      message: `${description}: Secret ${namespace}/${name} ${secret ? `has no key "${key}"` : 'does not exist'}`,
+    };
   }
 
-  private connect(rawUrl: string, apiKey: SecretValue, allowInsecure: boolean, description: string): Resolution {
+  private connect(rawUrl: string, apiKey: SecretValue, allowInsecure: boolean, about: Pick<Connection, 'description' | 'shared' | 'adoption' | 'apiKeySecret'>): Resolution {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
-    if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${checked.message}` };
+    if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
     const id = sha256Hex(`${checked.url}\n${apiKey.reveal()}`).slice(0, 32);
     let endpoint = this.endpoints.get(id);
     if (!endpoint) {
       endpoint = {
         client: new ServiceClient({ url: checked.url, apiKey }, this.options.clientOptions),
         bucket: new TokenBucket(this.options.qps, this.options.burst),
+        account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32),
+        recordKey: createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest(),
       };
       this.endpoints.set(id, endpoint);
     }
-    const { client, bucket } = endpoint;
+    const { client, bucket, account, recordKey } = endpoint;
     return {
       ok: true,
       connection: {
         id,
-        description,
+        account,
+        ...about,
+        seal: (message) => createHmac('sha256', recordKey).update(message).digest('hex'),
         // A stopped worker (shutdown, lost leadership) must not start a call it was waiting to make.
         upsert: async (request, signal) => {
           await bucket.take(signal);

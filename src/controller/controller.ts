@@ -2,12 +2,16 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
 import { objectKey } from '../api/meta.js';
+import { parseClaim, type UserGroupClaim } from '../api/claim.js';
+import { parseClusterUserGroupService, type ClusterUserGroupService } from '../api/clusterusergroupservice.js';
+import { parseMeta, type ObjectMeta } from '../api/meta.js';
 import { parseSecret, parseSecretName, type ObservedSecret, type SecretName } from '../api/secret.js';
-import { parseUserGroup, type UserGroup } from '../api/usergroup.js';
+import { parseUserGroup, type ServiceRef, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
 import type { ServiceClientOptions } from '../service/client.js';
 import { ItemBackoff } from '../kube/backoff.js';
 import { InformerGroup } from '../kube/cache.js';
+import { ClaimWriter } from '../kube/claim-writer.js';
 import { EventRecorder } from '../kube/events.js';
 import type { KubeClient } from '../kube/http.js';
 import { Informer, type Cached } from '../kube/informer.js';
@@ -15,7 +19,7 @@ import { paths } from '../kube/paths.js';
 import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
-import { Connections, type DefaultConnection } from './connections.js';
+import { Connections } from './connections.js';
 import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconciler.js';
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
@@ -34,7 +38,8 @@ export interface ControllerOptions {
   readonly namespaces: readonly string[];
   readonly concurrency: number;
   readonly resyncPeriodMs: number;
-  readonly defaultConnection: DefaultConnection | undefined;
+  /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
+  readonly defaultService: string | undefined;
   readonly serviceQps: number;
   readonly serviceBurst: number;
   readonly serviceClient: ServiceClientOptions;
@@ -51,10 +56,15 @@ export interface ControllerHooks {
   readonly eventDropped?: (type: string, reason: string) => void;
 }
 
+/** A namespace as the tenant rules see it: its labels (set by cluster admins). */
+interface NamespaceLabels {
+  readonly metadata: ObjectMeta;
+}
+
 /**
- * Watches UserGroups, their token Secrets and UserGroupServices, turns every
- * change into a UserGroup key on the work queue, and runs the reconciler on
- * `concurrency` workers. Informers run from start(); workers only while
+ * Watches UserGroups, their token Secrets, the connections (UserGroupServices, ClusterUserGroupServices),
+ * UserGroupClaims and namespaces' labels, turns every change into a UserGroup key on the work queue, and
+ * runs the reconciler on `concurrency` workers. Informers run from start(); workers only while
  * startWorkers() is in effect (leader election gates them).
  */
 export class Controller {
@@ -63,6 +73,9 @@ export class Controller {
   /** Every other Secret, names only: tells whether creating a token Secret can succeed without a read. */
   readonly otherSecrets: InformerGroup<SecretName>;
   readonly services: InformerGroup<UserGroupService>;
+  readonly clusterServices: InformerGroup<ClusterUserGroupService>;
+  readonly claims: InformerGroup<UserGroupClaim>;
+  readonly namespaces: InformerGroup<NamespaceLabels>;
   private readonly index = new UserGroupIdIndex();
   /** Owner UserGroup uid → keys of the token Secrets it controls. */
   private readonly secretsByOwner = new KeyMultimap();
@@ -96,8 +109,18 @@ export class Controller {
     this.secrets = group('secrets', paths.secrets, (raw) => okOrUndefined(parseSecret(raw)), `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`);
     this.otherSecrets = group('other-secrets', paths.secrets, (raw) => okOrUndefined(parseSecretName(raw)), `${MANAGED_BY_LABEL}!=${MANAGED_BY_VALUE}`, true);
     this.services = group('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
+    // Cluster-scoped: one informer whatever --namespaces says (a shard still needs the connections and claims).
+    const cluster = <T extends Cached>(name: string, path: string, parse: (raw: unknown) => T | undefined, metadataOnly = false): InformerGroup<T> =>
+      new InformerGroup(new Map([['', new Informer<T>({ ...informerOptions, name, path, parse, metadataOnly })]]));
+    this.clusterServices = cluster('clusterusergroupservices', paths.clusterUserGroupServices(), (raw) => okOrUndefined(parseClusterUserGroupService(raw)));
+    this.claims = cluster('usergroupclaims', paths.claims(), (raw) => okOrUndefined(parseClaim(raw)));
+    this.namespaces = cluster('namespaces', paths.namespaces(), (raw) => {
+      const meta = okOrUndefined(parseMeta(typeof raw === 'object' && raw !== null ? (raw as { metadata?: unknown }).metadata : undefined));
+      return meta && { metadata: meta };
+    }, true);
 
     const secretWriter = new SecretWriter(client);
+    const claimWriter = new ClaimWriter(client);
     const statusWriter = new StatusWriter(client);
     this.recorder = new EventRecorder(client, {
       controller: 'usergroup.dev/usergroup-operator',
@@ -107,8 +130,10 @@ export class Controller {
       ...(hooks.eventDropped ? { onDrop: hooks.eventDropped } : {}),
     });
     this.connections = new Connections({
-      defaultConnection: options.defaultConnection,
+      defaultService: options.defaultService,
       services: this.services,
+      clusterServices: this.clusterServices,
+      namespaceLabels: (ns) => this.namespaces.get(objectKey({ namespace: '', name: ns }))?.metadata.labels,
       readSecret: (ns, name) => secretWriter.get(ns, name),
       clientOptions: options.serviceClient,
       qps: options.serviceQps,
@@ -119,6 +144,11 @@ export class Controller {
       {
         userGroup: (key) => this.userGroups.get(key),
         userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
+        claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
+        readClaim: (name) => claimWriter.get(name),
+        createClaim: async (spec) => this.keepClaim(await claimWriter.create(spec)),
+        replaceClaim: async (current, spec) => this.keepClaim(await claimWriter.replace(current, spec)),
+        releaseClaim: (claim) => claimWriter.delete(claim),
         cachedSecret: (key) => this.secrets.get(key),
         otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
@@ -127,17 +157,14 @@ export class Controller {
           if (written.ok) this.secrets.upsertLocal(written.secret);
           return written;
         },
-        staleSecrets: (ug, keep) =>
-          this.secretsByOwner.get(ug.metadata.uid)
-            .flatMap((key) => this.secrets.get(key) ?? [])
-            .filter((s) => s.metadata.name !== keep),
+        ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
         deleteSecret: (secret) => secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid),
         patchStatus: async (ug, status, clear) => {
           const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
           if (updated) this.userGroups.upsertLocal(updated);
         },
-        resolveConnection: (ns, ref) => this.connections.resolve(ns, ref),
-        invalidateConnection: (ns) => this.connections.invalidate(ns),
+        resolveConnection: (ns, ref, id) => this.connections.resolve(ns, ref, id),
+        invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
         event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
         tokenRotated: () => hooks.tokenRotated?.(),
         now: () => Date.now(),
@@ -165,7 +192,13 @@ export class Controller {
 
   /** Every cache the controller keeps, for what applies to all of them alike. */
   private caches(): CacheLifecycle[] {
-    return [this.userGroups, this.secrets, this.otherSecrets, this.services];
+    return [this.userGroups, this.secrets, this.otherSecrets, this.services, this.clusterServices, this.claims, this.namespaces];
+  }
+
+  /** A claim we just wrote is known at once, before its watch event (the next reconcile must not create it again). */
+  private keepClaim<R extends { ok: boolean; claim?: UserGroupClaim }>(result: R): R {
+    if (result.claim) this.claims.upsertLocal(result.claim);
+    return result;
   }
 
   /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
@@ -232,12 +265,12 @@ export class Controller {
         return;
       }
       this.enqueue(key);
-      // The older of two duplicates may have gone or changed: let the others re-decide.
+      // A claim's holder that went (or whose id moved) lets a waiting UserGroup of its namespace take the id over.
+      const gone = type === 'deleted' || ug.metadata.deletionTimestamp !== undefined;
       const id = ug.spec.ok ? ug.spec.value.userGroupId : undefined;
       const oldId = old?.spec.ok ? old.spec.value.userGroupId : undefined;
-      for (const other of new Set([...(id ? this.index.keys(id) : []), ...(oldId ? this.index.keys(oldId) : [])])) {
-        if (other !== key) this.enqueue(other);
-      }
+      if (oldId !== undefined && oldId !== id) this.enqueueId(oldId, key);
+      if (gone && id !== undefined) this.enqueueId(id, key);
     });
     this.secrets.on((type, secret) => {
       const owner = secret.metadata.ownerReferences.find((o) => o.controller && o.kind === USERGROUP_KIND);
@@ -248,13 +281,29 @@ export class Controller {
       this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
     });
     this.services.on((_type, service) => {
-      this.connections.invalidate(service.metadata.namespace);
-      for (const ug of this.userGroups.list()) {
-        if (ug.metadata.namespace === service.metadata.namespace && ug.spec.ok && ug.spec.value.serviceRef?.name === service.metadata.name) {
-          this.enqueue(objectKey(ug.metadata));
-        }
-      }
+      this.connections.forgetNamespace(service.metadata.namespace);
+      this.enqueueWhere((ug, ref) => ug.metadata.namespace === service.metadata.namespace && ref?.kind === 'UserGroupService' && ref.name === service.metadata.name);
     });
+    this.clusterServices.on((_type, service, old) => {
+      for (const s of [service, old]) if (s?.spec.ok) this.connections.forgetSecret(`${s.spec.value.apiKeySecretRef.namespace}/${s.spec.value.apiKeySecretRef.name}`);
+      const name = service.metadata.name;
+      this.enqueueWhere((_ug, ref) => (ref ? ref.kind === 'ClusterUserGroupService' && ref.name === name : this.options.defaultService === name));
+    });
+    this.claims.on((_type, claim) => this.enqueueId(claim.spec.userGroupId));
+    this.namespaces.on((type, ns, old) => {
+      if (type === 'updated' && old && sameLabels(old.metadata.labels, ns.metadata.labels)) return;
+      this.enqueueWhere((ug) => ug.metadata.namespace === ns.metadata.name);
+    });
+  }
+
+  /** Queues every UserGroup declaring this userGroupId, but `except`. */
+  private enqueueId(userGroupId: string, except?: string): void {
+    for (const other of this.index.keys(userGroupId)) if (other !== except) this.enqueue(other);
+  }
+
+  private enqueueWhere(match: (ug: UserGroup, ref: ServiceRef | undefined) => boolean): void {
+    if (!this.queue) return;
+    for (const ug of this.userGroups.list()) if (match(ug, ug.spec.ok ? ug.spec.value.serviceRef : undefined)) this.enqueue(objectKey(ug.metadata));
   }
 
   private onDeleted(ug: UserGroup): void {
@@ -305,6 +354,11 @@ function relevantChange(old: UserGroup, ug: UserGroup): boolean {
     old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
     old.metadata.uid !== ug.metadata.uid
   );
+}
+
+function sameLabels(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: string }): T | undefined {

@@ -1,16 +1,19 @@
 import type { Logger } from 'pino';
 import { API_VERSION, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
+import { claimName, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
 import { objectKey } from '../api/meta.js';
 import type { ObservedSecret } from '../api/secret.js';
-import { readyCondition as currentReady, type ConditionStatus, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
+import { readyCondition as currentReady, type ConditionStatus, type ServiceRef, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
+import type { ClaimWriteResult } from '../kube/claim-writer.js';
 import type { ServiceFailure, ServiceUserGroup } from '../service/types.js';
 import type { EventType } from '../kube/events.js';
 import type { SecretWriteResult } from '../kube/secret-writer.js';
+import { decideClaim } from './claim-decision.js';
 import { Reason, readyCondition } from './conditions.js';
 import type { Connection, Resolution } from './connections.js';
 import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } from './decide.js';
 import { canonicalJson } from './hash.js';
-import { desiredSecret, inspectSecret, secretMatches, type SecretContent } from './token-secret.js';
+import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from './token-secret.js';
 
 /** What the work queue does next with the key, like controller-runtime's Result / error_policy. */
 export type ReconcileResult =
@@ -20,20 +23,27 @@ export type ReconcileResult =
 
 export interface ReconcilerPorts {
   readonly userGroup: (key: string) => UserGroup | undefined;
-  /** UserGroups sharing a userGroupId (for duplicate detection). */
+  /** UserGroups sharing a userGroupId (holders of claims, and installs older than claims). */
   readonly userGroupsWithId: (userGroupId: string) => UserGroup[];
+  /** The UserGroupClaim cache (cluster-scoped, by name). */
+  readonly claim: (name: string) => UserGroupClaim | undefined;
+  readonly readClaim: (name: string) => Promise<UserGroupClaim | undefined>;
+  readonly createClaim: (spec: ClaimSpec) => Promise<ClaimWriteResult>;
+  readonly replaceClaim: (current: UserGroupClaim, spec: ClaimSpec) => Promise<ClaimWriteResult>;
+  readonly releaseClaim: (claim: UserGroupClaim) => Promise<void>;
   /** The owned-Secret cache (Secrets carrying our managed-by label, with their data). */
   readonly cachedSecret: (key: string) => ObservedSecret | undefined;
   /** Whether the metadata-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
   readonly otherSecretExists: (key: string) => boolean;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
   readonly writeSecret: (desired: ReturnType<typeof desiredSecret>, resourceVersion: string | undefined) => Promise<SecretWriteResult>;
-  /** Owned token Secrets of this UserGroup other than `keep` (left over from an earlier spec.tokenSecret.name). */
-  readonly staleSecrets: (ug: UserGroup, keep: string) => ObservedSecret[];
+  /** The cached token Secrets this UserGroup controls (the current one, and any left from an earlier spec.tokenSecret.name). */
+  readonly ownedSecrets: (ug: UserGroup) => ObservedSecret[];
   readonly deleteSecret: (secret: ObservedSecret) => Promise<void>;
   readonly patchStatus: (ug: UserGroup, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[]) => Promise<void>;
-  readonly resolveConnection: (namespace: string, ref: { readonly name: string } | undefined) => Promise<Resolution>;
-  readonly invalidateConnection: (namespace: string) => void;
+  readonly resolveConnection: (namespace: string, ref: ServiceRef | undefined, userGroupId: string) => Promise<Resolution>;
+  /** Forget the connection's cached API key (after a 401). */
+  readonly invalidateConnection: (connection: Connection) => void;
   readonly event: (ug: UserGroup, type: EventType, reason: string, action: string, note: string) => void;
   readonly tokenRotated: () => void;
   readonly now: () => number;
@@ -100,33 +110,105 @@ class Run {
       return { kind: 'done' };
     }
 
-    const resolution = await this.ports.resolveConnection(ug.metadata.namespace, spec.serviceRef);
-    // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
-    if (!resolution.ok) return this.blocked(resolution.reason, resolution.message, { retry: { minDelayMs: 10_000 } });
+    const resolution = await this.ports.resolveConnection(ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+    if (!resolution.ok) {
+      // The tenant rules say no: the namespace may not hold this group's token either. A rule change requeues us.
+      if (resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed) {
+        return this.refused(resolution.reason, resolution.message, spec);
+      }
+      // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
+      return this.blocked(resolution.reason, resolution.message, { retry: { minDelayMs: 10_000 } });
+    }
     const connection = resolution.connection;
 
-    const older = await this.olderDuplicate(spec, connection);
-    if (older) {
-      return this.blocked(Reason.DuplicateUserGroupId,
-        `userGroupId "${spec.userGroupId}" is already declared by the older UserGroup ${objectKey(older.metadata)} on ${connection.description}; this one makes no call`, {});
+    // Refused adoption is final for this generation and policy: no claim and no PUT on every restart to hear it again.
+    const ready = currentReady(this.previous);
+    if (connection.adoption === 'Refuse' && ready?.reason === Reason.AdoptionRefused && ready.observedGeneration === ug.metadata.generation) {
+      return { kind: 'done' };
     }
+
+    const held = await this.holdClaim(spec, connection);
+    if (!held.ok) return held.result;
 
     // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
     // create meets AlreadyExists before any rotation or Secret write, and the second pass reads it live.
-    const first = await this.converge(spec, connection, false);
+    const first = await this.converge(spec, connection, held.claim, false);
     if (first !== 'exists') return first;
-    const second = await this.converge(spec, connection, true);
+    const second = await this.converge(spec, connection, held.claim, true);
     return second === 'exists' ? { kind: 'retry' } : second;
   }
 
+  /**
+   * Takes or keeps the UserGroupClaim for (account, userGroupId) before any call: the apiserver decides which
+   * namespace holds an id, once, for every deployment of the operator.
+   */
+  private async holdClaim(spec: UserGroupSpec, connection: Connection): Promise<{ ok: true; claim: UserGroupClaim } | { ok: false; result: ReconcileResult }> {
+    const name = claimName(connection.account, spec.userGroupId);
+    let claim = this.ports.claim(name);
+    // Two rounds: a lost race (someone created or took over the claim first) is decided again on what won.
+    for (let round = 0; round < 2; round++) {
+      const decision = decideClaim({
+        claim,
+        me: this.ug.metadata,
+        userGroupId: spec.userGroupId,
+        account: connection.account,
+        holderAlive: claim !== undefined && this.holderAlive(claim),
+        syncedSibling: claim === undefined ? await this.syncedSibling(spec, connection) : undefined,
+      });
+      switch (decision.kind) {
+        case 'held':
+          return { ok: true, claim: decision.claim };
+        case 'duplicate':
+          return { ok: false, result: await this.blocked(Reason.DuplicateUserGroupId,
+            `userGroupId "${spec.userGroupId}" is already used by UserGroup ${decision.holder} on ${connection.description}; this one makes no call until that one is deleted`, {}) };
+        case 'claimed-elsewhere':
+          return { ok: false, result: await this.refused(Reason.UserGroupIdClaimed,
+            `userGroupId "${spec.userGroupId}" is held by another namespace on the account of ${connection.description} (UserGroupClaim ${decision.claimName}); only a cluster admin can release it`, spec) };
+        case 'create':
+        case 'take-over': {
+          this.signal?.throwIfAborted();
+          const written = decision.kind === 'create' ? await this.ports.createClaim(decision.spec) : await this.ports.replaceClaim(decision.claim, decision.spec);
+          if (written.ok) {
+            this.log.info({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
+            return { ok: true, claim: written.claim };
+          }
+          claim = await this.ports.readClaim(name);
+        }
+      }
+    }
+    return { ok: false, result: { kind: 'retry' } };
+  }
+
+  /** The claim's holder still exists: the same UserGroup (uid), in the cache, not being deleted. */
+  private holderAlive(claim: UserGroupClaim): boolean {
+    const holder = this.ports.userGroup(objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name }));
+    return holder !== undefined && holder.metadata.uid === claim.spec.userGroup.uid && !holder.metadata.deletionTimestamp;
+  }
+
+  /**
+   * Installs older than claims may have a synced UserGroup and a newer duplicate of it in one namespace, neither
+   * holding a claim yet: the synced one must get it, whichever the queue reconciles first.
+   */
+  private async syncedSibling(spec: UserGroupSpec, connection: Connection): Promise<string | undefined> {
+    if (this.previous.syncedHash !== undefined) return undefined;
+    for (const other of this.ports.userGroupsWithId(spec.userGroupId)) {
+      const meta = other.metadata;
+      if (meta.uid === this.ug.metadata.uid || meta.namespace !== this.ug.metadata.namespace || meta.deletionTimestamp) continue;
+      if (other.status.syncedHash === undefined || !other.spec.ok) continue;
+      const resolved = await this.ports.resolveConnection(meta.namespace, other.spec.value.serviceRef, other.spec.value.userGroupId);
+      if (resolved.ok && resolved.connection.account === connection.account) return objectKey(meta);
+    }
+    return undefined;
+  }
+
   /** Everything after the preconditions; 'exists' when a create found a Secret neither cache knew of. */
-  private async converge(spec: UserGroupSpec, connection: Connection, readLive: boolean): Promise<ReconcileResult | 'exists'> {
+  private async converge(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim, readLive: boolean): Promise<ReconcileResult | 'exists'> {
     const { ug } = this;
     const secretKey = objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name });
     const observedSecret = readLive
       ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name)
       : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name) : undefined);
-    const inspection = inspectSecret(observedSecret, ug.metadata, spec);
+    const inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
     if (inspection.state === 'foreign') {
       return this.blocked(Reason.SecretConflict,
         `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
@@ -150,16 +232,37 @@ class Run {
     let secretVersion = owned?.resourceVersion;
     let secretNow: ObservedSecret | undefined = owned?.secret;
 
+    let adopted: UserGroupStatus['adoption'];
     if (sync.kind === 'upsert' || rotation.kind === 'recover') {
       const result = await connection.upsert(request, this.signal);
       if (!result.ok) return this.serviceFailed('sync', result.failure, connection);
       group = result.group;
       token = result.group.token;
       this.log.info({ why: sync.kind === 'upsert' ? sync.why : 'rotation-recovery', created: group.created }, 'user group synced');
+
+      // The group was there before this UserGroup ever synced it on this account: adoption, as the rules say.
+      // (No created indicator counts as "was there": the safe reading.)
+      if (group.created !== true && !this.syncedBefore(spec, connection, hash, owned?.token !== undefined)) {
+        if (connection.adoption === 'Refuse') return this.adoptionRefused(spec, connection, claim);
+        if (connection.adoption === 'Rotate') {
+          // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
+          const rotated = await connection.rotate(group.token, this.signal);
+          if (!rotated.ok) return this.serviceFailed('rotate', rotated.failure, connection);
+          token = rotated.group.token;
+          rotatedAt = iso(this.ports.now());
+          this.ports.tokenRotated();
+        }
+        adopted = { adoptedAt: iso(now), tokenRotated: connection.adoption === 'Rotate' };
+        this.event('Normal', 'Adopted', 'Sync', `user group "${spec.userGroupId}" already existed at the service (${connection.description}): adopted${
+          adopted.tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'}`);
+        this.log.info({ tokenRotated: adopted.tokenRotated }, 'adopted an existing user group');
+      }
     }
 
     let rotateFor: string | undefined;
-    if (rotation.kind === 'rotate') rotateFor = rotation.value;
+    // An adoption rotation made the token newer than any rotation request: that request is satisfied.
+    if (rotation.kind === 'rotate' && adopted?.tokenRotated) handled = rotation.value;
+    else if (rotation.kind === 'rotate') rotateFor = rotation.value;
     if (rotation.kind === 'record') handled = rotation.value;
     if (rotation.kind === 'recover') {
       if (held && token && !token.equals(held)) {
@@ -178,7 +281,7 @@ class Run {
       if (!token) throw new Error('no trusted token to rotate');
       // Record the intent on the Secret first: if we die after the service rotates, the next run knows
       // a rotation may have happened and checks with a PUT instead of rotating a second time.
-      const intent = await this.storeSecret(spec, { token, handled, pending: rotateFor }, secretNow, secretVersion);
+      const intent = await this.storeSecret(spec, connection, { token, handled, pending: rotateFor }, secretNow, secretVersion);
       if (!intent.ok) return intent.conflict === 'exists' ? 'exists' : { kind: 'retry' };
       secretNow = intent.secret;
       secretVersion = intent.secret.metadata.resourceVersion;
@@ -210,10 +313,10 @@ class Run {
     }
 
     if (!token) throw new Error('no token to store');
-    const stored = await this.storeSecret(spec, { token, handled, pending }, secretNow, secretVersion);
+    const stored = await this.storeSecret(spec, connection, { token, handled, pending }, secretNow, secretVersion);
     if (!stored.ok) return stored.conflict === 'exists' ? 'exists' : { kind: 'retry' };
     // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
-    for (const stale of this.ports.staleSecrets(ug, spec.tokenSecret.name)) {
+    for (const stale of this.ports.ownedSecrets(ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
       await this.ports.deleteSecret(stale);
       this.log.info({ secret: stale.metadata.name }, 'deleted the token Secret of an earlier spec.tokenSecret.name');
     }
@@ -234,27 +337,59 @@ class Run {
       lastSyncTime,
       syncedHash: group ? hash : this.previous.syncedHash,
       ...(Object.keys(rotationStatus).length > 0 ? { rotation: rotationStatus } : {}),
+      ...(adopted ? { adoption: adopted } : {}),
     });
     const nextResync = nextResyncAt(lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
     return nextResync === undefined ? { kind: 'done' } : { kind: 'done', requeueAfterMs: Math.max(1_000, nextResync - this.ports.now()) };
   }
 
-  private async olderDuplicate(spec: UserGroupSpec, connection: Connection): Promise<UserGroup | undefined> {
-    const mine = this.ug.metadata;
-    const candidates = this.ports
-      .userGroupsWithId(spec.userGroupId)
-      .filter((o) => o.metadata.uid !== mine.uid && !o.metadata.deletionTimestamp && isOlder(o, this.ug))
-      .sort((a, b) => (isOlder(a, b) ? -1 : 1));
-    for (const other of candidates) {
-      if (!other.spec.ok) continue;
-      const resolved = await this.ports.resolveConnection(other.metadata.namespace, other.spec.value.serviceRef);
-      if (resolved.ok && resolved.connection.id === connection.id) return other;
-    }
-    return undefined;
+  /**
+   * Whether this UserGroup has synced on this account before: its status says it synced this very request on
+   * this connection, or a Secret it owns carries a record sealed under this account's key. Tenants write
+   * neither (status needs usergroups/status; a seal needs the API key).
+   */
+  private syncedBefore(spec: UserGroupSpec, connection: Connection, hash: string, trustedRecord: boolean): boolean {
+    if (trustedRecord || this.previous.syncedHash === hash) return true;
+    return this.ports.ownedSecrets(this.ug).some((s) => holdsRecord(s, this.ug.metadata, spec.userGroupId, connection.seal));
   }
 
-  private async storeSecret(spec: UserGroupSpec, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<SecretWriteResult> {
-    const desired = desiredSecret(this.ug.metadata, spec, content);
+  /** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
+  private async adoptionRefused(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim): Promise<ReconcileResult> {
+    await this.ports.releaseClaim(claim);
+    return this.refused(Reason.AdoptionRefused,
+      `user group "${spec.userGroupId}" already existed at the service (${connection.description}) before this UserGroup synced it, and the tenant rule ` +
+      'that admits it says adoption: Refuse; its token was not stored. (The service has no read operation: the PUT that found it has set its name and properties.) ' +
+      'A cluster admin can allow adoption (adoption: Rotate or Keep), or use another userGroupId', spec);
+  }
+
+  /**
+   * The rules or a claim say this namespace may not hold this group: report it, and delete any token Secret
+   * this UserGroup holds from before (a rule or a claim changed), so no token stays where it no longer belongs.
+   */
+  private async refused(reason: Reason, message: string, spec: UserGroupSpec): Promise<ReconcileResult> {
+    const revoked = await this.revokeTokenSecrets(spec);
+    return this.blocked(reason, revoked.length > 0 ? `${message}; deleted token Secret ${revoked.join(', ')}` : message, {});
+  }
+
+  private async revokeTokenSecrets(spec: UserGroupSpec): Promise<string[]> {
+    const { metadata } = this.ug;
+    const owned = new Map(this.ports.ownedSecrets(this.ug).map((s) => [s.metadata.name, s]));
+    // The owned-Secret cache selects by a label its tenant can remove: look at the named Secret itself too.
+    const key = objectKey({ namespace: metadata.namespace, name: spec.tokenSecret.name });
+    if (!owned.has(spec.tokenSecret.name) && (this.ports.cachedSecret(key) || this.ports.otherSecretExists(key))) {
+      const named = await this.ports.readSecret(metadata.namespace, spec.tokenSecret.name);
+      if (named?.metadata.ownerReferences.some((o) => o.controller && o.uid === metadata.uid)) owned.set(named.metadata.name, named);
+    }
+    for (const secret of owned.values()) {
+      this.signal?.throwIfAborted();
+      await this.ports.deleteSecret(secret);
+      this.log.info({ secret: secret.metadata.name }, 'deleted a token Secret the namespace may no longer hold');
+    }
+    return [...owned.keys()];
+  }
+
+  private async storeSecret(spec: UserGroupSpec, connection: Connection, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<SecretWriteResult> {
+    const desired = desiredSecret(this.ug.metadata, spec, content, connection.seal);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
     this.signal?.throwIfAborted();
     let written;
@@ -275,7 +410,7 @@ class Run {
     const reason = reasonFor(failure);
     const message = `${operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)'} via ${connection.description} failed: ${failure.message}`;
     this.log.warn({ reason, status: failure.status, operation }, 'service call failed');
-    if (failure.kind === 'unauthorized') this.ports.invalidateConnection(this.ug.metadata.namespace);
+    if (failure.kind === 'unauthorized') this.ports.invalidateConnection(connection);
     await this.writeStatus('False', reason, message, {});
     this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
     switch (failure.kind) {
@@ -332,18 +467,6 @@ function reasonFor(failure: ServiceFailure): Reason {
     case 'invalid-response':
       return Reason.InvalidResponse;
   }
-}
-
-/**
- * Older = created earlier. creationTimestamp has one-second resolution, so within
- * a second the one already synced keeps the id (no flip-flop), then namespace/name
- * decides so every replica agrees.
- */
-function isOlder(a: UserGroup, b: UserGroup): boolean {
-  if (a.metadata.creationTimestamp !== b.metadata.creationTimestamp) return a.metadata.creationTimestamp < b.metadata.creationTimestamp;
-  const aSynced = a.status.syncedHash !== undefined;
-  if (aSynced !== (b.status.syncedHash !== undefined)) return aSynced;
-  return objectKey(a.metadata) < objectKey(b.metadata);
 }
 
 function iso(ms: number): string {

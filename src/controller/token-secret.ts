@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import {
   API_VERSION,
@@ -5,6 +6,7 @@ import {
   MANAGED_BY_VALUE,
   ROTATION_HANDLED_ANNOTATION,
   ROTATION_PENDING_ANNOTATION,
+  TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_KIND,
   USERGROUP_LABEL,
@@ -13,7 +15,14 @@ import type { ObjectMeta } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { SecretValue } from '../service/secret-value.js';
-import { sha256Hex } from './hash.js';
+import { canonicalJson, sha256Hex } from './hash.js';
+
+/**
+ * Computes the MAC of a token record under the connection's record key (see Connection.seal). Tenants can
+ * write their token Secrets, so a token, a rotation-handled or a rotation-pending mark counts only when the
+ * MAC over all of them, and over the UserGroup and Secret they belong to, is the operator's own.
+ */
+export type Seal = (message: string) => string;
 
 /** What the token Secret tells us, judged against the UserGroup that should own it. */
 export type SecretInspection =
@@ -22,32 +31,72 @@ export type SecretInspection =
   | { readonly state: 'foreign'; readonly ownerKind: string | undefined }
   | {
       readonly state: 'owned';
-      /** The stored token, when it is present and matches the hash written with it (not edited by hand). */
+      /** The stored token, when the record's MAC vouches for it (not edited, not planted). */
       readonly token: SecretValue | undefined;
+      /** Rotation bookkeeping, likewise only from a record with a valid MAC. */
       readonly handled: string | undefined;
       readonly pending: string | undefined;
       readonly resourceVersion: string;
       readonly secret: ObservedSecret;
     };
 
-export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectMeta, spec: UserGroupSpec): SecretInspection {
+export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectMeta, spec: UserGroupSpec, seal: Seal): SecretInspection {
   if (!secret) return { state: 'missing' };
   const controller = secret.metadata.ownerReferences.find((o) => o.controller);
   if (!controller || controller.uid !== owner.uid) return { state: 'foreign', ownerKind: controller?.kind };
   const value = secretValue(secret, spec.tokenSecret.key);
-  const recorded = secret.metadata.annotations[TOKEN_SHA256_ANNOTATION];
-  const intact = value !== undefined && value !== '' && recorded === sha256Hex(value);
+  const handled = secret.metadata.annotations[ROTATION_HANDLED_ANNOTATION];
+  const pending = secret.metadata.annotations[ROTATION_PENDING_ANNOTATION];
+  const recorded = secret.metadata.annotations[TOKEN_RECORD_ANNOTATION];
+  const trusted = value !== undefined && value !== '' && recorded !== undefined &&
+    safeEqual(recorded, seal(recordMessage(owner, spec.userGroupId, secret.metadata.name, spec.tokenSecret.key, { token: value, handled, pending })));
   return {
     state: 'owned',
-    token: intact ? new SecretValue(value) : undefined,
-    handled: secret.metadata.annotations[ROTATION_HANDLED_ANNOTATION],
-    pending: secret.metadata.annotations[ROTATION_PENDING_ANNOTATION],
+    token: trusted ? new SecretValue(value) : undefined,
+    handled: trusted ? handled : undefined,
+    pending: trusted ? pending : undefined,
     resourceVersion: secret.metadata.resourceVersion,
     secret,
   };
 }
 
-const RESERVED_ANNOTATIONS = new Set([TOKEN_SHA256_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION]);
+/**
+ * Whether an owned Secret of this UserGroup (the current one, or one left from an earlier spec.tokenSecret)
+ * carries a record this connection sealed: proof that the operator synced this UserGroup on this account.
+ * The Secret's own name and its one data key stand in for the spec, which may have moved on since.
+ */
+export function holdsRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, seal: Seal): boolean {
+  const keys = Object.keys(secret.data);
+  const key = keys[0];
+  if (keys.length !== 1 || key === undefined) return false;
+  const value = secretValue(secret, key);
+  const recorded = secret.metadata.annotations[TOKEN_RECORD_ANNOTATION];
+  if (!value || recorded === undefined) return false;
+  const { annotations } = secret.metadata;
+  const content = { token: value, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
+  return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content)));
+}
+
+/** What the record's MAC covers: the token and its bookkeeping, bound to this UserGroup, Secret and id. */
+function recordMessage(owner: ObjectMeta, userGroupId: string, secretName: string, key: string, content: { token: string; handled: string | undefined; pending: string | undefined }): string {
+  return canonicalJson({
+    v: 1,
+    userGroup: { namespace: owner.namespace, name: owner.name, uid: owner.uid },
+    userGroupId,
+    secret: { name: secretName, key },
+    tokenSha256: sha256Hex(content.token),
+    handled: content.handled ?? null,
+    pending: content.pending ?? null,
+  });
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+const RESERVED_ANNOTATIONS = new Set([TOKEN_SHA256_ANNOTATION, TOKEN_RECORD_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION]);
 
 export interface SecretContent {
   readonly token: SecretValue;
@@ -56,11 +105,13 @@ export interface SecretContent {
 }
 
 /** The whole Secret the operator wants: it owns it, so user labels/annotations come from spec.tokenSecret. */
-export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent): V1Secret {
+export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent, seal: Seal): V1Secret {
   const annotations: Record<string, string> = {};
   // The operator's own bookkeeping keys are never taken from the user: a copied value could fake a rotation record.
   for (const [k, v] of Object.entries(spec.tokenSecret.annotations)) if (!RESERVED_ANNOTATIONS.has(k)) annotations[k] = v;
-  annotations[TOKEN_SHA256_ANNOTATION] = sha256Hex(content.token.reveal());
+  const token = content.token.reveal();
+  annotations[TOKEN_SHA256_ANNOTATION] = sha256Hex(token);
+  annotations[TOKEN_RECORD_ANNOTATION] = seal(recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { token, handled: content.handled, pending: content.pending }));
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
   return {

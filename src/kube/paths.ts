@@ -1,4 +1,4 @@
-import { GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
+import { CLAIM_PLURAL, CLUSTERUSERGROUPSERVICE_PLURAL, GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
 
 const ns = (namespace: string | undefined): string => (namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '');
 
@@ -7,6 +7,10 @@ export const paths = {
   userGroups: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUP_PLURAL}`,
   userGroupStatus: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}/status`,
   userGroupServices: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUPSERVICE_PLURAL}`,
+  clusterUserGroupServices: (): string => `/apis/${GROUP}/${VERSION}/${CLUSTERUSERGROUPSERVICE_PLURAL}`,
+  claims: (): string => `/apis/${GROUP}/${VERSION}/${CLAIM_PLURAL}`,
+  claim: (name: string): string => `${paths.claims()}/${encodeURIComponent(name)}`,
+  namespaces: (): string => '/api/v1/namespaces',
   secrets: (namespace?: string): string => `/api/v1${ns(namespace)}/secrets`,
   secret: (namespace: string, name: string): string => `${paths.secrets(namespace)}/${encodeURIComponent(name)}`,
   events: (namespace: string): string => `/apis/events.k8s.io/v1${ns(namespace)}/events`,

@@ -45,6 +45,26 @@ export class BenchCluster {
     await this.cp.stop();
   }
 
+  /**
+   * The controller's connection for a namespace, as a cluster admin sets it up: the API key in a Secret and a
+   * ClusterUserGroupService admitting that namespace for any id. Returns its name (for --default-service).
+   */
+  async connectTo(namespace: string): Promise<string> {
+    const name = `bench-${namespace}`;
+    const secret = await this.client.request('POST', paths.secrets(namespace), {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'bench-api-key' }, stringData: { apiKey: this.controllerKey } },
+    });
+    if (secret.status !== 201 && secret.status !== 409) throw new Error(`creating the API-key Secret in ${namespace}: HTTP ${secret.status}`);
+    const service = await this.client.request('POST', paths.clusterUserGroupServices(), {
+      body: {
+        apiVersion: 'usergroup.dev/v1alpha1', kind: 'ClusterUserGroupService', metadata: { name },
+        spec: { url: this.sim.url, apiKeySecretRef: { namespace, name: 'bench-api-key' }, tenants: [{ namespaces: [namespace], userGroupIds: { prefix: '' } }] },
+      },
+    });
+    if (service.status !== 201 && service.status !== 409) throw new Error(`creating ClusterUserGroupService ${name}: HTTP ${service.status}`);
+    return name;
+  }
+
   async createNamespace(prefix: string): Promise<string> {
     const name = `${prefix}-${randomBytes(3).toString('hex')}`;
     const res = await this.client.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name } } });

@@ -12,8 +12,8 @@ export const MAIN = path.join(repoRoot, 'dist/cli/main.js');
 export interface BenchControllerOptions {
   readonly kubeconfigPath: string;
   readonly namespace: string;
-  readonly serviceUrl: string;
-  readonly apiKey: string;
+  /** The ClusterUserGroupService the controller uses by default (BenchCluster.connectTo). */
+  readonly defaultService: string;
   readonly concurrency: number;
   readonly serviceQps: number;
   readonly logLevel: string;
@@ -36,7 +36,7 @@ export const spawnedControllers: BenchController[] = [];
 
 /**
  * `node dist/cli/main.js run` as its own process, so its RSS and CPU are its own: metrics and health on free
- * loopback ports, leader election off, the default connection pointing at the simulator.
+ * loopback ports, leader election off, its default connection (a ClusterUserGroupService) pointing at the simulator.
  */
 export class BenchController {
   private exitedFlag = false;
@@ -58,11 +58,11 @@ export class BenchController {
     const [metricsPort = 0, healthPort = 0] = await freePorts(2);
     fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
     const out = fs.openSync(o.logFile, 'a');
-    const env: NodeJS.ProcessEnv = { ...process.env, ...o.imageEnv, USERGROUP_SERVICE_URL: o.serviceUrl, USERGROUP_API_KEY: o.apiKey };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...o.imageEnv };
     if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
     else delete env['NODE_OPTIONS'];
     const child = spawn(process.execPath, [
-      ...o.nodeFlags, MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace,
+      ...o.nodeFlags, MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace, '--default-service', o.defaultService,
       '--metrics-addr', `127.0.0.1:${metricsPort}`, '--health-addr', `127.0.0.1:${healthPort}`, ...controllerFlags(o),
     ], { env, stdio: ['ignore', out, out] });
     fs.closeSync(out);

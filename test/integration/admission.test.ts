@@ -19,6 +19,9 @@ const userGroup = (name: string, spec: unknown, extra: Record<string, unknown> =
 const userGroupService = (name: string, spec: unknown): string =>
   toYaml({ apiVersion, kind: 'UserGroupService', metadata: { name }, spec });
 
+const clusterService = (name: string, spec: unknown): string =>
+  toYaml({ apiVersion, kind: 'ClusterUserGroupService', metadata: { name }, spec });
+
 const good = { userGroupId: 'acme-1', name: 'Acme Corp' };
 const ugsRef = { name: 'team-key' };
 
@@ -202,6 +205,67 @@ const badServices: BadCase[] = [
   },
 ];
 
+const cugsBase = { url: 'https://analytics.example.com', apiKeySecretRef: { namespace: 'usergroup-operator', name: 'key' } };
+const rule = (over: Record<string, unknown>): Record<string, unknown> => ({ namespaces: ['team-a'], userGroupIds: { prefix: '{namespace}.' }, ...over });
+
+const badClusterServices: BadCase[] = [
+  {
+    what: 'a prefix that continues {namespace} with "-" (team would get team-a\'s ids)',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ userGroupIds: { prefix: '{namespace}-' } })] }),
+    error: 'follow {namespace} with a character namespace names cannot contain, such as ".", ":", "/" or "_"',
+  },
+  {
+    what: 'a prefix that ends with {namespace}',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ userGroupIds: { prefix: 'org/{namespace}' } })] }),
+    error: 'follow {namespace} with a character namespace names cannot contain',
+  },
+  {
+    what: 'an unknown placeholder',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ userGroupIds: { exact: ['{team}-billing'] } })] }),
+    error: 'only {namespace} may appear in braces',
+  },
+  {
+    what: 'a rule that admits no namespace',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [{ userGroupIds: { prefix: '' } }] }),
+    error: 'a tenants entry must admit namespaces by name (namespaces), by labels (namespaceSelector), or both',
+  },
+  {
+    what: 'a rule without userGroupIds',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [{ namespaces: ['team-a'] }] }),
+    error: 'spec.tenants[0].userGroupIds: Required value',
+  },
+  {
+    what: 'userGroupIds with both prefix and exact',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ userGroupIds: { prefix: 'a.', exact: ['b'] } })] }),
+    error: 'userGroupIds needs exactly one of prefix and exact',
+  },
+  {
+    what: 'a selector requirement In without values',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ namespaces: [], namespaceSelector: { matchExpressions: [{ key: 'tenant', operator: 'In' }] } })] }),
+    error: 'In and NotIn need values; Exists and DoesNotExist take none',
+  },
+  {
+    what: 'an unknown adoption policy',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ adoption: 'Sometimes' })] }),
+    error: 'spec.tenants[0].adoption: Unsupported value: "Sometimes": supported values: "Rotate", "Keep", "Refuse"',
+  },
+  {
+    what: 'a namespace that is not a namespace name',
+    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ namespaces: ['Team_A'] })] }),
+    error: /spec\.tenants\[0\]\.namespaces\[0\]: Invalid value: "Team_A"/,
+  },
+  {
+    what: 'an API-key Secret without its namespace',
+    manifest: clusterService(fresh(), { url: cugsBase.url, apiKeySecretRef: { name: 'key' } }),
+    error: 'spec.apiKeySecretRef.namespace: Required value',
+  },
+  {
+    what: 'plain http to a remote host without allowInsecure',
+    manifest: clusterService(fresh(), { ...cugsBase, url: 'http://analytics.example.com' }),
+    error: 'spec.url must use https unless it is a loopback address or spec.allowInsecure is true',
+  },
+];
+
 const goodServices: { what: string; name: string; spec: Record<string, unknown> }[] = [
   { what: 'https', name: 'svc-https', spec: { url: 'https://analytics.example.com/base', apiKeySecretRef: ugsRef } },
   { what: 'plain http to a remote host with allowInsecure: true', name: 'svc-insecure', spec: { url: 'http://analytics.example.com', apiKeySecretRef: ugsRef, allowInsecure: true } },
@@ -252,7 +316,7 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       properties: { plan: 'gold', seats: 12, nested: { region: 'eu', flags: [true, false] } },
       // key defaulted by the schema
       tokenSecret: { name: 'acme-token', key: 'token', labels: { 'example.com/team': 'acme', tier: 'gold' }, annotations: { 'Example.com/Owner': 'Jane Doe <jane@example.com>' } },
-      serviceRef: { name: 'svc-https' },
+      serviceRef: { kind: 'UserGroupService', name: 'svc-https' },
       suspend: false,
     });
 
@@ -283,6 +347,38 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
     const stored = await getJson('usergroupservice', name);
     // key and allowInsecure defaulted by the schema
     expect(stored['spec']).toEqual({ allowInsecure: false, ...spec, apiKeySecretRef: { key: 'apiKey', ...ugsRef } });
+  });
+
+  it.each(badClusterServices)('refuses a ClusterUserGroupService with $what', async ({ manifest, error }) => {
+    const res = await kubectl(['apply', '--dry-run=server', '-f', '-'], { input: manifest, timeoutMs: 90_000 });
+    expect(res.code, `kubectl apply unexpectedly succeeded: ${res.stdout}`).not.toBe(0);
+    if (typeof error === 'string') expect(res.stderr).toContain(error);
+    else expect(res.stderr).toMatch(error);
+  });
+
+  it('accepts a ClusterUserGroupService with rules by name, by labels and by exact id, and applies the defaults', async () => {
+    const res = await kubectl(['apply', '--dry-run=server', '-o', 'json', '-f', '-'], {
+      input: clusterService('shared', {
+        ...cugsBase,
+        tenants: [
+          rule({}),
+          { namespaceSelector: { matchLabels: { 'usergroup.dev/tenant': 'true' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] }, userGroupIds: { prefix: 'org/{namespace}:' }, adoption: 'Keep' },
+          { namespaces: ['billing'], userGroupIds: { exact: ['{namespace}', 'billing-eu'] }, adoption: 'Refuse' },
+        ],
+      }),
+      timeoutMs: 90_000,
+    });
+    expect(res.code, res.stderr).toBe(0);
+    const spec = (JSON.parse(res.stdout) as { spec: { allowInsecure: boolean; apiKeySecretRef: { key: string }; tenants: { adoption: string }[] } }).spec;
+    expect(spec.allowInsecure).toBe(false);
+    expect(spec.apiKeySecretRef.key).toBe('apiKey');
+    expect(spec.tenants.map((t) => t.adoption)).toEqual(['Rotate', 'Keep', 'Refuse']);
+  });
+
+  it('refuses a serviceRef of another kind', async () => {
+    const res = await apply(userGroup(fresh(), { ...good, serviceRef: { kind: 'Secret', name: 'x' } }));
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain('spec.serviceRef.kind: Unsupported value: "Secret": supported values: "UserGroupService", "ClusterUserGroupService"');
   });
 
   it('stored none of the refused objects', async () => {

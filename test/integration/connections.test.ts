@@ -11,8 +11,8 @@ import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from '.
 import { group, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 
 /**
- * Connections: the operator-wide default, or a UserGroupService (URL + API-key Secret) in the
- * UserGroup's own namespace for a team with its own account. Each "account" here is a separate
+ * Connections: the operator's default ClusterUserGroupService, or a UserGroupService (URL + API-key Secret)
+ * in the UserGroup's own namespace for a team with its own account. Each "account" here is a separate
  * simulator with its own API key, so where a group landed is unambiguous.
  */
 
@@ -311,7 +311,7 @@ describe('connections: a controller without a default connection', () => {
   beforeAll(async () => {
     // TestEnv for the namespace, simulator and helpers only; its startOperator always sets a default
     // connection, so this controller is started directly, as `usergroup-operator run` does with no
-    // --service-url and no API key.
+    // --default-service.
     env = await TestEnv.create('conn-nodef');
     const parsed = parseRunConfig(['--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug'], {});
     if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
@@ -321,7 +321,7 @@ describe('connections: a controller without a default connection', () => {
         done();
       },
     });
-    operator = await startOperator(parsed.config, undefined, createLogger('debug', sink), await kubeAccessFromKubeConfig(adminKubeConfig()));
+    operator = await startOperator(parsed.config, createLogger('debug', sink), await kubeAccessFromKubeConfig(adminKubeConfig()));
   });
   afterAll(async () => {
     await operator?.stop();
@@ -331,7 +331,7 @@ describe('connections: a controller without a default connection', () => {
   it('reports ConnectionNotFound for a UserGroup without serviceRef, and syncs one with serviceRef', async () => {
     await env.createUserGroup('no-ref', { userGroupId: 'no-ref-1', name: 'No ref' });
     const ug = await env.waitForReady('no-ref', 'ConnectionNotFound', 'False', 60_000);
-    expect(readyOf(ug)?.message).toContain('no default connection');
+    expect(readyOf(ug)?.message).toContain('no default ClusterUserGroupService');
     expect(anyGroupAt(env.sim, 'no-ref-1')).toBe(false);
 
     await createApiKeySecret(env.namespace, 'svc-key', { apiKey: env.apiKey });

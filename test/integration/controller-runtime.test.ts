@@ -829,7 +829,7 @@ describe('configuration errors and --help', () => {
     ] as const) {
       expect(text).toMatch(new RegExp(`--${flag} [^\\n]*\\(default ${def.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)\\n\\s+env ${env}`));
     }
-    for (const flag of ['--leader-elect', '--leader-election-namespace', '--leader-election-id', '--namespaces', '--service-url', '--api-key-file', '--watch-inactivity-timeout', '--shutdown-grace-period', '--service-qps', '--service-burst', '--kubeconfig']) {
+    for (const flag of ['--leader-elect', '--leader-election-namespace', '--leader-election-id', '--namespaces', '--default-service', '--watch-inactivity-timeout', '--shutdown-grace-period', '--service-qps', '--service-burst', '--kubeconfig']) {
       expect(text).toContain(flag);
     }
     expect((await cli(['run', '-h'])).code).toBe(0);

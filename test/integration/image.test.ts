@@ -60,7 +60,7 @@ describe('the image\'s runtime stage, as a directory', () => {
     expect(runHelp.stdout).toContain('usage: usergroup-operator run');
     const version = await image(['version']);
     expect(version.code, version.stderr).toBe(0);
-    expect(version.stdout).toContain('0.1.0');
+    expect(version.stdout).toContain((JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);
   });
 
   it('its default command runs the controller against the test cluster and stops on SIGTERM with exit 0', async () => {

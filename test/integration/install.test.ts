@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -65,9 +66,10 @@ describe('Helm chart', () => {
 
   it('renders a restricted, least-privilege Deployment with leader election by default', async () => {
     const objects = await template();
-    expect(objects.map((o) => o.kind).sort()).toEqual(
-      ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount'],
-    );
+    expect(objects.map((o) => o.kind).sort()).toEqual([
+      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding',
+      'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
+    ]);
     const { replicas, pod } = deploymentOf(objects);
     expect(replicas).toBe(2);
     expect(pod.automountServiceAccountToken).toBe(false);
@@ -85,18 +87,21 @@ describe('Helm chart', () => {
     const env = envOf(pod);
     expect(env.get('USERGROUP_LEADER_ELECT')).toBe('true');
     expect(env.get('USERGROUP_NAMESPACES')).toBe('');
-    expect(env.has('USERGROUP_SERVICE_URL')).toBe(false);
+    expect(env.has('USERGROUP_DEFAULT_SERVICE')).toBe(false);
+    expect(only(objects, 'ClusterUserGroupService')).toEqual([]);
     expect(one(objects, 'PodDisruptionBudget')['spec']).toMatchObject({ maxUnavailable: 1 });
   });
 
-  it('grants no wildcard and never a write to UserGroups themselves', async () => {
+  it('grants the controller no wildcard and never a write to UserGroups themselves', async () => {
     const objects = await template();
-    const rules = [...only(objects, 'ClusterRole'), ...only(objects, 'Role')].flatMap((r) => r['rules'] as Rule[]);
+    const controllerRoles = (kind: string): K8sObject[] => only(objects, kind).filter((r) => !/-(edit|view)$/.test(r.metadata.name));
+    const rules = [...controllerRoles('ClusterRole'), ...controllerRoles('Role')].flatMap((r) => r['rules'] as Rule[]);
     for (const rule of rules) {
       expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
-      if (rule.resources.includes('usergroups') || rule.resources.includes('usergroupservices')) expect(rule.verbs).toEqual(['get', 'list', 'watch']);
+      if (rule.resources.some((r) => ['usergroups', 'usergroupservices', 'clusterusergroupservices', 'namespaces'].includes(r))) expect(rule.verbs).toEqual(['get', 'list', 'watch']);
     }
     expect(rules.find((r) => r.resources.includes('usergroups/status'))?.verbs).toEqual(['patch']);
+    expect(rules.find((r) => r.resources.includes('usergroupclaims'))?.verbs).toEqual(['get', 'list', 'watch', 'create', 'update', 'delete']);
     const leaseRules = (only(objects, 'Role')[0]?.['rules'] ?? []) as Rule[];
     expect(leaseRules).toEqual([
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
@@ -104,33 +109,81 @@ describe('Helm chart', () => {
     ]);
   });
 
-  it('with watchNamespaces: a Role per namespace and nothing cluster-wide', async () => {
+  it('gives tenants, through the aggregated admin/edit/view roles, UserGroups and UserGroupServices only: never their status, the shared connections or the claims', async () => {
+    const objects = await template();
+    const edit = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-edit');
+    const view = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-view');
+    expect(edit?.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-edit': 'true', 'rbac.authorization.k8s.io/aggregate-to-admin': 'true' });
+    expect(view?.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-view': 'true' });
+    for (const role of [edit, view]) for (const rule of role?.['rules'] as Rule[]) expect(rule.resources).toEqual(['usergroups', 'usergroupservices']);
+  });
+
+  it('with watchNamespaces: a Role per namespace; cluster-wide only the connections, claims and namespace labels', async () => {
     const objects = await template('watchNamespaces={team-a,team-b}');
-    expect(only(objects, 'ClusterRole')).toEqual([]);
-    expect(only(objects, 'ClusterRoleBinding')).toEqual([]);
+    const clusterRoles = only(objects, 'ClusterRole').map((r) => r.metadata.name).sort();
+    expect(clusterRoles).toEqual(['ugo-usergroup-operator-cluster', 'ugo-usergroup-operator-edit', 'ugo-usergroup-operator-view']);
+    const cluster = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-cluster');
+    expect((cluster?.['rules'] as Rule[]).flatMap((r) => r.resources).sort()).toEqual(['clusterusergroupservices', 'namespaces', 'usergroupclaims']);
+    expect(only(objects, 'ClusterRoleBinding').map((b) => b.metadata.name)).toEqual(['ugo-usergroup-operator-cluster']);
     const roles = only(objects, 'Role').map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort();
-    expect(roles).toEqual(['team-a/ugo-usergroup-operator', 'team-b/ugo-usergroup-operator', 'ugo-system/ugo-usergroup-operator-leader-election']);
-    expect(only(objects, 'RoleBinding')).toHaveLength(3);
+    expect(roles).toEqual(['team-a/ugo-usergroup-operator', 'team-b/ugo-usergroup-operator', 'ugo-system/ugo-usergroup-operator-api-keys', 'ugo-system/ugo-usergroup-operator-leader-election']);
+    const apiKeys = only(objects, 'Role').find((r) => r.metadata.name === 'ugo-usergroup-operator-api-keys');
+    expect(apiKeys?.['rules']).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
+    expect(only(objects, 'RoleBinding')).toHaveLength(4);
     expect(envOf(deploymentOf(objects).pod).get('USERGROUP_NAMESPACES')).toBe('team-a,team-b');
   });
 
-  it('with a connection: the URL in the environment and the API key mounted as a file, from the chart\'s Secret or yours', async () => {
+  it('with a connection: a ClusterUserGroupService named after the release as the default, its API key read from the chart\'s Secret or yours, deny by default', async () => {
     const created = await template('connection.url=https://analytics.example.com', 'connection.apiKey.value=not-a-real-key');
     const secret = one(created, 'Secret');
     expect(secret.metadata.name).toBe('ugo-usergroup-operator-api-key');
     expect(secret['data']).toEqual({ apiKey: Buffer.from('not-a-real-key').toString('base64') });
     const { pod } = deploymentOf(created);
-    expect(envOf(pod).get('USERGROUP_SERVICE_URL')).toBe('https://analytics.example.com');
-    expect(envOf(pod).get('USERGROUP_API_KEY_FILE')).toBe('/etc/usergroup-operator/api-key/apiKey');
-    expect(pod.volumes.find((v) => v.name === 'api-key')?.secret?.secretName).toBe('ugo-usergroup-operator-api-key');
-    // The key never reaches the pod spec itself.
-    expect(JSON.stringify(one(created, 'Deployment'))).not.toContain('not-a-real-key');
+    expect(envOf(pod).get('USERGROUP_DEFAULT_SERVICE')).toBe('ugo-usergroup-operator');
+    expect(pod.volumes.map((v) => v.name)).toEqual(['kube-api-access']);
+    const service = one(created, 'ClusterUserGroupService');
+    expect(service.metadata.name).toBe('ugo-usergroup-operator');
+    expect(service['spec']).toEqual({
+      url: 'https://analytics.example.com', allowInsecure: false,
+      apiKeySecretRef: { namespace: 'ugo-system', name: 'ugo-usergroup-operator-api-key', key: 'apiKey' },
+      tenants: [],
+    });
+    // The key never reaches the pod spec or the connection object.
+    expect(JSON.stringify([one(created, 'Deployment'), service])).not.toContain('not-a-real-key');
 
     const existing = await template('connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=mine', 'connection.apiKey.key=k');
     expect(only(existing, 'Secret')).toEqual([]);
-    const pod2 = deploymentOf(existing).pod;
-    expect(pod2.volumes.find((v) => v.name === 'api-key')?.secret?.secretName).toBe('mine');
-    expect(envOf(pod2).get('USERGROUP_API_KEY_FILE')).toBe('/etc/usergroup-operator/api-key/k');
+    expect(one(existing, 'ClusterUserGroupService')['spec']).toMatchObject({ apiKeySecretRef: { namespace: 'ugo-system', name: 'mine', key: 'k' } });
+  });
+
+  it('a single team is one value: watchNamespaces becomes the connection\'s only rule, for any id', async () => {
+    const objects = await template('connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={customers}');
+    expect(one(objects, 'ClusterUserGroupService')['spec']).toMatchObject({ tenants: [{ namespaces: ['customers'], userGroupIds: { prefix: '' }, adoption: 'Rotate' }] });
+  });
+
+  it('several teams: connection.tenants verbatim, each team with its own id prefix, and the apiserver accepts it', async () => {
+    const values = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-values-')), 'values.yaml');
+    fs.writeFileSync(values, [
+      'connection:',
+      '  url: https://analytics.example.com',
+      '  apiKey: {existingSecret: key}',
+      '  tenants:',
+      '    - namespaces: [team-a, team-b]',
+      '      userGroupIds: {prefix: "{namespace}."}',
+      '    - namespaceSelector: {matchLabels: {tier: gold}}',
+      '      userGroupIds: {exact: ["gold-{namespace}"]}',
+      '      adoption: Keep',
+    ].join('\n'));
+    const rendered = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', '-f', values]);
+    expect(rendered.code, rendered.stderr).toBe(0);
+    const docs = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as K8sObject | null);
+    const service = docs.find((o) => o?.kind === 'ClusterUserGroupService');
+    expect((service?.['spec'] as { tenants: unknown }).tenants).toEqual([
+      { namespaces: ['team-a', 'team-b'], userGroupIds: { prefix: '{namespace}.' } },
+      { namespaceSelector: { matchLabels: { tier: 'gold' } }, userGroupIds: { exact: ['gold-{namespace}'] }, adoption: 'Keep' },
+    ]);
+    const dryRun = await kubectl(['apply', '--dry-run=server', '-f', '-'], { input: JSON.stringify(service) });
+    expect(dryRun.code, dryRun.stderr).toBe(0);
   });
 
   it('renders a ServiceMonitor only when asked', async () => {
@@ -149,6 +202,7 @@ describe('Helm chart', () => {
     [['controller.resyncPeriod=daily'], '/controller/resyncPeriod'],
     [['leaderElection.enabeld=true'], "additional properties 'enabeld' not allowed"],
     [['connection.url=https://analytics.example.com'], 'connection.url is set but there is no API key'],
+    [['connection.url=https://analytics.example.com', 'connection.apiKey.value=x', 'connection.adoption=Maybe'], '/connection/adoption'],
     [['connection.apiKey.existingSecret=key'], 'connection.apiKey is set but connection.url is empty'],
     [['leaderElection.enabled=false'], 'replicaCount > 1 needs leaderElection.enabled=true'],
   ])('refuses %j with a clear message', async (sets, message) => {
@@ -232,18 +286,22 @@ describe('plain manifests (deploy/kubernetes)', () => {
     }
   });
 
-  it('build with kustomize, and the example overlay sets the service URL', async () => {
+  it('build with kustomize, and the example overlay sets the service URL and a tenant rule', async () => {
     const base = await kubectl(['kustomize', MANIFESTS_DIR]);
     expect(base.code, base.stderr).toBe(0);
     const kinds = parseAllDocuments(base.stdout).map((d) => (d.toJS() as K8sObject).kind);
     expect(kinds).toEqual(expect.arrayContaining(['Namespace', 'CustomResourceDefinition', 'Deployment', 'ClusterRole', 'ServiceAccount']));
-    expect(kinds.filter((k) => k === 'CustomResourceDefinition')).toHaveLength(2);
+    expect(kinds.filter((k) => k === 'CustomResourceDefinition')).toHaveLength(4);
 
     const overlay = await kubectl(['kustomize', path.join(MANIFESTS_DIR, '../example')]);
     expect(overlay.code, overlay.stderr).toBe(0);
-    const deployment = parseAllDocuments(overlay.stdout).map((d) => d.toJS() as K8sObject).find((o) => o.kind === 'Deployment');
-    const pod = (deployment?.['spec'] as { template: { spec: PodSpec } }).template.spec;
-    expect(envOf(pod).get('USERGROUP_SERVICE_URL')).toBe('https://analytics.example.com');
+    const objects = parseAllDocuments(overlay.stdout).map((d) => d.toJS() as K8sObject);
+    const pod = (objects.find((o) => o.kind === 'Deployment')?.['spec'] as { template: { spec: PodSpec } }).template.spec;
+    expect(envOf(pod).get('USERGROUP_DEFAULT_SERVICE')).toBe('usergroup-operator');
+    expect(objects.find((o) => o.kind === 'ClusterUserGroupService')?.['spec']).toMatchObject({
+      url: 'https://analytics.example.com',
+      tenants: [{ namespaces: ['customers'], userGroupIds: { prefix: '' }, adoption: 'Rotate' }],
+    });
   });
 
   it('apply to the real apiserver: the controller is installed in a restricted namespace and its pods are admitted', async () => {

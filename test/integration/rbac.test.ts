@@ -67,15 +67,18 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
     const other = await createNamespace('team-b', kc);
     let c: ControllerProcess | undefined;
     try {
-      const installed = await helm(['install', 'ugo', CHART_DIR, '--namespace', system, '--set', `watchNamespaces={${env.namespace}}`]);
+      // A single-team install as the README gives it: the service, its key, and the team's namespace.
+      const installed = await helm(['install', 'ugo', CHART_DIR, '--namespace', system, '--set', `watchNamespaces={${env.namespace}}`,
+        '--set', `connection.url=${env.sim.url}`, '--set', `connection.apiKey.value=${env.apiKey}`]);
       expect(installed.code, installed.stderr).toBe(0);
       const sa = await serviceAccountKubeconfig(system, 'ugo-usergroup-operator');
       const granted = await sa.as(['auth', 'can-i', '--list', '-n', env.namespace]);
       console.log(`[rbac] what the chart's ServiceAccount may do in ${env.namespace}:\n${granted.stdout}`);
 
       // The controller as the Deployment runs it: leader election in the release namespace, the watched namespace only.
+      // The chart's own ClusterUserGroupService is the default: its API key is read from the release namespace.
       c = spawnController({
-        kubeconfigPath: sa.path, namespace: env.namespace, serviceUrl: env.sim.url, apiKey: env.apiKey,
+        kubeconfigPath: sa.path, namespace: env.namespace, defaultService: 'ugo-usergroup-operator',
         args: ['--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugo-usergroup-operator'],
       });
       await waitLog(c, 'workers started', msgIs('workers started'));
@@ -101,13 +104,20 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       expect(lease.stdout).toBe(c.identity());
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
-      // Denied: Secrets anywhere but the watched namespace (the release's API key Secret included: the kubelet mounts it).
+      // The tenant rule from watchNamespaces admits nothing else: a UserGroup there gets no call. And the id was claimed.
+      expect((await env.claims()).map((cl) => cl.spec.userGroupId).sort()).toEqual(['acme', 'initech']);
+
+      // Denied: Secrets anywhere but the watched namespace; in the release namespace only reading one by name (API keys).
       await admin(['create', 'secret', 'generic', 'elsewhere', '-n', other, '--from-literal=k=v']);
       await expectForbidden(sa.as, ['get', 'secret', 'elsewhere', '-n', other]);
       await expectForbidden(sa.as, ['get', 'secrets', '-n', other]);
       await expectForbidden(sa.as, ['get', 'secrets', '-A']);
       await expectForbidden(sa.as, ['get', 'secrets', '-n', system]);
       await expectForbidden(sa.as, ['create', 'secret', 'generic', 'x', '-n', other, '--from-literal=k=v']);
+      await expectForbidden(sa.as, ['create', 'secret', 'generic', 'x', '-n', system, '--from-literal=k=v']);
+      // Denied: writing the shared connections or namespaces (their labels admit tenants).
+      await expectForbidden(sa.as, ['patch', 'clusterusergroupservice', 'ugo-usergroup-operator', '--type=merge', '-p', '{"spec":{"tenants":[]}}']);
+      await expectForbidden(sa.as, ['label', 'namespace', other, 'usergroup.dev/tenant=true']);
       // Denied: any write to a UserGroup itself (spec, labels, annotations), creating or deleting one.
       await expectForbidden(sa.as, ['patch', 'usergroup', 'acme', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
       await expectForbidden(sa.as, ['annotate', 'usergroup', 'acme', '-n', env.namespace, 'usergroup.dev/rotate-requested-at=x', '--overwrite']);
@@ -120,7 +130,6 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       await expectForbidden(sa.as, ['get', 'lease', 'someone-else', '-n', system]);
       await expectForbidden(sa.as, ['get', 'leases', '-n', system]);
       await expectForbidden(sa.as, ['get', 'pods,configmaps', '-n', env.namespace]);
-      await expectForbidden(sa.as, ['get', 'namespaces']);
       // Allowed, the one write to a UserGroup: its status (which the controller did above). kubectl patch
       // would GET the status first, which the controller never needs, so ask the authorizer instead.
       const status = await sa.as(['auth', 'can-i', 'patch', 'usergroups', '--subresource=status', '-n', env.namespace]);
@@ -143,7 +152,7 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       expect(installed.code, installed.stderr).toBe(0);
       const sa = await serviceAccountKubeconfig(system, 'ugc-usergroup-operator');
       c = spawnController({
-        kubeconfigPath: sa.path, namespace: env.namespace, serviceUrl: env.sim.url, apiKey: env.apiKey,
+        kubeconfigPath: sa.path, namespace: env.namespace, defaultService: env.defaultService,
         // No --namespaces: every namespace, as the chart's default.
         args: ['--namespaces', '', '--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugc-usergroup-operator'],
       });

@@ -63,11 +63,11 @@ describe('5. bad input', () => {
   beforeAll(async () => {
     env = await TestEnv.create('rel-bad', { testingApiKeys: [isolatedApiKey] });
     badNs = await createNamespace('rel-bad-x', env.kc);
+    await env.putClusterService(env.defaultService, { url: env.sim.url, tenants: [{ namespaces: [env.namespace, badNs], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
     controller = spawnController({
       kubeconfigPath: env.kubeconfigPath,
       namespace: `${env.namespace},${badNs}`,
-      serviceUrl: env.sim.url,
-      apiKey: env.apiKey,
+      defaultService: env.defaultService,
       args: ARGS,
     });
     await waitLog(controller, 'workers started', msgIs('workers started'));
@@ -245,8 +245,8 @@ describe('5. bad input', () => {
           else observed += ' + Event';
         }
         // Refused before any call (or the call was not applied): the service has no group of that id. A
-        // duplicate's id belongs to the older group; a failed Secret write comes after a successful PUT.
-        if (e.reason !== 'DuplicateUserGroupId' && e.reason !== 'SecretWriteFailed') {
+        // duplicate's (or a claimed) id belongs to the group that holds it; a failed Secret write comes after a successful PUT.
+        if (e.reason !== 'DuplicateUserGroupId' && e.reason !== 'UserGroupIdClaimed' && e.reason !== 'SecretWriteFailed') {
           const id = (seen?.spec as { userGroupId?: string } | undefined)?.userGroupId;
           const atService = [...env.sim.groups(env.apiKey), ...(e.reason === 'InvalidSpec' ? [] : env.sim.groups(isolatedApiKey))].some((g) => g.userGroupId === id);
           if (id === undefined || atService) problems.push(`the service has a group ${short(String(id))} although the controller reported ${e.reason}`);

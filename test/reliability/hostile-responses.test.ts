@@ -49,7 +49,7 @@ const KINDS: readonly Kind[] = [
   { key: 'c', title: 'missing token', knob: 'missingTokenRate', outcome: 'injected_missing_token', reason: 'InvalidResponse', message: /"user_group\.token" is missing/, rotationEvent: 'RotationFailed' },
   { key: 'd', title: 'empty token', knob: 'emptyTokenRate', outcome: 'injected_empty_token', reason: 'InvalidResponse', message: /"user_group\.token" is empty/, rotationEvent: 'RotationFailed' },
   { key: 'e', title: 'huge body (5 MiB)', knob: 'hugeBodyRate', outcome: 'injected_huge_body', reason: 'InvalidResponse', message: /exceeds the limit of 1048576 bytes/, rotationEvent: 'RotationFailed' },
-  { key: 'f', title: 'slow-drip body', knob: 'slowDripRate', outcome: 'injected_slow_drip', reason: 'ServiceUnavailable', message: new RegExp(`timed out after ${SERVICE_TIMEOUT_MS} ms`), rotationEvent: 'RotationFailed' },
+  { key: 'f', title: 'slow-drip body', knob: 'slowDripRate', outcome: 'injected_slow_drip', reason: 'ServiceUnavailable', message: new RegExp(`timed out after ${SERVICE_TIMEOUT_MS} ms|Content-Length mismatch: expected \\d+ bytes, received \\d+ bytes`), rotationEvent: 'RotationFailed' },
 ];
 
 interface Member {

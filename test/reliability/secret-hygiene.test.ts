@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
-import path from 'node:path';
 import type { V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/devcluster/controlplane.js';
@@ -73,13 +71,11 @@ describe('7. secret hygiene', () => {
   let env: TestEnv;
   let side: string;
   let proxy: CapturingProxy;
-  let keyDir: string;
 
   beforeAll(async () => {
     env = await TestEnv.create('rel-hyg');
     side = await createNamespace('rel-hyg-side', env.kc);
     proxy = await startCapturingProxy(env.sim.url);
-    keyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ug-hygiene-'));
   });
 
   afterAll(async () => {
@@ -87,7 +83,6 @@ describe('7. secret hygiene', () => {
     await proxy?.stop();
     await env?.close();
     if (side) await deleteNamespace(side, env.kc).catch(() => undefined);
-    if (keyDir) fs.rmSync(keyDir, { recursive: true, force: true });
   });
 
   it(`no token or API key leaks anywhere, and foreign Secrets are never touched (${GROUPS} UserGroups)`, async () => {
@@ -122,17 +117,16 @@ describe('7. secret hygiene', () => {
     await createIn(side, 'conflict', { userGroupId: 'hyg-conflict', name: 'Conflict' });
     await createIn(side, 'unauthorized', { userGroupId: 'hyg-unauthorized', name: 'Unauthorized', serviceRef: { name: 'wrong-key' } });
 
-    // --- The controller, as the chart runs it: the API key in a file, not in its environment --------
-    const keyFile = path.join(keyDir, 'api-key');
-    fs.writeFileSync(keyFile, `${env.apiKey}\n`, { mode: 0o600 });
+    // --- The controller, as the chart runs it: the API key read from a Secret, never in args or environ ---
+    const proxied = `${env.namespace}-proxy`;
+    await env.putClusterService(proxied, { url: proxy.url, tenants: [{ namespaces: [env.namespace, side], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
     const [metricsPort] = await freePorts(1);
     if (metricsPort === undefined) throw new Error('no free port');
     const c: ControllerProcess = spawnController({
       kubeconfigPath: env.kubeconfigPath,
       namespace: `${env.namespace},${side}`,
-      serviceUrl: proxy.url,
-      apiKey: '', // USERGROUP_API_KEY empty: the key comes from --api-key-file only
-      args: ['--api-key-file', keyFile, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--service-timeout', '2s', '--service-qps', '100', '--service-burst', '100'],
+      defaultService: proxied,
+      args: ['--metrics-addr', `127.0.0.1:${metricsPort}`, '--service-timeout', '2s', '--service-qps', '100', '--service-burst', '100'],
     });
     await waitLog(c, 'workers started', msgIs('workers started'));
 
@@ -304,7 +298,7 @@ describe('7. secret hygiene', () => {
       wallMs: Date.now() - wallStart,
       notes: `${tokens.size} tokens + ${keys.size} API keys searched (raw and base64, any 16-char piece) in ${outputLines} log lines, ${eventCount} events, ${statusObjects} status objects, Secret metadata, metrics, args, environ: ${found} found` +
         `${found ? ` (${[...new Set(findings.map((f) => f.where.split(' ')[0]))].join(', ')})` : ''}; ` +
-        `key passed as a file like the chart (via USERGROUP_API_KEY it would be in environ, mode ${environMode}); ` +
+        `key read from a Secret through the apiserver like the chart (never in args or environ; environ mode ${environMode}); ` +
         `${foreign.length} foreign Secrets ${touched.length ? `TOUCHED: ${touched.length}` : 'untouched'}; ${ledger.total} rotations; "[redacted]" ${redactedInLogs}× in logs, in ${redactedInEvents} Events`,
     });
 

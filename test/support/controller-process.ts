@@ -41,10 +41,8 @@ export interface SpawnControllerOptions {
   readonly kubeconfigPath: string;
   /** Passed as --namespaces (one namespace, or a comma-separated list). */
   readonly namespace: string;
-  /** USERGROUP_SERVICE_URL: the default connection's URL. */
-  readonly serviceUrl: string;
-  /** USERGROUP_API_KEY: the default connection's API key. */
-  readonly apiKey: string;
+  /** --default-service: the ClusterUserGroupService for UserGroups without spec.serviceRef. */
+  readonly defaultService?: string;
   /** Extra `run` flags, after the defaults (so they override them). */
   readonly args?: readonly string[];
 }
@@ -53,16 +51,16 @@ export interface SpawnControllerOptions {
 const spawned: ControllerProcess[] = [];
 
 /**
- * `node dist/cli/main.js run --kubeconfig … --namespaces <ns> --metrics-addr 0 --health-addr 0 --log-level debug …args`
- * with the default connection in USERGROUP_SERVICE_URL / USERGROUP_API_KEY. It does not wait for anything:
- * use waitLog for the line the test needs.
+ * `node dist/cli/main.js run --kubeconfig … --namespaces <ns> [--default-service <name>] --metrics-addr 0 --health-addr 0
+ * --log-level debug …args`. It does not wait for anything: use waitLog for the line the test needs.
  */
 export function spawnController(options: SpawnControllerOptions): ControllerProcess {
   const child = spawn(process.execPath, [
-    MAIN, 'run', '--kubeconfig', options.kubeconfigPath,
-    '--namespaces', options.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? []),
+    MAIN, 'run', '--kubeconfig', options.kubeconfigPath, '--namespaces', options.namespace,
+    ...(options.defaultService ? ['--default-service', options.defaultService] : []),
+    '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? []),
   ], {
-    env: { ...process.env, USERGROUP_SERVICE_URL: options.serviceUrl, USERGROUP_API_KEY: options.apiKey },
+    env: { ...process.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   if (child.pid === undefined) throw new Error('could not spawn the controller');

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { ObjectMeta } from '../../src/api/meta.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 
@@ -28,3 +29,8 @@ export function userGroupSpec(over: Partial<UserGroupSpec> = {}): UserGroupSpec 
     ...over,
   };
 }
+
+/** A connection's record seal (Connection.seal), keyed as if by one account's API key. */
+export const SEAL = (message: string): string => createHmac('sha256', 'account-a').update(message).digest('hex');
+/** The seal of another account: records it made are worthless to SEAL. */
+export const OTHER_SEAL = (message: string): string => createHmac('sha256', 'account-b').update(message).digest('hex');

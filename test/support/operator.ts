@@ -6,7 +6,6 @@ import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
-import { SecretValue } from '../../src/service/secret-value.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
 import { msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess, type SpawnControllerOptions } from './controller-process.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
@@ -54,17 +53,33 @@ export interface OperatorStart {
    * resolves once it has synced its caches (a standby that never leads gets there too).
    */
   readonly mode?: 'in-process' | 'process';
-  /** Override the default connection's URL (e.g. an unreachable one); the API key stays the env's. */
+  /**
+   * Another URL (e.g. a proxy's, or an unreachable one) or API key for the default connection: the env
+   * makes a ClusterUserGroupService for it, admitting its namespace like the env's own.
+   */
   readonly serviceUrl?: string;
   readonly apiKey?: string;
   /** In-process controllers only: the KubeConfig to use instead of the env's admin one (e.g. through a proxy). */
   readonly kc?: KubeConfig;
 }
 
+/** A tenants entry of a ClusterUserGroupService (see crds/usergroup.dev_clusterusergroupservices.yaml). */
+export interface TenantRuleObject {
+  namespaces?: string[];
+  namespaceSelector?: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] };
+  userGroupIds: { prefix: string } | { exact: string[] };
+  adoption?: 'Rotate' | 'Keep' | 'Refuse';
+}
+
+/** The API-key Secret every TestEnv keeps in its namespace. */
+export const API_KEY_SECRET = 'usergroup-api-key';
+
 /**
  * One isolated world per test file: its own namespace, its own simulator with its
- * own API key, and a controller restricted to that namespace (--namespaces), so test
- * files share the control plane without seeing each other's objects.
+ * own API key, a ClusterUserGroupService of its own (named after the namespace, admitting
+ * only it, for any id) as the default connection, and a controller restricted to that
+ * namespace (--namespaces), so test files share the control plane without seeing each
+ * other's objects.
  */
 export class TestEnv {
   readonly kc: KubeConfig;
@@ -72,6 +87,7 @@ export class TestEnv {
   readonly custom: CustomObjectsApi;
   readonly events: EventsV1Api;
   private operators: OperatorHandle[] = [];
+  private readonly clusterServices = new Set<string>();
 
   private constructor(readonly namespace: string, readonly sim: Simulator, readonly apiKey: string, readonly kubeconfigPath: string) {
     this.kc = adminKubeConfig(kubeconfigPath);
@@ -80,42 +96,115 @@ export class TestEnv {
     this.events = this.kc.makeApiClient(EventsV1Api);
   }
 
+  /** The env's default ClusterUserGroupService (the simulator, admitting the env's namespace for any id). */
+  get defaultService(): string {
+    return this.namespace;
+  }
+
   /** `kubeconfigPath` selects a private control plane; default: the run's shared one. */
   static async create(prefix: string, sim: Partial<SimulatorOptions> = {}, kubeconfigPath: string = inject('kubeconfig')): Promise<TestEnv> {
     const namespace = await createNamespace(prefix, adminKubeConfig(kubeconfigPath));
     const apiKey = `key-${randomBytes(16).toString('hex')}`;
     const simulator = await startSimulator({ apiKeys: [apiKey], ...sim });
-    return new TestEnv(namespace, simulator, apiKey, kubeconfigPath);
+    const env = new TestEnv(namespace, simulator, apiKey, kubeconfigPath);
+    await env.putApiKeySecret(API_KEY_SECRET, apiKey);
+    await env.putClusterService(namespace, { url: simulator.url });
+    return env;
+  }
+
+  /** Creates or replaces an API-key Secret in the env's namespace. */
+  async putApiKeySecret(name: string, apiKey: string): Promise<void> {
+    const body = { metadata: { name, namespace: this.namespace }, stringData: { apiKey } };
+    try {
+      await this.core.createNamespacedSecret({ namespace: this.namespace, body });
+    } catch (err) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+      await this.core.replaceNamespacedSecret({ namespace: this.namespace, name, body });
+    }
+  }
+
+  /**
+   * Creates or replaces a ClusterUserGroupService (deleted again by close()). Defaults: the env's API-key
+   * Secret, and one rule admitting the env's namespace for any id with adoption Keep.
+   */
+  async putClusterService(name: string, spec: { url: string; apiKeySecret?: string; tenants?: TenantRuleObject[]; allowInsecure?: boolean }): Promise<void> {
+    const body = {
+      apiVersion: `${group}/${version}`,
+      kind: 'ClusterUserGroupService',
+      metadata: { name, labels: { 'usergroup.dev/test': this.namespace } },
+      spec: {
+        url: spec.url,
+        apiKeySecretRef: { namespace: this.namespace, name: spec.apiKeySecret ?? API_KEY_SECRET },
+        ...(spec.allowInsecure ? { allowInsecure: true } : {}),
+        tenants: spec.tenants ?? [{ namespaces: [this.namespace], userGroupIds: { prefix: '' }, adoption: 'Keep' }],
+      },
+    };
+    this.clusterServices.add(name);
+    try {
+      await this.custom.createClusterCustomObject({ group, version, plural: 'clusterusergroupservices', body });
+    } catch (err) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+      const current = (await this.custom.getClusterCustomObject({ group, version, plural: 'clusterusergroupservices', name })) as { metadata: { resourceVersion: string } };
+      await this.custom.replaceClusterCustomObject({
+        group, version, plural: 'clusterusergroupservices', name,
+        body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion } },
+      });
+    }
+  }
+
+  async deleteClusterService(name: string): Promise<void> {
+    await this.custom.deleteClusterCustomObject({ group, version, plural: 'clusterusergroupservices', name }).catch(ignoreNotFound);
+    this.clusterServices.delete(name);
+  }
+
+  /** The UserGroupClaims of some namespaces (default: the env's), as the apiserver holds them. */
+  async claims(namespaces: readonly string[] = [this.namespace]): Promise<{ metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[]> {
+    const list = (await this.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })) as { items: { metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[] };
+    return list.items.filter((c) => namespaces.includes(c.spec.namespace));
+  }
+
+  /** The ClusterUserGroupService a start with this URL and key uses: the env's own, or one made for them. */
+  private async serviceFor(options: OperatorStart): Promise<string> {
+    if ((options.serviceUrl ?? this.sim.url) === this.sim.url && (options.apiKey ?? this.apiKey) === this.apiKey) return this.defaultService;
+    const name = `${this.namespace}-${this.clusterServices.size}`;
+    let apiKeySecret: string | undefined;
+    if (options.apiKey !== undefined && options.apiKey !== this.apiKey) {
+      apiKeySecret = `${API_KEY_SECRET}-${this.clusterServices.size}`;
+      await this.putApiKeySecret(apiKeySecret, options.apiKey);
+    }
+    await this.putClusterService(name, { url: options.serviceUrl ?? this.sim.url, ...(apiKeySecret ? { apiKeySecret } : {}) });
+    return name;
   }
 
   async startOperator(options: OperatorStart = {}): Promise<OperatorHandle> {
-    const serviceUrl = options.serviceUrl ?? this.sim.url;
-    const apiKey = options.apiKey ?? this.apiKey;
+    const defaultService = await this.serviceFor(options);
     let handle: OperatorHandle;
     if (options.mode === 'process') {
       if (options.kc) throw new Error('OperatorStart.kc is for in-process controllers; a process takes a kubeconfig file (spawnController)');
-      handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, serviceUrl, apiKey, args: options.args ?? [] });
+      handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, defaultService, args: options.args ?? [] });
     } else {
-      const args = ['--namespaces', this.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
-      handle = await startInProcess(args, serviceUrl, apiKey, options.kc ?? this.kc);
+      const args = ['--namespaces', this.namespace, '--default-service', defaultService, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
+      handle = await startInProcess(args, options.kc ?? this.kc);
     }
     this.operators.push(handle);
     return handle;
   }
 
   /**
-   * A controller process for this env's namespace, simulator and API key, without waiting for anything
+   * A controller process for this env's namespace and default connection, without waiting for anything
    * (see waitLog), its exit code and logs visible. Not stopped by close(): killAllControllers (afterAll)
    * ends what the test has not.
    */
   spawnController(args: readonly string[], options: { kubeconfigPath?: string } = {}): ControllerProcess {
-    return spawnController({ kubeconfigPath: options.kubeconfigPath ?? this.kubeconfigPath, namespace: this.namespace, serviceUrl: this.sim.url, apiKey: this.apiKey, args });
+    return spawnController({ kubeconfigPath: options.kubeconfigPath ?? this.kubeconfigPath, namespace: this.namespace, defaultService: this.defaultService, args });
   }
 
-  /** Stops controllers and the simulator, then deletes the namespace. */
+  /** Stops controllers and the simulator, deletes the namespace, its ClusterUserGroupServices and its claims. */
   async close(): Promise<void> {
     await Promise.all(this.operators.map((o) => o.stop()));
     await this.sim.stop();
+    for (const name of [...this.clusterServices]) await this.deleteClusterService(name).catch(() => undefined);
+    await this.custom.deleteCollectionClusterCustomObject({ group, version, plural: 'usergroupclaims', labelSelector: `usergroup.dev/namespace=${this.namespace}` }).catch(() => undefined);
     await deleteNamespace(this.namespace, this.kc).catch(() => undefined);
   }
 
@@ -188,7 +277,11 @@ export class TestEnv {
 
 export type { CoreV1Event };
 
-async function startInProcess(args: string[], serviceUrl: string, apiKey: string, kc: KubeConfig): Promise<OperatorHandle> {
+function ignoreNotFound(err: unknown): void {
+  if (!(err instanceof ApiException && err.code === 404)) throw err;
+}
+
+async function startInProcess(args: string[], kc: KubeConfig): Promise<OperatorHandle> {
   const parsed = parseRunConfig(args, {});
   if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
   const logs: string[] = [];
@@ -199,7 +292,7 @@ async function startInProcess(args: string[], serviceUrl: string, apiKey: string
     },
   });
   const log = createLogger('debug', sink);
-  const operator: RunningOperator = await startOperator(parsed.config, { url: serviceUrl, apiKey: new SecretValue(apiKey), allowInsecure: false }, log, await kubeAccessFromKubeConfig(kc));
+  const operator: RunningOperator = await startOperator(parsed.config, log, await kubeAccessFromKubeConfig(kc));
   let stopped = false;
   return {
     logs,

@@ -20,6 +20,8 @@ export interface RecordingProxy {
   readonly requests: readonly RecordedRequest[];
   /** PUT /api/user requests whose JSON body has this user_group_id. */
   putsFor(userGroupId: string): RecordedRequest[];
+  /** POST /api/user requests (rotations) whose JSON body has this current_token. */
+  postsWith(token: string): RecordedRequest[];
   stop(): Promise<void>;
 }
 
@@ -64,19 +66,23 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
   return {
     url: `http://127.0.0.1:${address.port}`,
     requests,
-    putsFor: (userGroupId) =>
-      requests.filter((r) => {
-        if (r.method !== 'PUT' || r.path.split('?')[0] !== '/api/user') return false;
-        try {
-          return (JSON.parse(r.body) as { user_group_id?: unknown }).user_group_id === userGroupId;
-        } catch {
-          return false;
-        }
-      }),
+    putsFor: (userGroupId) => withField(requests, 'PUT', 'user_group_id', userGroupId),
+    postsWith: (token) => withField(requests, 'POST', 'current_token', token),
     stop: () =>
       (stopped ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       })),
   };
+}
+
+function withField(requests: readonly RecordedRequest[], method: string, field: string, value: string): RecordedRequest[] {
+  return requests.filter((r) => {
+    if (r.method !== method || r.path.split('?')[0] !== '/api/user') return false;
+    try {
+      return (JSON.parse(r.body) as Record<string, unknown>)[field] === value;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -60,9 +60,18 @@ describe('parseUserGroup', () => {
         mapping: { schema: 'ds' },
         properties: { tier: 'gold', nested: { a: [1, 2] } },
         tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
-        serviceRef: { name: 'own-account' },
+        serviceRef: { kind: 'UserGroupService', name: 'own-account' },
         suspend: true,
       },
+    });
+  });
+
+  it('reads a serviceRef to a ClusterUserGroupService, and refuses another kind', () => {
+    expect(ug({ userGroupId: 'x', name: 'X', serviceRef: { kind: 'ClusterUserGroupService', name: 'shared' } }).spec).toMatchObject({
+      ok: true, value: { serviceRef: { kind: 'ClusterUserGroupService', name: 'shared' } },
+    });
+    expect(ug({ userGroupId: 'x', name: 'X', serviceRef: { kind: 'Secret', name: 'shared' } }).spec).toEqual({
+      ok: false, error: 'spec.serviceRef.kind must be UserGroupService or ClusterUserGroupService',
     });
   });
 

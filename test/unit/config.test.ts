@@ -17,9 +17,7 @@ describe('parseRunConfig defaults', () => {
   it('uses the documented defaults with no flags and no environment', () => {
     expect(ok([])).toEqual({
       kubeconfig: undefined,
-      serviceUrl: undefined,
-      apiKeyFile: undefined,
-      allowInsecureService: false,
+      defaultService: undefined,
       namespaces: [],
       concurrency: 4,
       resyncPeriodMs: 10 * 3_600_000,
@@ -49,8 +47,7 @@ describe('parseRunConfig sources', () => {
   it('takes a value from the environment when no flag is given', () => {
     const c = ok([], {
       KUBECONFIG: '/k',
-      USERGROUP_SERVICE_URL: 'https://svc',
-      USERGROUP_API_KEY_FILE: '/key',
+      USERGROUP_DEFAULT_SERVICE: 'shared',
       USERGROUP_CONCURRENCY: '8',
       USERGROUP_RESYNC_PERIOD: '1h',
       USERGROUP_SERVICE_QPS: '2.5',
@@ -62,8 +59,7 @@ describe('parseRunConfig sources', () => {
     });
     expect(c).toMatchObject({
       kubeconfig: '/k',
-      serviceUrl: 'https://svc',
-      apiKeyFile: '/key',
+      defaultService: 'shared',
       concurrency: 8,
       resyncPeriodMs: 3_600_000,
       serviceQps: 2.5,
@@ -90,14 +86,13 @@ describe('parseRunConfig sources', () => {
     expect(ok(['--service-burst=7']).serviceBurst).toBe(7);
     expect(ok(['--service-burst', '7']).serviceBurst).toBe(7);
     expect(ok(['--metrics-addr=[::1]:9000']).metricsAddr).toBe('[::1]:9000');
-    expect(ok(['--service-url=https://svc/?a=b']).serviceUrl).toBe('https://svc/?a=b');
+    expect(ok(['--default-service=shared.example']).defaultService).toBe('shared.example');
   });
 
   it('takes a boolean flag without a value as true', () => {
     expect(ok(['--leader-elect']).leaderElect).toBe(true);
-    const c = ok(['--leader-elect', '--allow-insecure-service', '--concurrency', '3']);
+    const c = ok(['--leader-elect', '--concurrency', '3']);
     expect(c.leaderElect).toBe(true);
-    expect(c.allowInsecureService).toBe(true);
     expect(c.concurrency).toBe(3);
     expect(ok(['--leader-elect', 'false']).leaderElect).toBe(false);
     expect(ok(['--leader-elect', 'true', '--concurrency=1']).leaderElect).toBe(true);
@@ -128,7 +123,7 @@ describe('parseRunConfig errors', () => {
     ['bad address (port 65536)', ['--health-addr=127.0.0.1:65536'], {}, /^--health-addr: /],
     ['bad log level', ['--log-level=verbose'], {}, /^--log-level: "verbose" is not one of trace, debug, info/],
     ['bad boolean (flag)', ['--leader-elect=yes'], {}, /^--leader-elect: "yes" is not a boolean/],
-    ['bad boolean (env)', [], { USERGROUP_ALLOW_INSECURE_SERVICE: 'yes' }, /^USERGROUP_ALLOW_INSECURE_SERVICE: "yes" is not a boolean/],
+    ['bad boolean (env)', [], { USERGROUP_LEADER_ELECT: 'yes' }, /^USERGROUP_LEADER_ELECT: "yes" is not a boolean/],
     ['renew deadline equal to lease duration', ['--renew-deadline=15s'], {}, /--renew-deadline must be shorter than --lease-duration/],
     ['renew deadline above lease duration', ['--lease-duration=5s'], {}, /--renew-deadline must be shorter than --lease-duration/],
     ['retry period equal to renew deadline', ['--retry-period=10s'], {}, /--retry-period must be shorter than --renew-deadline/],
@@ -142,11 +137,29 @@ describe('parseRunConfig errors', () => {
     expect(errs.some((e) => message.test(e)), `errors were ${JSON.stringify(errs)}`).toBe(true);
   });
 
-  it.each([[['--api-key=sekrit']], [['--api-key', 'sekrit']]])('rejects %j, points to --api-key-file and does not echo the key', (argv) => {
+  it.each([[['--api-key=sekrit']], [['--api-key', 'sekrit']]])('rejects %j, says API keys live in Secrets, and does not echo the key', (argv) => {
     const text = errors(argv).join('\n');
-    expect(text).toMatch(/--api-key is not accepted/);
-    expect(text).toContain('--api-key-file');
+    expect(text).toMatch(/--api-key is not accepted: API keys live in Secrets/);
     expect(text).not.toContain('sekrit');
+  });
+
+  it.each([
+    [['--service-url', 'https://svc']], [['--api-key-file=/key']], [['--allow-insecure-service']],
+  ])('refuses the removed default-connection flag %j and says what replaced it', (argv) => {
+    const text = errors(argv).join('\n');
+    expect(text).toMatch(/was removed: the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service/);
+    expect(text).not.toContain('https://svc');
+  });
+
+  it.each(['USERGROUP_SERVICE_URL', 'USERGROUP_API_KEY', 'USERGROUP_API_KEY_FILE', 'USERGROUP_ALLOW_INSECURE_SERVICE'])(
+    'refuses to start with %s set (an install of 0.1 would silently lose its default connection) and never echoes it', (variable) => {
+      const text = errors([], { [variable]: 'sekrit-value' }).join('\n');
+      expect(text).toContain(`${variable} is set, but the default connection is a ClusterUserGroupService now`);
+      expect(text).not.toContain('sekrit-value');
+    });
+
+  it('refuses a --default-service that is not an object name', () => {
+    expect(errors(['--default-service', 'Not A Name']).join('\n')).toMatch(/is not an object name/);
   });
 
   it('reports every bad value at once', () => {
@@ -183,9 +196,9 @@ describe('usage', () => {
     }
   });
 
-  it('explains where the API key comes from', () => {
-    expect(text).toContain('USERGROUP_API_KEY');
-    expect(text).toContain('--api-key-file');
+  it('explains that connections are objects', () => {
+    expect(text).toContain('Connections to the service are objects, not flags');
+    expect(text).toContain('--default-service');
   });
 });
 

@@ -6,20 +6,20 @@ import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } 
 import { canonicalJson, sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { OWNER, userGroupSpec } from '../support/fixtures.js';
+import { OWNER, SEAL, userGroupSpec } from '../support/fixtures.js';
 
 const spec = userGroupSpec;
 
-/** An observed Secret as the apiserver would return it after the operator wrote desiredSecret(...). */
+/** An observed Secret as the apiserver would return it after the operator wrote desiredSecret(..., SEAL). */
 function writtenSecret(content: { token: string; handled?: string; pending?: string }, s: UserGroupSpec = spec()): ObservedSecret {
-  const desired = desiredSecret(OWNER, s, { token: new SecretValue(content.token), handled: content.handled, pending: content.pending });
+  const desired = desiredSecret(OWNER, s, { token: new SecretValue(content.token), handled: content.handled, pending: content.pending }, SEAL);
   const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '77' } });
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }
 
 function owned(content: { token: string; handled?: string; pending?: string }): SecretInspection {
-  return inspectSecret(writtenSecret(content), OWNER, spec());
+  return inspectSecret(writtenSecret(content), OWNER, spec(), SEAL);
 }
 
 const MISSING: SecretInspection = { state: 'missing' };
@@ -95,7 +95,7 @@ describe('decideSync', () => {
   });
 
   it('upserts when the owned Secret cannot vouch for the token', () => {
-    const unreadable = inspectSecret({ ...writtenSecret({ token: 'tok-1' }), data: { token: Buffer.from('edited').toString('base64') } }, OWNER, spec());
+    const unreadable = inspectSecret({ ...writtenSecret({ token: 'tok-1' }), data: { token: Buffer.from('edited').toString('base64') } }, OWNER, spec(), SEAL);
     expect(unreadable.state === 'owned' && unreadable.token).toBe(undefined);
     expect(decideSync({ status: synced, desiredHash: hash, secret: unreadable, resyncDue: false })).toEqual({ kind: 'upsert', why: 'secret-unreadable' });
   });

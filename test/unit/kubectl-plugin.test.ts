@@ -294,6 +294,13 @@ describe('rotation: before the request', () => {
     expect(deleting.ok && checkRotatable(deleting.value)).toEqual({ ok: false, message: 'usergroup/acme is being deleted' });
   });
 
+  it.each(['NamespaceNotAllowed', 'UserGroupIdNotAllowed', 'UserGroupIdClaimed', 'AdoptionRefused', 'DuplicateUserGroupId'])(
+    'refuses a group the operator makes no call for (%s), but not when that status describes an older spec', (reason) => {
+      const refused = checkRotatable(group('acme', { status: readyStatus('False', reason, 'the rules say no') }));
+      expect(refused).toEqual({ ok: false, message: `usergroup/acme gets no service call: ${reason}: the rules say no` });
+      expect(checkRotatable(group('acme', { generation: 2, status: readyStatus('False', reason, 'the rules say no') })).ok).toBe(true);
+    });
+
   it('the request value is the request time, never one the object already has', () => {
     expect(newRequestValue(NOW, group('acme'))).toBe('2025-06-01T12:00:00.000Z');
     const taken = group('acme', {
@@ -352,6 +359,11 @@ describe('rotation: judging what the controller did', () => {
     const rejected = group('acme', { annotations: annotated, status: readyStatus('False', 'Rejected', 'the service refused') });
     expect(judge(rejected, true)).toEqual({ kind: 'failed', reason: 'Rejected', message: 'the service refused' });
     expect(judge(rejected, false)).toEqual({ kind: 'waiting', blocker: { reason: 'Rejected', message: 'the service refused' }, because: 'predates-request' });
+  });
+
+  it('fails at once on a refusal by the tenant rules or a claim, however old: the controller will not repeat it', () => {
+    const claimed = group('acme', { annotations: annotated, status: readyStatus('False', 'UserGroupIdClaimed', 'held by another namespace') });
+    expect(judge(claimed, false)).toEqual({ kind: 'failed', reason: 'UserGroupIdClaimed', message: 'held by another namespace' });
   });
 
   it('fails when the group is deleted, suspended, or the request is replaced or removed', () => {

@@ -5,6 +5,7 @@ import {
   MANAGED_BY_VALUE,
   ROTATION_HANDLED_ANNOTATION,
   ROTATION_PENDING_ANNOTATION,
+  TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_LABEL,
 } from '../../src/api/constants.js';
@@ -12,9 +13,9 @@ import type { ObjectMeta } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
+import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { OWNER, userGroupSpec } from '../support/fixtures.js';
+import { OWNER, OTHER_SEAL, SEAL, userGroupSpec } from '../support/fixtures.js';
 
 const TOKEN = 'tok_4f1c9a7e2b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e';
 
@@ -53,44 +54,45 @@ function observed(raw: {
   return parsed.value;
 }
 
-/** What the apiserver returns after the operator wrote desiredSecret(...). */
+/** What the apiserver returns after the operator wrote desiredSecret(..., SEAL). */
 function roundTrip(owner: ObjectMeta, s: UserGroupSpec, c: SecretContent): ObservedSecret {
-  const d = desiredSecret(owner, s, c);
+  const d = desiredSecret(owner, s, c, SEAL);
   const parsed = parseSecret(JSON.parse(JSON.stringify({ ...d, metadata: { ...d.metadata, uid: 'uid-secret', resourceVersion: '42' } })));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }
 
+const RECORD = expect.stringMatching(/^[0-9a-f]{64}$/) as unknown as string;
 const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
 const controllerRef = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true };
 
 describe('inspectSecret', () => {
   it('reports a missing Secret', () => {
-    expect(inspectSecret(undefined, OWNER, spec())).toEqual({ state: 'missing' });
+    expect(inspectSecret(undefined, OWNER, spec(), SEAL)).toEqual({ state: 'missing' });
   });
 
   it('reports a Secret without owner references as foreign', () => {
     const s = observed({ data: { token: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
-    expect(inspectSecret(s, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: undefined });
+    expect(inspectSecret(s, OWNER, spec(), SEAL)).toEqual({ state: 'foreign', ownerKind: undefined });
   });
 
   it('reports a Secret controlled by another object as foreign, naming its kind', () => {
     const s = observed({ ownerReferences: [{ ...controllerRef, uid: 'uid-other' }], data: { token: b64(TOKEN) } });
-    expect(inspectSecret(s, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: 'UserGroup' });
+    expect(inspectSecret(s, OWNER, spec(), SEAL)).toEqual({ state: 'foreign', ownerKind: 'UserGroup' });
     const byDeployment = observed({ ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'x', uid: 'uid-dep', controller: true }] });
-    expect(inspectSecret(byDeployment, OWNER, spec())).toEqual({ state: 'foreign', ownerKind: 'Deployment' });
+    expect(inspectSecret(byDeployment, OWNER, spec(), SEAL)).toEqual({ state: 'foreign', ownerKind: 'Deployment' });
   });
 
   it('reports a Secret that references this UserGroup without being controlled by it as foreign', () => {
     const s = observed({ ownerReferences: [{ ...controllerRef, controller: false }], data: { token: b64(TOKEN) } });
-    expect(inspectSecret(s, OWNER, spec()).state).toBe('foreign');
+    expect(inspectSecret(s, OWNER, spec(), SEAL).state).toBe('foreign');
     const noFlag = observed({ ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme' }] });
-    expect(inspectSecret(noFlag, OWNER, spec()).state).toBe('foreign');
+    expect(inspectSecret(noFlag, OWNER, spec(), SEAL).state).toBe('foreign');
   });
 
   it('reads an owned, intact Secret', () => {
     const s = roundTrip(OWNER, spec(), content());
-    const i = inspectSecret(s, OWNER, spec());
+    const i = inspectSecret(s, OWNER, spec(), SEAL);
     expect(i.state).toBe('owned');
     if (i.state !== 'owned') return;
     expect(i.token?.reveal()).toBe(TOKEN);
@@ -102,42 +104,83 @@ describe('inspectSecret', () => {
 
   it('reads the token under a custom key', () => {
     const s2 = spec({ key: 'api.token' });
-    const i = inspectSecret(roundTrip(OWNER, s2, content()), OWNER, s2);
+    const i = inspectSecret(roundTrip(OWNER, s2, content()), OWNER, s2, SEAL);
     expect(i.state === 'owned' && i.token?.reveal()).toBe(TOKEN);
   });
 
-  it('does not vouch for a token edited by hand (hash mismatch)', () => {
+  it('does not vouch for a token edited by hand', () => {
     const s = roundTrip(OWNER, spec(), content());
     const edited: ObservedSecret = { ...s, data: { token: b64('hand-edited') } };
-    const i = inspectSecret(edited, OWNER, spec());
+    const i = inspectSecret(edited, OWNER, spec(), SEAL);
     expect(i.state).toBe('owned');
     expect(i.state === 'owned' && i.token).toBeUndefined();
   });
 
-  it('does not vouch for a token whose hash annotation was removed', () => {
-    const s = observed({ ownerReferences: [controllerRef], data: { token: b64(TOKEN) } });
-    const i = inspectSecret(s, OWNER, spec());
+  it('does not vouch for a token without a record (a Secret of an earlier version, or one whose record was removed)', () => {
+    const s = observed({ ownerReferences: [controllerRef], data: { token: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
+    const i = inspectSecret(s, OWNER, spec(), SEAL);
     expect(i.state === 'owned' && i.token).toBeUndefined();
+  });
+
+  it('does not vouch for a planted token, even with its sha256 annotation "fixed" (rotation hijack)', () => {
+    const s = roundTrip(OWNER, spec(), content());
+    const victim = 'tok_victim_0000000000000000000000000000000000000000000000000000000';
+    const planted: ObservedSecret = {
+      ...s,
+      data: { token: b64(victim) },
+      metadata: { ...s.metadata, annotations: { ...s.metadata.annotations, [TOKEN_SHA256_ANNOTATION]: sha256Hex(victim) } },
+    };
+    const i = inspectSecret(planted, OWNER, spec(), SEAL);
+    expect(i.state === 'owned' && [i.token, i.handled, i.pending]).toEqual([undefined, undefined, undefined]);
+  });
+
+  it('ignores forged rotation bookkeeping: a rotation-handled or rotation-pending mark without the record', () => {
+    const s = roundTrip(OWNER, spec(), content());
+    for (const forged of [{ [ROTATION_HANDLED_ANNOTATION]: 'requested' }, { [ROTATION_PENDING_ANNOTATION]: 'requested' }] as Record<string, string>[]) {
+      const edited: ObservedSecret = { ...s, metadata: { ...s.metadata, annotations: { ...s.metadata.annotations, ...forged } } };
+      const i = inspectSecret(edited, OWNER, spec(), SEAL);
+      expect(i.state === 'owned' && [i.token, i.handled, i.pending]).toEqual([undefined, undefined, undefined]);
+    }
+  });
+
+  it('does not vouch for a record sealed under another account, for another UserGroup, or for another id', () => {
+    const s = roundTrip(OWNER, spec(), content());
+    expect(inspectSecret(s, OWNER, spec(), OTHER_SEAL)).toMatchObject({ state: 'owned', token: undefined });
+    // A copy of this very Secret (data and annotations) adopted by another UserGroup of the namespace.
+    const twin = { ...OWNER, name: 'acme-twin', uid: 'uid-twin' };
+    const copied: ObservedSecret = { ...s, metadata: { ...s.metadata, ownerReferences: [{ ...controllerRef, uid: 'uid-twin' }] } };
+    expect(inspectSecret(copied, twin, spec(), SEAL)).toMatchObject({ state: 'owned', token: undefined });
+    expect(inspectSecret(s, OWNER, { ...spec(), userGroupId: 'other-id' }, SEAL)).toMatchObject({ state: 'owned', token: undefined });
   });
 
   it('does not vouch for a missing key or an empty token', () => {
     const missingKey = observed({ ownerReferences: [controllerRef], data: { other: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
-    const i = inspectSecret(missingKey, OWNER, spec());
+    const i = inspectSecret(missingKey, OWNER, spec(), SEAL);
     expect(i.state).toBe('owned');
     expect(i.state === 'owned' && i.token).toBeUndefined();
     const empty = observed({ ownerReferences: [controllerRef], data: { token: '' }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex('') } });
-    const e = inspectSecret(empty, OWNER, spec());
+    const e = inspectSecret(empty, OWNER, spec(), SEAL);
     expect(e.state).toBe('owned');
     expect(e.state === 'owned' && e.token).toBeUndefined();
   });
 
-  it('reads handled and pending from the annotations', () => {
+  it('reads handled and pending from a sealed record only', () => {
     const s = roundTrip(OWNER, spec(), content({ handled: 'v1', pending: 'v2' }));
-    const i = inspectSecret(s, OWNER, spec());
+    const i = inspectSecret(s, OWNER, spec(), SEAL);
     expect(i.state === 'owned' && [i.handled, i.pending]).toEqual(['v1', 'v2']);
     const raw = observed({ ownerReferences: [controllerRef], annotations: { [ROTATION_HANDLED_ANNOTATION]: 'h', [ROTATION_PENDING_ANNOTATION]: 'p' } });
-    const j = inspectSecret(raw, OWNER, spec());
-    expect(j.state === 'owned' && [j.handled, j.pending, j.token]).toEqual(['h', 'p', undefined]);
+    const j = inspectSecret(raw, OWNER, spec(), SEAL);
+    expect(j.state === 'owned' && [j.handled, j.pending, j.token]).toEqual([undefined, undefined, undefined]);
+  });
+});
+
+describe('holdsRecord', () => {
+  it('recognises this account\'s record on an owned Secret, even after spec.tokenSecret moved on', () => {
+    const old = roundTrip(OWNER, spec({ name: 'acme-old', key: 'old.key' }), content());
+    expect(holdsRecord(old, OWNER, 'acme-1', SEAL)).toBe(true);
+    expect(holdsRecord(old, OWNER, 'acme-1', OTHER_SEAL)).toBe(false);
+    expect(holdsRecord(old, { ...OWNER, uid: 'uid-other' }, 'acme-1', SEAL)).toBe(false);
+    expect(holdsRecord({ ...old, data: { ...old.data, extra: b64('x') } }, OWNER, 'acme-1', SEAL)).toBe(false);
   });
 });
 
@@ -148,7 +191,7 @@ describe('desiredSecret', () => {
   });
 
   it('is an Opaque Secret of the configured name in the owner namespace', () => {
-    const d = desiredSecret(OWNER, userSpec, content());
+    const d = desiredSecret(OWNER, userSpec, content(), SEAL);
     expect(d.apiVersion).toBe('v1');
     expect(d.kind).toBe('Secret');
     expect(d.type).toBe('Opaque');
@@ -157,45 +200,49 @@ describe('desiredSecret', () => {
   });
 
   it('carries user labels plus the managed labels, which win on the same key', () => {
-    const d = desiredSecret(OWNER, userSpec, content());
+    const d = desiredSecret(OWNER, userSpec, content(), SEAL);
     expect(d.metadata?.labels).toEqual({ team: 'payments', [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: 'acme' });
   });
 
   it('carries user annotations plus the token hash (which wins), and handled/pending only when defined', () => {
-    const d = desiredSecret(OWNER, userSpec, content());
-    expect(d.metadata?.annotations).toEqual({ note: 'hello', [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) });
-    const withBoth = desiredSecret(OWNER, userSpec, content({ handled: 'v1', pending: 'v2' }));
+    const d = desiredSecret(OWNER, userSpec, content(), SEAL);
+    expect(d.metadata?.annotations).toEqual({ note: 'hello', [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN), [TOKEN_RECORD_ANNOTATION]: RECORD });
+    const withBoth = desiredSecret(OWNER, userSpec, content({ handled: 'v1', pending: 'v2' }), SEAL);
     expect(withBoth.metadata?.annotations).toEqual({
       note: 'hello',
       [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN),
+      [TOKEN_RECORD_ANNOTATION]: RECORD,
       [ROTATION_HANDLED_ANNOTATION]: 'v1',
       [ROTATION_PENDING_ANNOTATION]: 'v2',
     });
-    const handledOnly = desiredSecret(OWNER, userSpec, content({ handled: 'v1' }));
+    // The record covers the bookkeeping: a different mark is a different record.
+    expect(withBoth.metadata?.annotations?.[TOKEN_RECORD_ANNOTATION]).not.toBe(d.metadata?.annotations?.[TOKEN_RECORD_ANNOTATION]);
+    const handledOnly = desiredSecret(OWNER, userSpec, content({ handled: 'v1' }), SEAL);
     expect(handledOnly.metadata?.annotations).not.toHaveProperty([ROTATION_PENDING_ANNOTATION]);
   });
 
   it('never lets user annotations set the rotation bookkeeping annotations', () => {
     // spec.tokenSecret.annotations is user input; the bookkeeping annotations decide whether a rotation
     // request counts as handled, so a user value must not stand in for "handled" or "pending".
-    const sneaky = spec({ annotations: { [ROTATION_HANDLED_ANNOTATION]: 'v9', [ROTATION_PENDING_ANNOTATION]: 'v8' } });
-    const d = desiredSecret(OWNER, sneaky, content());
+    const sneaky = spec({ annotations: { [ROTATION_HANDLED_ANNOTATION]: 'v9', [ROTATION_PENDING_ANNOTATION]: 'v8', [TOKEN_RECORD_ANNOTATION]: 'f'.repeat(64) } });
+    const d = desiredSecret(OWNER, sneaky, content(), SEAL);
+    expect(d.metadata?.annotations?.[TOKEN_RECORD_ANNOTATION]).not.toBe('f'.repeat(64));
     expect(d.metadata?.annotations).not.toHaveProperty([ROTATION_HANDLED_ANNOTATION]);
     expect(d.metadata?.annotations).not.toHaveProperty([ROTATION_PENDING_ANNOTATION]);
   });
 
   it('is controlled by the UserGroup', () => {
-    const d = desiredSecret(OWNER, userSpec, content());
+    const d = desiredSecret(OWNER, userSpec, content(), SEAL);
     expect(d.metadata?.ownerReferences).toEqual([
       { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true },
     ]);
   });
 
   it('stores the token base64-encoded under the configured key only', () => {
-    const d = desiredSecret(OWNER, spec({ key: 'dashboard.token' }), content());
+    const d = desiredSecret(OWNER, spec({ key: 'dashboard.token' }), content(), SEAL);
     expect(d.data).toEqual({ 'dashboard.token': b64(TOKEN) });
     expect(Buffer.from(d.data!['dashboard.token']!, 'base64').toString('utf8')).toBe(TOKEN);
-    const utf8 = desiredSecret(OWNER, spec(), content({ token: new SecretValue('tök€n') }));
+    const utf8 = desiredSecret(OWNER, spec(), content({ token: new SecretValue('tök€n') }), SEAL);
     expect(Buffer.from(utf8.data!['token']!, 'base64').toString('utf8')).toBe('tök€n');
   });
 
@@ -212,7 +259,7 @@ describe('desiredSecret', () => {
 describe('secretMatches', () => {
   const s = spec({ labels: { team: 'payments' }, annotations: { note: 'hello' } });
   const c = content({ handled: 'v1' });
-  const desired = desiredSecret(OWNER, s, c);
+  const desired = desiredSecret(OWNER, s, c, SEAL);
   const same = roundTrip(OWNER, s, c);
 
   it('is true for the Secret the operator wrote', () => {
@@ -236,6 +283,6 @@ describe('secretMatches', () => {
   });
 
   it('is false when the desired content changed (a rotation)', () => {
-    expect(secretMatches(same, desiredSecret(OWNER, s, content({ token: new SecretValue('new'), handled: 'v2' })))).toBe(false);
+    expect(secretMatches(same, desiredSecret(OWNER, s, content({ token: new SecretValue('new'), handled: 'v2' }), SEAL))).toBe(false);
   });
 });

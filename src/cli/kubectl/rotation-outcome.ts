@@ -8,6 +8,12 @@ import { readyCondition, type UserGroup } from '../../api/usergroup.js';
  */
 export const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['ServiceUnavailable', 'RateLimited']);
 
+/**
+ * Ready=False reasons for which the operator makes no call for the group at all (the tenant rules, a claim held
+ * elsewhere, a refused adoption, a duplicate): until a person changes that, a rotation request would only wait.
+ */
+export const REFUSED_REASONS: ReadonlySet<string> = new Set(['NamespaceNotAllowed', 'UserGroupIdNotAllowed', 'UserGroupIdClaimed', 'AdoptionRefused', 'DuplicateUserGroupId']);
+
 /** Whether a rotation may be requested at all; checked on the object the annotation is then written to. */
 export function checkRotatable(ug: UserGroup): { ok: true } | { ok: false; message: string } {
   const ref = `usergroup/${ug.metadata.name}`;
@@ -18,6 +24,10 @@ export function checkRotatable(ug: UserGroup): { ok: true } | { ok: false; messa
       ok: false,
       message: `${ref} is suspended (spec.suspend: true): the operator makes no call to the service for it and would not rotate its token; set spec.suspend to false first`,
     };
+  }
+  const ready = readyCondition(ug.status);
+  if (ready?.status === 'False' && REFUSED_REASONS.has(ready.reason) && (ready.observedGeneration ?? ug.status.observedGeneration) === ug.metadata.generation) {
+    return { ok: false, message: `${ref} gets no service call: ${ready.reason}: ${ready.message}` };
   }
   return { ok: true };
 }
@@ -91,7 +101,8 @@ export function judgeRotation(requested: string, requestedAtMs: number, nowMs: n
   if (!ready || ready.status !== 'False' || observed !== ug.metadata.generation) return { kind: 'waiting', blocker: undefined, because: 'in-progress' };
   const blocker = { reason: ready.reason, message: ready.message };
   if (TRANSIENT_REASONS.has(ready.reason)) return { kind: 'waiting', blocker, because: 'retrying' };
-  if (!fresh) return { kind: 'waiting', blocker, because: 'predates-request' };
+  // A refusal stays until a person acts, and the controller does not rewrite an unchanged status to say so again.
+  if (!fresh && !REFUSED_REASONS.has(ready.reason)) return { kind: 'waiting', blocker, because: 'predates-request' };
   return { kind: 'failed', ...blocker };
 }
 

@@ -12,12 +12,11 @@ export type ControllerSettings = Pick<BenchControllerOptions, 'concurrency' | 's
   readonly logDir: string;
 };
 
-export function spawnBenchController(cluster: BenchCluster, namespace: string, settings: ControllerSettings, label: string): Promise<BenchController> {
+export async function spawnBenchController(cluster: BenchCluster, namespace: string, settings: ControllerSettings, label: string): Promise<BenchController> {
   return BenchController.spawn({
     kubeconfigPath: cluster.cp.kubeconfigPath,
     namespace,
-    serviceUrl: cluster.sim.url,
-    apiKey: cluster.controllerKey,
+    defaultService: await cluster.connectTo(namespace),
     concurrency: settings.concurrency,
     serviceQps: settings.serviceQps,
     logLevel: settings.logLevel,

@@ -411,13 +411,13 @@ export const badCases: readonly BadCase[] = [
     id: 'c-dup-same-ns', what: 'userGroupId of a good group (same namespace)', ns: 'good', temporary: true,
     stdin: (ctx) => ugManifest('c-dup-same-ns', { userGroupId: goodAt(ctx, 5).userGroupId, name: 'Impostor' }),
     object: ugOf('c-dup-same-ns'),
-    expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: /is already declared by the older UserGroup \S+ on the default connection/, event: { reason: 'DuplicateUserGroupId', note: 'already declared' } },
+    expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: /is already used by UserGroup \S+\/good5 on ClusterUserGroupService/, event: { reason: 'DuplicateUserGroupId', note: 'already used by' } },
   },
   {
     id: 'c-dup-cross-ns', what: 'userGroupId of a good group (another namespace, same connection)', ns: 'bad',
     stdin: (ctx) => ugManifest('c-dup-cross-ns', { userGroupId: goodAt(ctx, 6).userGroupId, name: 'Impostor' }),
     object: ugOf('c-dup-cross-ns'),
-    expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: 'is already declared by the older UserGroup', event: { reason: 'DuplicateUserGroupId', note: 'already declared' } },
+    expected: { kind: 'condition', reason: 'UserGroupIdClaimed', message: 'is held by another namespace on the account of', event: { reason: 'UserGroupIdClaimed', note: 'held by another namespace' } },
   },
   {
     id: 'c-dup-pair', what: 'two UserGroups with one userGroupId: the newer one', ns: 'bad',
@@ -425,7 +425,7 @@ export const badCases: readonly BadCase[] = [
     beforeSynced: 'c-dup-older',
     stdin: () => ugManifest('c-dup-pair', { userGroupId: 'c-dup-pair-id', name: 'Newer' }),
     object: ugOf('c-dup-pair'),
-    expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: /already declared by the older UserGroup \S+\/c-dup-older/, event: { reason: 'DuplicateUserGroupId', note: 'c-dup-older' } },
+    expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: /already used by UserGroup \S+\/c-dup-older/, event: { reason: 'DuplicateUserGroupId', note: 'c-dup-older' } },
   },
   {
     // Stored (under etcd's 1.5 MiB) but over the service's 1 MiB request limit.

@@ -72,6 +72,23 @@ app.kubernetes.io/part-of: usergroup-operator
 {{- end }}
 {{- end }}
 
+{{/* What the controller reads and writes that is cluster-scoped, whatever namespaces it manages; each rule says why. */}}
+{{- define "usergroup-operator.clusterRules" -}}
+# Shared connections and their tenant rules (cluster admins write them; the controller only reads).
+- apiGroups: [usergroup.dev]
+  resources: [clusterusergroupservices]
+  verbs: [get, list, watch]
+# Which namespace holds which userGroupId: created before a first call, taken over within a namespace,
+# released when adoption is refused. Tenants get no access to these.
+- apiGroups: [usergroup.dev]
+  resources: [usergroupclaims]
+  verbs: [get, list, watch, create, update, delete]
+# Namespace labels, for the tenant rules' namespaceSelector.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, list, watch]
+{{- end }}
+
 {{/* What the controller does in a namespace it manages; each rule says why. */}}
 {{- define "usergroup-operator.rules" -}}
 # Watch the declared groups; never write them (spec, labels and annotations stay the user's / GitOps').

@@ -1,0 +1,205 @@
+import pino from 'pino';
+import type { Adoption } from '../../src/api/clusterusergroupservice.js';
+import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
+import { objectKey } from '../../src/api/meta.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
+import type { Connection, Resolution } from '../../src/controller/connections.js';
+import { Reconciler, type ReconcileResult, type ReconcilerPorts } from '../../src/controller/reconciler.js';
+import type { desiredSecret } from '../../src/controller/token-secret.js';
+import type { SecretWriteResult } from '../../src/kube/secret-writer.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import type { ServiceResult } from '../../src/service/types.js';
+import { SEAL } from './fixtures.js';
+
+/**
+ * The reconciler on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
+ * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...), the fake
+ * apiserver and service keep just enough state to answer consistently.
+ */
+
+export const ACCOUNT = 'account-a';
+
+export interface UserGroupInit {
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly uid?: string;
+  readonly userGroupId?: string;
+  readonly annotations?: Record<string, string>;
+  readonly status?: UserGroupStatus;
+  readonly generation?: number;
+}
+
+export function userGroup(init: UserGroupInit = {}): UserGroup {
+  const name = init.name ?? 'acme';
+  const parsed = parseUserGroup({
+    apiVersion: 'usergroup.dev/v1alpha1',
+    kind: 'UserGroup',
+    metadata: {
+      name, namespace: init.namespace ?? 'ns', uid: init.uid ?? `uid-${name}`, resourceVersion: '10', generation: init.generation ?? 1,
+      creationTimestamp: '2026-11-22T00:00:00Z', annotations: init.annotations ?? {},
+    },
+    spec: { userGroupId: init.userGroupId ?? 'acme-1', name: 'Acme' },
+    status: init.status ?? {},
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+/** A Secret named "acme" in "ns" holding `token`, controlled by UserGroup uid `owner` (none: a stranger's). */
+export function secret(owner: string | undefined, token: string): ObservedSecret {
+  const parsed = parseSecret({
+    metadata: {
+      name: 'acme', namespace: 'ns', uid: 'uid-secret', resourceVersion: '20',
+      ...(owner ? { ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: owner, controller: true }] } : {}),
+    },
+    type: 'Opaque',
+    data: { token: Buffer.from(token).toString('base64') },
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+export function claim(spec: Partial<ClaimSpec> & { holder: UserGroup }): UserGroupClaim {
+  const userGroupId = spec.userGroupId ?? (spec.holder.spec.ok ? spec.holder.spec.value.userGroupId : 'acme-1');
+  const account = spec.account ?? ACCOUNT;
+  return {
+    metadata: {
+      name: claimName(account, userGroupId), namespace: '', uid: 'uid-claim', resourceVersion: '5', generation: 1, creationTimestamp: '2026-11-22T00:00:00Z',
+      deletionTimestamp: undefined, labels: {}, annotations: {}, ownerReferences: [],
+    },
+    spec: {
+      userGroupId, account,
+      namespace: spec.namespace ?? spec.holder.metadata.namespace,
+      userGroup: spec.userGroup ?? { name: spec.holder.metadata.name, uid: spec.holder.metadata.uid },
+    },
+  };
+}
+
+export interface World {
+  ug: UserGroup;
+  /** Other UserGroups in the cache. */
+  others?: UserGroup[];
+  /** What the owned-Secret cache holds. */
+  cached?: ObservedSecret | undefined;
+  /** Whether the name-only cache of other Secrets knows the name. */
+  otherKnown?: boolean;
+  /** What the apiserver really has. */
+  live?: ObservedSecret | undefined;
+  /** The Secret is deleted and re-created around every read: reads find nothing, creates meet it. */
+  vanishesOnRead?: boolean;
+  /** Claims by name, as the apiserver has them; default: one held by `ug`. */
+  claims?: Map<string, UserGroupClaim>;
+  /** What the claim cache shows, when it lags behind `claims`. */
+  claimCache?: Map<string, UserGroupClaim>;
+  /** What resolveConnection answers instead of the connection. */
+  resolution?: Resolution;
+  /** The service's created indicator in PUT answers (default true). */
+  created?: boolean | undefined;
+  adoption?: Adoption;
+}
+
+export interface Harness {
+  readonly calls: string[];
+  readonly writes: { resourceVersion: string | undefined; annotations: Record<string, string>; token: string }[];
+  readonly claims: Map<string, UserGroupClaim>;
+  readonly statuses: UserGroupStatus[];
+  readonly deleted: string[];
+  /** The token the fake service holds for the group now. */
+  serviceToken(): string;
+  reconcile(): Promise<ReconcileResult>;
+}
+
+export function harness(world: World): Harness {
+  const calls: string[] = [];
+  let token = 'tok-1';
+  let rotations = 0;
+  const claims = world.claims ?? new Map([[claimName(ACCOUNT, 'acme-1'), claim({ holder: world.ug })]]);
+  const statuses: UserGroupStatus[] = [];
+  const deleted: string[] = [];
+  const group = (t: string, created: boolean | undefined): ServiceResult =>
+    ({ ok: true, group: { teamId: 7, token: new SecretValue(t), name: 'Acme', providedId: 'acme-1', created, environmentTag: 'Customer' } });
+  const connection: Connection = {
+    id: 'conn-1',
+    account: ACCOUNT,
+    description: 'ClusterUserGroupService shared',
+    shared: true,
+    adoption: world.adoption ?? 'Keep',
+    apiKeySecret: 'ops/api-key',
+    seal: SEAL,
+    upsert: async (): Promise<ServiceResult> => {
+      calls.push('PUT');
+      return group(token, 'created' in world ? world.created : true);
+    },
+    rotate: async (held): Promise<ServiceResult> => {
+      calls.push('POST');
+      if (held.reveal() !== token) return { ok: false, failure: { kind: 'rejected', status: 400, message: 'unknown token' } };
+      token = `tok-r${++rotations}`;
+      return group(token, false);
+    },
+  };
+  const all = (): UserGroup[] => [world.ug, ...(world.others ?? [])];
+  const writes: Harness['writes'] = [];
+  let claimVersion = 5;
+  const keep = (spec: ClaimSpec): UserGroupClaim => {
+    const c = claim({ ...spec, holder: world.ug });
+    const kept = { ...c, metadata: { ...c.metadata, resourceVersion: String(++claimVersion) } };
+    claims.set(kept.metadata.name, kept);
+    return kept;
+  };
+  const ports: ReconcilerPorts = {
+    userGroup: (key) => all().find((u) => objectKey(u.metadata) === key),
+    userGroupsWithId: (id) => all().filter((u) => u.spec.ok && u.spec.value.userGroupId === id),
+    claim: (name) => (world.claimCache ?? claims).get(name),
+    readClaim: async (name) => {
+      calls.push('GET Claim');
+      return claims.get(name);
+    },
+    createClaim: async (spec) => {
+      calls.push('create Claim');
+      if (claims.has(claimName(spec.account, spec.userGroupId))) return { ok: false };
+      return { ok: true, claim: keep(spec) };
+    },
+    replaceClaim: async (current, spec) => {
+      calls.push('replace Claim');
+      if (claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion) return { ok: false };
+      return { ok: true, claim: keep(spec) };
+    },
+    releaseClaim: async (c) => {
+      calls.push('delete Claim');
+      claims.delete(c.metadata.name);
+    },
+    cachedSecret: () => world.cached,
+    otherSecretExists: () => world.otherKnown ?? false,
+    readSecret: async () => {
+      calls.push('GET Secret');
+      return world.vanishesOnRead ? undefined : world.live;
+    },
+    writeSecret: async (desired: ReturnType<typeof desiredSecret>, resourceVersion): Promise<SecretWriteResult> => {
+      calls.push(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
+      const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
+      writes.push({ resourceVersion, annotations: { ...(desired.metadata?.annotations ?? {}) }, token: written });
+      if (resourceVersion === undefined && world.live) return { ok: false, conflict: 'exists', message: 'already exists' };
+      const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: String(30 + writes.length) } });
+      if (!parsed.ok) throw new Error(parsed.error);
+      world.live = parsed.value;
+      return { ok: true, secret: parsed.value };
+    },
+    ownedSecrets: () => (world.cached ? [world.cached] : []),
+    deleteSecret: async (s) => {
+      calls.push('delete Secret');
+      deleted.push(s.metadata.name);
+    },
+    patchStatus: async (_ug, status) => {
+      statuses.push(status);
+      calls.push(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`);
+    },
+    resolveConnection: async () => world.resolution ?? { ok: true, connection },
+    invalidateConnection: () => undefined,
+    event: (_ug, type, reason) => calls.push(`Event ${type} ${reason}`),
+    tokenRotated: () => undefined,
+    now: () => Date.parse('2026-11-22T01:00:00Z'),
+  };
+  const reconciler = new Reconciler(ports, { resyncPeriodMs: 3_600_000, log: pino({ level: 'silent' }) });
+  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile: () => reconciler.reconcile(objectKey(world.ug.metadata), 'r1') };
+}

@@ -1,0 +1,301 @@
+import { randomBytes } from 'node:crypto';
+import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { eventually } from './kube.js';
+import { group, version } from './operator.js';
+import {
+  annotateUserGroupAs, backendPut, createUserGroupAs, deleteUserGroupAs, readSecretAs, readyOf, rewriteSecretAs, secretTokenAs, serviceGroup, sha256,
+  TOKEN_SHA256, userGroupIn, waitForReason, type Tenant, type TenancyWorld,
+} from './tenancy.js';
+
+/**
+ * Attacks a tenant can make with nothing but its own namespace's RBAC, each tried for real against the
+ * controller, and what each achieved. An outcome lists the evidence of success (none when refused), the
+ * service calls the refused objects caused, and how many of those the rules allow (AdoptionRefused: the
+ * one PUT that found the group; the service has no read to ask first).
+ */
+export interface AttackOutcome {
+  readonly attack: string;
+  readonly succeeded: boolean;
+  readonly evidence: readonly string[];
+  readonly refusedCalls: number;
+  readonly allowedRefusedCalls: number;
+  readonly details: Readonly<Record<string, unknown>>;
+}
+
+const suffix = (): string => randomBytes(3).toString('hex');
+const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const ROTATE = 'usergroup.dev/rotate-requested-at';
+
+function outcome(attack: string, evidence: (string | false)[], refusedCalls: number, details: Record<string, unknown>, allowedRefusedCalls = 0): AttackOutcome {
+  const found = evidence.filter((e): e is string => e !== false);
+  return { attack, succeeded: found.length > 0 || refusedCalls > allowedRefusedCalls, evidence: found, refusedCalls, allowedRefusedCalls, details };
+}
+
+async function forbidden(what: Promise<unknown>): Promise<boolean> {
+  try {
+    await what;
+    return false;
+  } catch (err) {
+    return err instanceof ApiException && err.code === 403;
+  }
+}
+
+/** 1. Take over a group that exists at the service (made by the company's backend) with another id space's id. */
+export async function takeover(world: TenancyWorld, attacker: Tenant): Promise<AttackOutcome> {
+  const id = `backend.customer-${suffix()}`;
+  const victimToken = await backendPut(world, { user_group_id: id, name: 'Victim Corp', properties: { customer_filter: 'victim' } });
+  const name = `grab-${suffix()}`;
+  await createUserGroupAs(attacker, name, { userGroupId: id, name: 'Hijacked', properties: { customer_filter: 'attacker' } });
+  const ug = await waitForReason(world, attacker.namespace, name, 'UserGroupIdNotAllowed');
+  const at = serviceGroup(world, id);
+  return outcome('takeover of an existing group (another id space)', [
+    at?.name !== 'Victim Corp' && `the group's name became ${at?.name ?? '(gone)'}`,
+    JSON.stringify(at?.properties) !== JSON.stringify({ customer_filter: 'victim' }) && 'the group\'s properties changed',
+    at?.tokenSha256 !== sha256(victimToken) && 'the group\'s token changed',
+    (await readSecretAs(attacker, name)) !== undefined && 'a token Secret appeared in the attacker\'s namespace',
+  ], world.proxy.putsFor(id).length, { reason: readyOf(ug)?.reason, message: readyOf(ug)?.message });
+}
+
+/** 2. Use the shared connection from a namespace no rule admits. */
+export async function unadmitted(world: TenancyWorld): Promise<AttackOutcome> {
+  const t = world.outsider;
+  const id = `${t.namespace}.acme-${suffix()}`;
+  const name = `sneak-${suffix()}`;
+  await createUserGroupAs(t, name, { userGroupId: id, name: 'Sneak' });
+  const ug = await waitForReason(world, t.namespace, name, 'NamespaceNotAllowed');
+  return outcome('a namespace no rule admits', [
+    serviceGroup(world, id) !== undefined && 'the group was created at the service',
+    (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared',
+  ], world.proxy.putsFor(id).length, { reason: readyOf(ug)?.reason });
+}
+
+/** 3. The sleeper: wait in DuplicateUserGroupId for the owner to be deleted and re-created, in either order. */
+export async function sleeper(world: TenancyWorld, owner: Tenant, attacker: Tenant): Promise<AttackOutcome> {
+  const id = `shared.sleeper-${suffix()}`;
+  const ownerName = `owner-${suffix()}`;
+  const sleeperName = `sleeper-${suffix()}`;
+  await createUserGroupAs(owner, ownerName, { userGroupId: id, name: 'Owner' });
+  await waitForReason(world, owner.namespace, ownerName, 'Synced');
+  const ownerPuts = world.proxy.putsFor(id).length;
+  await createUserGroupAs(attacker, sleeperName, { userGroupId: id, name: 'Sleeper', properties: { customer_filter: 'attacker' } });
+  await waitForReason(world, attacker.namespace, sleeperName, 'UserGroupIdClaimed');
+  // The owner's object is deleted and re-created (a restore, an Argo CD replace); the sleeper is re-created too,
+  // while the owner is gone, to be the older of the two.
+  await deleteUserGroupAs(owner, ownerName);
+  await eventually('the owner gone', async () => ((await userGroupIn(world, owner.namespace, ownerName)) ? undefined : true));
+  await deleteUserGroupAs(attacker, sleeperName);
+  await eventually('the sleeper gone', async () => ((await userGroupIn(world, attacker.namespace, sleeperName)) ? undefined : true));
+  await createUserGroupAs(attacker, sleeperName, { userGroupId: id, name: 'Sleeper', properties: { customer_filter: 'attacker' } });
+  const refused = await waitForReason(world, attacker.namespace, sleeperName, 'UserGroupIdClaimed');
+  await createUserGroupAs(owner, ownerName, { userGroupId: id, name: 'Owner' });
+  await waitForReason(world, owner.namespace, ownerName, 'Synced');
+  const still = await waitForReason(world, attacker.namespace, sleeperName, 'UserGroupIdClaimed');
+  const at = serviceGroup(world, id);
+  const ownerToken = await secretTokenAs(owner, ownerName);
+  const sleeperPuts = world.proxy.putsFor(id).filter((r) => r.body.includes('"Sleeper"')).length;
+  return outcome('the sleeper (re-created after the owner)', [
+    at?.name !== 'Owner' && `the group's name became ${at?.name ?? '(gone)'}`,
+    (await readSecretAs(attacker, sleeperName)) !== undefined && 'a token Secret appeared in the sleeper\'s namespace',
+    at?.tokenSha256 !== sha256(ownerToken ?? '') && 'the owner\'s Secret does not hold the current token',
+  ], sleeperPuts, { ownerPutsBefore: ownerPuts, reasons: [readyOf(refused)?.reason, readyOf(still)?.reason] });
+}
+
+/** 4. Same id from two deployments that each see only their own namespace, created at the same moment. */
+export async function acrossShards(world: TenancyWorld, a: Tenant, b: Tenant): Promise<AttackOutcome> {
+  const id = `shared.race-${suffix()}`;
+  const name = `race-${suffix()}`;
+  await Promise.all([createUserGroupAs(a, name, { userGroupId: id, name: 'A' }), createUserGroupAs(b, name, { userGroupId: id, name: 'B' })]);
+  const settled = await eventually('one Synced, one UserGroupIdClaimed', async () => {
+    const reasons = await Promise.all([a, b].map(async (t) => readyOf(await userGroupIn(world, t.namespace, name))?.reason));
+    return reasons.includes('Synced') && reasons.includes('UserGroupIdClaimed') ? reasons : undefined;
+  });
+  const winner = settled[0] === 'Synced' ? a : b;
+  const loser = winner === a ? b : a;
+  const loserName = winner === a ? 'B' : 'A';
+  const loserPuts = world.proxy.putsFor(id).filter((r) => r.body.includes(`"name":"${loserName}"`)).length;
+  return outcome('the same id from two deployments at once', [
+    (await readSecretAs(loser, name)) !== undefined && 'the loser holds a token Secret',
+    serviceGroup(world, id)?.name !== (winner === a ? 'A' : 'B') && 'the loser\'s name is at the service',
+  ], loserPuts, { winner: winner.namespace });
+}
+
+/**
+ * 5. URL spelling: two namespaces were given the same API key (a careless platform team); each tenant makes its
+ * own UserGroupService, spelling the same service differently, and both claim one id.
+ */
+export async function urlSpelling(world: TenancyWorld, a: Tenant, b: Tenant): Promise<AttackOutcome> {
+  const id = `spelled-${suffix()}`;
+  const port = new URL(world.proxy.url).port;
+  const urls = [`http://127.0.0.1:${port}`, `http://localhost:${port}/`];
+  for (const [i, t] of [a, b].entries()) {
+    await world.env.core.createNamespacedSecret({ namespace: t.namespace, body: { metadata: { name: `given-key-${id}` }, stringData: { apiKey: world.env.apiKey } } });
+    await t.custom.createNamespacedCustomObject({
+      group, version, namespace: t.namespace, plural: 'usergroupservices',
+      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: `own-${id}` }, spec: { url: urls[i], apiKeySecretRef: { name: `given-key-${id}` } } },
+    });
+  }
+  await createUserGroupAs(a, id, { userGroupId: id, name: 'First', serviceRef: { name: `own-${id}` } });
+  await waitForReason(world, a.namespace, id, 'Synced');
+  await createUserGroupAs(b, id, { userGroupId: id, name: 'Second', properties: { customer_filter: 'attacker' }, serviceRef: { name: `own-${id}` } });
+  const ug = await waitForReason(world, b.namespace, id, 'UserGroupIdClaimed');
+  return outcome('the same account through a differently spelled URL', [
+    serviceGroup(world, id)?.name !== 'First' && 'the second namespace\'s name is at the service',
+    (await readSecretAs(b, id)) !== undefined && 'the second namespace holds a token Secret',
+  ], world.proxy.putsFor(id).filter((r) => r.body.includes('"Second"')).length, { reason: readyOf(ug)?.reason });
+}
+
+/**
+ * 6. The squatter claims an id a legitimate team will want, takes the token, and loses the contest when an
+ * admin releases the id to the team: the token it copied must be dead.
+ */
+export async function squatter(world: TenancyWorld, squatterT: Tenant, legit: Tenant): Promise<AttackOutcome> {
+  const id = `shared.squat-${suffix()}`;
+  const name = `squat-${suffix()}`;
+  await createUserGroupAs(squatterT, name, { userGroupId: id, name: 'Squatter' });
+  await waitForReason(world, squatterT.namespace, name, 'Synced');
+  const copied = await secretTokenAs(squatterT, name);
+  await createUserGroupAs(legit, name, { userGroupId: id, name: 'Legit' });
+  await waitForReason(world, legit.namespace, name, 'UserGroupIdClaimed');
+  const legitPutsWhileRefused = world.proxy.putsFor(id).filter((r) => r.body.includes('"Legit"')).length;
+  // The admin settles it: the squatter's UserGroup goes, and the claim is released.
+  await world.env.custom.deleteNamespacedCustomObject({ group, version, namespace: squatterT.namespace, plural: 'usergroups', name });
+  const claim = (await world.env.claims([squatterT.namespace])).find((c) => c.spec.userGroupId === id);
+  if (claim) await world.env.custom.deleteClusterCustomObject({ group, version, plural: 'usergroupclaims', name: claim.metadata.name });
+  const adopted = await waitForReason(world, legit.namespace, name, 'Synced');
+  const at = serviceGroup(world, id);
+  return outcome('the squatter keeps a live token after losing the contest', [
+    at?.tokenSha256 === sha256(copied ?? '') && 'the squatter\'s copied token still works at the service',
+    at?.tokenSha256 !== sha256((await secretTokenAs(legit, name)) ?? '') && 'the legitimate team does not hold the current token',
+  ], legitPutsWhileRefused, { adoption: adopted.status && (adopted.status as { adoption?: unknown }).adoption });
+}
+
+/**
+ * 7. Rotation hijack: the tenant learned another group's token, writes it into its own token Secret with a
+ * matching sha256 annotation, and asks for a rotation of its own UserGroup.
+ */
+export async function rotationHijack(world: TenancyWorld, attacker: Tenant): Promise<AttackOutcome> {
+  const victimId = `backend.payroll-${suffix()}`;
+  const victimToken = await backendPut(world, { user_group_id: victimId, name: 'Payroll' });
+  const name = `mine-${suffix()}`;
+  await createUserGroupAs(attacker, name, { userGroupId: `${attacker.namespace}.${name}`, name: 'Mine' });
+  await waitForReason(world, attacker.namespace, name, 'Synced');
+  await rewriteSecretAs(attacker, name, (s) => ({
+    ...s,
+    data: { ...s.data, token: Buffer.from(victimToken).toString('base64') },
+    metadata: { ...s.metadata, annotations: { ...s.metadata?.annotations, [TOKEN_SHA256]: sha256(victimToken) } },
+  }));
+  await annotateUserGroupAs(attacker, name, { [ROTATE]: 'hijack-1' });
+  await eventually('the rotation request handled', async () =>
+    ((await userGroupIn(world, attacker.namespace, name))?.status?.rotation?.lastHandledRequest === 'hijack-1' ? true : undefined));
+  const victim = serviceGroup(world, victimId);
+  const held = await secretTokenAs(attacker, name);
+  const own = serviceGroup(world, `${attacker.namespace}.${name}`);
+  return outcome('rotation hijack with a planted token', [
+    victim?.tokenSha256 !== sha256(victimToken) && 'the victim\'s token was rotated',
+    held === victimToken && 'the victim\'s token stayed in the attacker\'s Secret',
+    held !== undefined && sha256(held) !== own?.tokenSha256 && 'the attacker\'s Secret holds a token that is not its own group\'s',
+  ], world.proxy.postsWith(victimToken).length, { ownRotations: own?.rotations });
+}
+
+/** 8. A forged rotation-handled mark in the Secret, to suppress a rotation that was asked for. */
+export async function forgedHandled(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
+  const name = `leaked-${suffix()}`;
+  const id = `${t.namespace}.${name}`;
+  await createUserGroupAs(t, name, { userGroupId: id, name: 'Leaked' });
+  await waitForReason(world, t.namespace, name, 'Synced');
+  const before = serviceGroup(world, id);
+  // While its controller is down, someone asks for a rotation (the token leaked) and the tenant forges the record.
+  await world.restartController(t.namespace, async () => {
+    await world.env.custom.patchNamespacedCustomObject(
+      { group, version, namespace: t.namespace, plural: 'usergroups', name, body: { metadata: { annotations: { [ROTATE]: 'leak-1' } } } }, MERGE);
+    await rewriteSecretAs(t, name, (s) => ({ ...s, metadata: { ...s.metadata, annotations: { ...s.metadata?.annotations, 'usergroup.dev/rotation-handled': 'leak-1' } } }));
+  });
+  await eventually('the rotation request handled', async () =>
+    ((await userGroupIn(world, t.namespace, name))?.status?.rotation?.lastHandledRequest === 'leak-1' ? true : undefined));
+  const after = serviceGroup(world, id);
+  return outcome('a forged rotation-handled mark', [
+    after?.tokenSha256 === before?.tokenSha256 && 'the token was not rotated',
+    after?.tokenSha256 !== sha256((await secretTokenAs(t, name)) ?? '') && 'the Secret does not hold the current token',
+  ], 0, { rotations: [before?.rotations, after?.rotations] });
+}
+
+/** 9. Claim a group that exists at the service under a rule that refuses adoption. */
+export async function refusedAdoption(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
+  const id = `legacy-${t.namespace}`;
+  const existing = await backendPut(world, { user_group_id: id, name: 'Legacy' });
+  await createUserGroupAs(t, 'legacy', { userGroupId: id, name: 'Legacy (claimed)' });
+  const ug = await waitForReason(world, t.namespace, 'legacy', 'AdoptionRefused');
+  const callsAtRefusal = world.proxy.putsFor(id).length;
+  // A restart of its controller must not repeat the PUT.
+  await world.restartController(t.namespace);
+  await waitForReason(world, t.namespace, 'legacy', 'AdoptionRefused');
+  await new Promise((r) => setTimeout(r, 1_000));
+  return outcome('adopting a group where the rule says Refuse', [
+    (await readSecretAs(t, 'legacy')) !== undefined && 'a token Secret appeared',
+    serviceGroup(world, id)?.tokenSha256 !== sha256(existing) && 'the existing token changed',
+  ], world.proxy.putsFor(id).length, { callsAtRefusal, message: readyOf(ug)?.message }, 1);
+}
+
+/** 10. The tenant's RBAC surface: what it must not be able to write or read at all. */
+export async function rbacSurface(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
+  const name = `status-${suffix()}`;
+  await createUserGroupAs(t, name, { userGroupId: `${t.namespace}.${name}`, name: 'Status' });
+  const attempts: [string, () => Promise<unknown>][] = [
+    ['list UserGroupClaims', () => t.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })],
+    ['create a UserGroupClaim', () => t.custom.createClusterCustomObject({ group, version, plural: 'usergroupclaims', body: { apiVersion: `${group}/${version}`, kind: 'UserGroupClaim', metadata: { name: `fake-${suffix()}` }, spec: { userGroupId: 'x', account: 'y', namespace: t.namespace, userGroup: { name: 'a', uid: 'b' } } } })],
+    ['read the shared connection', () => t.custom.listClusterCustomObject({ group, version, plural: 'clusterusergroupservices' })],
+    ['create a ClusterUserGroupService', () => t.custom.createClusterCustomObject({ group, version, plural: 'clusterusergroupservices', body: { apiVersion: `${group}/${version}`, kind: 'ClusterUserGroupService', metadata: { name: `mine-${suffix()}` }, spec: { url: 'https://x.example.com', apiKeySecretRef: { namespace: t.namespace, name: 'k' }, tenants: [{ namespaces: [t.namespace], userGroupIds: { prefix: '' } }] } } })],
+    ['label its own namespace into a rule', () => t.core.patchNamespace({ name: t.namespace, body: { metadata: { labels: { [world.tenantLabel]: 'true' } } } }, MERGE)],
+    ['write the status of its UserGroup', () => t.custom.patchNamespacedCustomObjectStatus({ group, version, namespace: t.namespace, plural: 'usergroups', name, body: { status: { syncedHash: 'forged' } } }, MERGE)],
+    ['read the operator\'s API-key Secret', () => t.core.readNamespacedSecret({ namespace: world.env.namespace, name: 'usergroup-api-key' })],
+  ];
+  const allowed: string[] = [];
+  for (const [what, attempt] of attempts) if (!(await forbidden(attempt()))) allowed.push(`allowed: ${what}`);
+  return outcome('writes outside its RBAC (claims, connections, namespace labels, status, the API key)', allowed, 0, {});
+}
+
+/** 11. Labels and annotations on its UserGroup and token Secret: bookkeeping look-alikes, a stripped managed-by label. */
+export async function metadataNoise(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
+  const name = `noise-${suffix()}`;
+  const id = `${t.namespace}.${name}`;
+  await createUserGroupAs(t, name, { userGroupId: id, name: 'Noise' });
+  await waitForReason(world, t.namespace, name, 'Synced');
+  const putsBefore = world.proxy.putsFor(id).length;
+  const token = await secretTokenAs(t, name);
+  await annotateUserGroupAs(t, name,
+    { 'usergroup.dev/rotation-handled': 'x', 'usergroup.dev/token-record': 'f'.repeat(64), 'usergroup.dev/token-sha256': 'x' },
+    { 'app.kubernetes.io/managed-by': 'someone-else', 'usergroup.dev/usergroup': 'other' });
+  await rewriteSecretAs(t, name, (s) => ({ ...s, metadata: { ...s.metadata, labels: { app: 'mine' } } }));
+  // The controller puts its labels back without a call (the record still vouches for the token).
+  await eventually('the managed-by label restored', async () =>
+    ((await readSecretAs(t, name))?.metadata?.labels?.['app.kubernetes.io/managed-by'] === 'usergroup-operator' ? true : undefined));
+  const ug = await userGroupIn(world, t.namespace, name);
+  // The object is not refused (it is the tenant's own group): calls here are the price of its own edits, like a
+  // spec change, and are reported, not counted against the rules. (A stripped label can cost one PUT when the
+  // two Secret watches disagree for a moment about where the Secret belongs.)
+  return outcome('look-alike annotations and labels, a stripped managed-by label', [
+    readyOf(ug)?.reason !== 'Synced' && `Ready is now ${readyOf(ug)?.reason ?? '?'}`,
+    (await secretTokenAs(t, name)) !== token && 'the token changed',
+  ], 0, { callsOnOwnGroup: world.proxy.putsFor(id).length - putsBefore });
+}
+
+export type Attack = (world: TenancyWorld) => Promise<AttackOutcome>;
+
+/** Every attack, with its actors: tenants[0] and tenants[1] sit in different deployments of the controller. */
+export function catalogue(world: TenancyWorld): [string, Attack][] {
+  const [a, b] = world.tenants;
+  if (!a || !b) throw new Error('the attacks need two tenants');
+  return [
+    ['takeover', (w) => takeover(w, b)],
+    ['unadmitted', (w) => unadmitted(w)],
+    ['sleeper', (w) => sleeper(w, a, b)],
+    ['across shards', (w) => acrossShards(w, a, b)],
+    ['url spelling', (w) => urlSpelling(w, a, b)],
+    ['squatter', (w) => squatter(w, b, a)],
+    ['rotation hijack', (w) => rotationHijack(w, b)],
+    ['forged handled', (w) => forgedHandled(w, a)],
+    ['refused adoption', (w) => refusedAdoption(w, b)],
+    ['rbac surface', (w) => rbacSurface(w, a)],
+    ['metadata noise', (w) => metadataNoise(w, b)],
+  ];
+}

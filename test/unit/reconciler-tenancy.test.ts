@@ -1,0 +1,232 @@
+import { describe, expect, it } from 'vitest';
+import { claimName } from '../../src/api/claim.js';
+import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
+import type { ObservedSecret } from '../../src/api/secret.js';
+import { Reason } from '../../src/controller/conditions.js';
+import { syncHash, upsertRequestFor } from '../../src/controller/decide.js';
+import { sha256Hex } from '../../src/controller/hash.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
+import { parseSecret } from '../../src/api/secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { SEAL } from '../support/fixtures.js';
+import { ACCOUNT, claim, harness, secret, userGroup } from '../support/reconciler-harness.js';
+
+/**
+ * The tenancy steps of a reconcile, through the reconciler's ports (no I/O): what the tenant rules, the
+ * UserGroupClaim and the sealed token record let through, and which calls a refused object makes (none).
+ */
+
+const ID = 'acme-1';
+const CLAIM = claimName(ACCOUNT, ID);
+const ready = (h: { statuses: { conditions?: readonly { type: string; reason: string; message: string }[] }[] }): { reason: string; message: string } | undefined =>
+  h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready');
+
+/** The Secret the operator wrote for `ug` with `token`, as the apiserver returns it (sealed record included). */
+function sealedSecret(ug: ReturnType<typeof userGroup>, token: string, handled?: string): ObservedSecret {
+  if (!ug.spec.ok) throw new Error('bad spec');
+  const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled, pending: undefined }, SEAL);
+  const parsed = parseSecret(JSON.parse(JSON.stringify({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '20' } })));
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+function syncedHashOf(ug: ReturnType<typeof userGroup>): string {
+  if (!ug.spec.ok) throw new Error('bad spec');
+  return syncHash(upsertRequestFor(ug.spec.value), 'conn-1');
+}
+
+describe('tenant rules: a refused UserGroup makes no call and keeps no token', () => {
+  it.each([Reason.NamespaceNotAllowed, Reason.UserGroupIdNotAllowed])('%s: status and Event, no claim, no PUT', async (reason) => {
+    const ug = userGroup();
+    const h = harness({ ug, claims: new Map(), resolution: { ok: false, reason, message: 'the rules say no' } });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual([`status ${reason}`, `Event Warning ${reason}`]);
+    expect(h.claims.size).toBe(0);
+  });
+
+  it('deletes the token Secret the UserGroup got while the rules still admitted it', async () => {
+    const ug = userGroup();
+    const held = sealedSecret(ug, 'tok-1');
+    const h = harness({ ug, cached: held, live: held, resolution: { ok: false, reason: Reason.NamespaceNotAllowed, message: 'no longer admitted' } });
+    await h.reconcile();
+    expect(h.calls).toEqual(['delete Secret', 'status NamespaceNotAllowed', 'Event Warning NamespaceNotAllowed']);
+    expect(ready(h)?.message).toMatch(/deleted token Secret acme$/);
+  });
+
+  it('finds its token Secret even when the tenant stripped the label the owned-Secret cache selects by', async () => {
+    const ug = userGroup();
+    const h = harness({ ug, cached: undefined, otherKnown: true, live: sealedSecret(ug, 'tok-1'), resolution: { ok: false, reason: Reason.UserGroupIdNotAllowed, message: 'not your id' } });
+    await h.reconcile();
+    expect(h.calls.slice(0, 2)).toEqual(['GET Secret', 'delete Secret']);
+  });
+});
+
+describe('claims: which namespace holds an id on an account', () => {
+  it('the first UserGroup creates the claim before its first call', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map() });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls.slice(0, 2)).toEqual(['create Claim', 'PUT']);
+    expect(h.claims.get(CLAIM)?.spec).toEqual({ userGroupId: ID, account: ACCOUNT, namespace: 'ns', userGroup: { name: 'acme', uid: 'uid-acme' } });
+  });
+
+  it('another namespace holds the id: UserGroupIdClaimed, no call, and its token Secret from before is deleted', async () => {
+    const ug = userGroup();
+    const elsewhere = userGroup({ namespace: 'team-b', uid: 'uid-b' });
+    const held = sealedSecret(ug, 'tok-1');
+    const h = harness({ ug, cached: held, live: held, claims: new Map([[CLAIM, claim({ holder: elsewhere })]]) });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['delete Secret', 'status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+    expect(ready(h)?.message).toContain(CLAIM);
+    expect(ready(h)?.message).not.toContain('team-b');
+  });
+
+  it('...even when the holder in the other namespace was deleted (the sleeper does not wake up)', async () => {
+    const ug = userGroup();
+    const gone = userGroup({ namespace: 'team-b', uid: 'uid-gone' });
+    const h = harness({ ug, claims: new Map([[CLAIM, claim({ holder: gone })]]) });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+  });
+
+  it('a live UserGroup of the same namespace holds it: DuplicateUserGroupId, no call', async () => {
+    const ug = userGroup();
+    const older = userGroup({ name: 'acme-old', uid: 'uid-old' });
+    const h = harness({ ug, others: [older], claims: new Map([[CLAIM, claim({ holder: older })]]) });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['status DuplicateUserGroupId', 'Event Warning DuplicateUserGroupId']);
+    expect(ready(h)?.message).toContain('ns/acme-old');
+  });
+
+  it('the holder of the same namespace is gone: this UserGroup takes the claim over and syncs', async () => {
+    const ug = userGroup();
+    const gone = userGroup({ name: 'acme-old', uid: 'uid-old' });
+    const h = harness({ ug, claims: new Map([[CLAIM, claim({ holder: gone })]]) });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls.slice(0, 2)).toEqual(['replace Claim', 'PUT']);
+    expect(h.claims.get(CLAIM)?.spec.userGroup).toEqual({ name: 'acme', uid: 'uid-acme' });
+  });
+
+  it('a claim race lost to another namespace (the create meets AlreadyExists): decided again on the winner, no call', async () => {
+    const winner = claim({ holder: userGroup({ namespace: 'team-b', uid: 'uid-b' }) });
+    const h = harness({ ug: userGroup(), claims: new Map([[CLAIM, winner]]), claimCache: new Map() });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['create Claim', 'GET Claim', 'status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+  });
+
+  it('an install older than claims: a never-synced duplicate waits for the synced UserGroup of its namespace to claim', async () => {
+    const ug = userGroup();
+    const synced = userGroup({ name: 'acme-old', uid: 'uid-old', status: { syncedHash: 'sha256:x' } });
+    const h = harness({ ug, others: [synced], claims: new Map() });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status DuplicateUserGroupId', 'Event Warning DuplicateUserGroupId']);
+    expect(h.claims.size).toBe(0);
+  });
+});
+
+describe('adoption: the first sync finds the group already at the service', () => {
+  it('created: no adoption', async () => {
+    const h = harness({ ug: userGroup(), created: true, adoption: 'Refuse' });
+    await h.reconcile();
+    expect(h.calls).toEqual(['PUT', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.statuses.at(-1)?.adoption).toBeUndefined();
+  });
+
+  it('Rotate: adopted, and the token rotated before anything is stored', async () => {
+    const h = harness({ ug: userGroup(), created: false, adoption: 'Rotate' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual(['PUT', 'POST', 'Event Normal Adopted', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes.map((w) => w.token)).toEqual([h.serviceToken()]);
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.statuses.at(-1)?.adoption).toEqual({ adoptedAt: '2026-11-22T01:00:00Z', tokenRotated: true });
+  });
+
+  it('Rotate with a rotation request pending: one rotation serves both, the request is marked handled', async () => {
+    const h = harness({ ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' } }), created: false, adoption: 'Rotate' });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
+    expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBe('r1');
+  });
+
+  it('Keep: adopted with its token', async () => {
+    const h = harness({ ug: userGroup(), created: false, adoption: 'Keep' });
+    await h.reconcile();
+    expect(h.calls).toEqual(['PUT', 'Event Normal Adopted', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.statuses.at(-1)?.adoption).toEqual({ adoptedAt: '2026-11-22T01:00:00Z', tokenRotated: false });
+  });
+
+  it('no created indicator in the answer counts as "already there"', async () => {
+    const h = harness({ ug: userGroup(), created: undefined, adoption: 'Keep' });
+    await h.reconcile();
+    expect(h.calls).toContain('Event Normal Adopted');
+  });
+
+  it('Refuse: no token stored, the claim released, AdoptionRefused', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), created: false, adoption: 'Refuse' });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['create Claim', 'PUT', 'delete Claim', 'status AdoptionRefused', 'Event Warning AdoptionRefused']);
+    expect(h.writes).toEqual([]);
+    expect(h.claims.size).toBe(0);
+  });
+
+  it('Refuse, already refused for this generation: no claim and no call again (a restart does not repeat the PUT)', async () => {
+    const refused = { observedGeneration: 1, conditions: [{ type: 'Ready', status: 'False' as const, reason: Reason.AdoptionRefused, message: 'refused', lastTransitionTime: '2026-11-22T00:30:00Z', observedGeneration: 1 }] };
+    const h = harness({ ug: userGroup({ status: refused }), claims: new Map(), created: false, adoption: 'Refuse' });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual([]);
+  });
+
+  it('not an adoption when this UserGroup synced this request on this account before (a Secret of an earlier version, without a record)', async () => {
+    const ug = userGroup({ status: { syncedHash: syncedHashOf(userGroup()), lastSyncTime: '2026-11-22T00:00:00Z' } });
+    const legacy = secret('uid-acme', 'tok-1');
+    const h = harness({ ug, cached: legacy, live: legacy, created: false, adoption: 'Refuse' });
+    await h.reconcile();
+    // Unsealed: re-read with a PUT (never a POST with it), then sealed; no adoption, nothing refused.
+    expect(h.calls).toEqual(['PUT', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+  });
+
+  it('not an adoption when a Secret it owns carries this account\'s record (a crash before the status write)', async () => {
+    const ug = userGroup();
+    const h = harness({ ug, cached: sealedSecret(ug, 'tok-1'), live: sealedSecret(ug, 'tok-1'), created: false, adoption: 'Refuse' });
+    await h.reconcile();
+    expect(h.calls).not.toContain('status AdoptionRefused');
+  });
+});
+
+describe('the token record: nothing a tenant writes into its Secret is believed', () => {
+  it('a planted token with its sha256 annotation "fixed" is never sent: PUT for the own id, then POST with that token', async () => {
+    const ug = userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: { syncedHash: syncedHashOf(userGroup()) } });
+    const real = sealedSecret(ug, 'tok-1');
+    const victim = 'tok-victim';
+    const planted: ObservedSecret = {
+      ...real,
+      data: { token: Buffer.from(victim).toString('base64') },
+      metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [TOKEN_SHA256_ANNOTATION]: sha256Hex(victim) } },
+    };
+    const h = harness({ ug, cached: planted, live: planted });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    // The fake service rejects a POST with any token but the group's own current one: a POST with the victim's would show as a failure.
+    expect(h.calls.slice(0, 3)).toEqual(['PUT', 'replace Secret', 'POST']);
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.writes.map((w) => w.token)).not.toContain(victim);
+    expect(h.writes.at(-1)?.token).toBe('tok-r1');
+  });
+
+  it('a forged rotation-handled mark does not suppress a requested rotation', async () => {
+    const ug = userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: { syncedHash: syncedHashOf(userGroup()) } });
+    const real = sealedSecret(ug, 'tok-1');
+    const forged: ObservedSecret = { ...real, metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [ROTATION_HANDLED_ANNOTATION]: 'r1' } } };
+    const h = harness({ ug, cached: forged, live: forged });
+    await h.reconcile();
+    expect(h.calls).toContain('POST');
+    expect(h.serviceToken()).toBe('tok-r1');
+  });
+
+  it('an intact record: a restart makes no call at all', async () => {
+    const ug = userGroup({ status: { syncedHash: syncedHashOf(userGroup()), lastSyncTime: '2026-11-22T00:59:00Z', observedGeneration: 1, tokenSecretName: 'acme',
+      conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: 'user group synced; token in Secret acme', lastTransitionTime: '2026-11-22T00:59:00Z', observedGeneration: 1 }] } });
+    const h = harness({ ug, cached: sealedSecret(ug, 'tok-1'), live: sealedSecret(ug, 'tok-1') });
+    await h.reconcile();
+    expect(h.calls).toEqual([]);
+  });
+});
