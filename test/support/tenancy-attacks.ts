@@ -221,17 +221,18 @@ export async function forgedHandled(world: TenancyWorld, t: Tenant): Promise<Att
 
 /** 9. Claim a group that exists at the service under a rule that refuses adoption. */
 export async function refusedAdoption(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
-  const id = `legacy-${t.namespace}`;
+  const name = `legacy-${suffix()}`;
+  const id = `legacy-${t.namespace}.${name}`;
   const existing = await backendPut(world, { user_group_id: id, name: 'Legacy' });
-  await createUserGroupAs(t, 'legacy', { userGroupId: id, name: 'Legacy (claimed)' });
-  const ug = await waitForReason(world, t.namespace, 'legacy', 'AdoptionRefused');
+  await createUserGroupAs(t, name, { userGroupId: id, name: 'Legacy (claimed)' });
+  const ug = await waitForReason(world, t.namespace, name, 'AdoptionRefused');
   const callsAtRefusal = world.proxy.putsFor(id).length;
   // A restart of its controller must not repeat the PUT.
   await world.restartController(t.namespace);
-  await waitForReason(world, t.namespace, 'legacy', 'AdoptionRefused');
+  await waitForReason(world, t.namespace, name, 'AdoptionRefused');
   await new Promise((r) => setTimeout(r, 1_000));
   return outcome('adopting a group where the rule says Refuse', [
-    (await readSecretAs(t, 'legacy')) !== undefined && 'a token Secret appeared',
+    (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared',
     serviceGroup(world, id)?.tokenSha256 !== sha256(existing) && 'the existing token changed',
   ], world.proxy.putsFor(id).length, { callsAtRefusal, message: readyOf(ug)?.message }, 1);
 }

@@ -64,13 +64,13 @@ export interface TenancyWorld {
  * The rules of the shared connection:
  * 1. namespaces labelled `tenantLabel=true`: ids "<namespace>.*", adoption Rotate;
  * 2. every tenant: ids "shared.*" (contested on purpose: whoever claims first holds it), adoption Rotate;
- * 3. every tenant: the id "legacy-<namespace>", adoption Refuse.
+ * 3. every tenant: ids "legacy-<namespace>.*", adoption Refuse.
  */
 export function tenancyRules(tenantLabel: string, tenants: readonly string[]): TenantRuleObject[] {
   return [
     { namespaceSelector: { matchLabels: { [tenantLabel]: 'true' } }, userGroupIds: { prefix: '{namespace}.' }, adoption: 'Rotate' },
     { namespaces: [...tenants], userGroupIds: { prefix: 'shared.' }, adoption: 'Rotate' },
-    { namespaces: [...tenants], userGroupIds: { exact: ['legacy-{namespace}'] }, adoption: 'Refuse' },
+    { namespaces: [...tenants], userGroupIds: { prefix: 'legacy-{namespace}.' }, adoption: 'Refuse' },
   ];
 }
 
