@@ -289,7 +289,12 @@ export class Controller {
       const name = service.metadata.name;
       this.enqueueWhere((_ug, ref) => (ref ? ref.kind === 'ClusterUserGroupService' && ref.name === name : this.options.defaultService === name));
     });
-    this.claims.on((_type, claim) => this.enqueueId(claim.spec.userGroupId));
+    // The holder already knows what it just wrote; the others with that id (waiting, or refused) re-decide. A
+    // released claim concerns all of them, the holder included (it claims again).
+    this.claims.on((type, claim) => {
+      const holder = objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name });
+      this.enqueueId(claim.spec.userGroupId, type === 'deleted' ? undefined : holder);
+    });
     this.namespaces.on((type, ns, old) => {
       if (type === 'updated' && old && sameLabels(old.metadata.labels, ns.metadata.labels)) return;
       this.enqueueWhere((ug) => ug.metadata.namespace === ns.metadata.name);
