@@ -44,6 +44,12 @@ export function stringMap(value: unknown): Readonly<Record<string, string>> | un
   return out;
 }
 
+/** Same keys with the same values (labels, annotations, Secret data). */
+export function sameStringMap(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
 /**
  * The "namespace/name" key a parsed object carries from parseMeta on. The informer's store, the indexes and
  * the work queue all keep keys of every object; sharing one string per object instead of building one at

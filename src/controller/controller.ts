@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
-import { objectKey } from '../api/meta.js';
 import { parseClaim, type UserGroupClaim } from '../api/claim.js';
 import { parseClusterUserGroupService, type ClusterUserGroupService } from '../api/clusterusergroupservice.js';
-import { parseMeta, type ObjectMeta } from '../api/meta.js';
+import { objectKey, parseMeta, sameStringMap, type ObjectMeta } from '../api/meta.js';
 import { parseSecret, parseSecretName, type ObservedSecret, type SecretName } from '../api/secret.js';
 import { parseUserGroup, type ServiceRef, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
@@ -296,7 +295,7 @@ export class Controller {
       this.enqueueId(claim.spec.userGroupId, type === 'deleted' ? undefined : holder);
     });
     this.namespaces.on((type, ns, old) => {
-      if (type === 'updated' && old && sameLabels(old.metadata.labels, ns.metadata.labels)) return;
+      if (type === 'updated' && old && sameStringMap(old.metadata.labels, ns.metadata.labels)) return;
       this.enqueueWhere((ug) => ug.metadata.namespace === ns.metadata.name);
     });
   }
@@ -359,11 +358,6 @@ function relevantChange(old: UserGroup, ug: UserGroup): boolean {
     old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
     old.metadata.uid !== ug.metadata.uid
   );
-}
-
-function sameLabels(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: string }): T | undefined {

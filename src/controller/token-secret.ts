@@ -11,7 +11,7 @@ import {
   USERGROUP_KIND,
   USERGROUP_LABEL,
 } from '../api/constants.js';
-import type { ObjectMeta } from '../api/meta.js';
+import { sameStringMap, type ObjectMeta } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { SecretValue } from '../service/secret-value.js';
@@ -44,17 +44,12 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
   if (!secret) return { state: 'missing' };
   const controller = secret.metadata.ownerReferences.find((o) => o.controller);
   if (!controller || controller.uid !== owner.uid) return { state: 'foreign', ownerKind: controller?.kind };
-  const value = secretValue(secret, spec.tokenSecret.key);
-  const handled = secret.metadata.annotations[ROTATION_HANDLED_ANNOTATION];
-  const pending = secret.metadata.annotations[ROTATION_PENDING_ANNOTATION];
-  const recorded = secret.metadata.annotations[TOKEN_RECORD_ANNOTATION];
-  const trusted = value !== undefined && value !== '' && recorded !== undefined &&
-    safeEqual(recorded, seal(recordMessage(owner, spec.userGroupId, secret.metadata.name, spec.tokenSecret.key, { token: value, handled, pending })));
+  const trusted = sealedToken(secret, owner, spec.userGroupId, spec.tokenSecret.key, seal);
   return {
     state: 'owned',
-    token: trusted ? new SecretValue(value) : undefined,
-    handled: trusted ? handled : undefined,
-    pending: trusted ? pending : undefined,
+    token: trusted === undefined ? undefined : new SecretValue(trusted),
+    handled: trusted === undefined ? undefined : secret.metadata.annotations[ROTATION_HANDLED_ANNOTATION],
+    pending: trusted === undefined ? undefined : secret.metadata.annotations[ROTATION_PENDING_ANNOTATION],
     resourceVersion: secret.metadata.resourceVersion,
     secret,
   };
@@ -63,18 +58,21 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
 /**
  * Whether an owned Secret of this UserGroup (the current one, or one left from an earlier spec.tokenSecret)
  * carries a record this connection sealed: proof that the operator synced this UserGroup on this account.
- * The Secret's own name and its one data key stand in for the spec, which may have moved on since.
+ * The Secret's own one data key stands in for the spec, which may have moved on since.
  */
 export function holdsRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, seal: Seal): boolean {
-  const keys = Object.keys(secret.data);
-  const key = keys[0];
-  if (keys.length !== 1 || key === undefined) return false;
-  const value = secretValue(secret, key);
-  const recorded = secret.metadata.annotations[TOKEN_RECORD_ANNOTATION];
-  if (!value || recorded === undefined) return false;
+  const [key, ...more] = Object.keys(secret.data);
+  return key !== undefined && more.length === 0 && sealedToken(secret, owner, userGroupId, key, seal) !== undefined;
+}
+
+/** The token under `key`, when the Secret's record was sealed over it, its bookkeeping and this Secret's identity. */
+function sealedToken(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, key: string, seal: Seal): string | undefined {
   const { annotations } = secret.metadata;
-  const content = { token: value, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
-  return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content)));
+  const token = secretValue(secret, key);
+  const recorded = annotations[TOKEN_RECORD_ANNOTATION];
+  if (!token || recorded === undefined) return undefined;
+  const content = { token, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
+  return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content))) ? token : undefined;
 }
 
 /** What the record's MAC covers: the token and its bookkeeping, bound to this UserGroup, Secret and id. */
@@ -136,14 +134,9 @@ export function secretMatches(observed: ObservedSecret, desired: V1Secret): bool
   const meta = desired.metadata ?? {};
   return (
     observed.type === desired.type &&
-    sameMap(observed.metadata.labels, meta.labels ?? {}) &&
-    sameMap(observed.metadata.annotations, meta.annotations ?? {}) &&
-    sameMap(observed.data, desired.data ?? {}) &&
+    sameStringMap(observed.metadata.labels, meta.labels ?? {}) &&
+    sameStringMap(observed.metadata.annotations, meta.annotations ?? {}) &&
+    sameStringMap(observed.data, desired.data ?? {}) &&
     observed.metadata.ownerReferences.length === 1
   );
-}
-
-function sameMap(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const ak = Object.keys(a);
-  return ak.length === Object.keys(b).length && ak.every((k) => a[k] === b[k]);
 }
