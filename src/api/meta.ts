@@ -58,30 +58,32 @@ export function sameStringMap(a: Readonly<Record<string, string>>, b: Readonly<R
 const KEY = Symbol('objectKey');
 
 /**
- * Parses metadata; `omitAnnotations` are left out, for annotations the operator never reads and that can be
- * large (kubectl's last-applied-configuration is a copy of the whole object).
+ * Which parts of metadata a kind keeps beyond name, namespace, uid, resourceVersion, generation and the
+ * timestamps. Everything else a tenant can write into metadata (up to 256 KiB of annotations, labels, owner
+ * references) would otherwise sit in the informer's cache for every object, read by nobody.
  */
-export function parseMeta(raw: unknown, omitAnnotations?: readonly string[]): Parsed<ObjectMeta> {
+export interface MetaKeep {
+  /** The only annotations kept (a missing one is absent); all of them when undefined. */
+  readonly annotations?: readonly string[];
+  /** Whether labels are kept (default true); false gives an empty map. */
+  readonly labels?: boolean;
+  /** Whether owner references are kept (default true); false gives an empty list. */
+  readonly ownerReferences?: boolean;
+}
+
+/**
+ * Parses metadata, keeping what `keep` says (everything by default). Fields that are not kept are not
+ * checked either: an object is not refused for metadata the operator never reads.
+ */
+export function parseMeta(raw: unknown, keep: MetaKeep = {}): Parsed<ObjectMeta> {
   if (!isRecord(raw)) return { ok: false, error: 'metadata is not an object' };
   const { name, namespace, uid, resourceVersion } = raw;
   if (typeof name !== 'string' || name === '') return { ok: false, error: 'metadata.name is missing' };
   if (typeof uid !== 'string' || typeof resourceVersion !== 'string') return { ok: false, error: 'metadata.uid or resourceVersion is missing' };
-  const labels = stringMap(raw['labels']);
-  const annotations = withoutKeys(stringMap(raw['annotations']), omitAnnotations);
+  const labels = keep.labels === false ? EMPTY : stringMap(raw['labels']);
+  const annotations = keep.annotations === undefined ? stringMap(raw['annotations']) : pickStrings(raw['annotations'], keep.annotations);
   if (!labels || !annotations) return { ok: false, error: 'metadata labels/annotations are not string maps' };
-  const owners = Array.isArray(raw['ownerReferences']) ? raw['ownerReferences'] : [];
-  const ownerReferences: OwnerReference[] = [];
-  for (const o of owners) {
-    if (!isRecord(o)) continue;
-    if (typeof o['uid'] !== 'string' || typeof o['kind'] !== 'string' || typeof o['name'] !== 'string') continue;
-    ownerReferences.push({
-      apiVersion: typeof o['apiVersion'] === 'string' ? intern(o['apiVersion']) : '',
-      kind: intern(o['kind']),
-      name: o['name'],
-      uid: o['uid'],
-      controller: o['controller'] === true,
-    });
-  }
+  const ownerReferences = keep.ownerReferences === false ? NO_OWNERS : parseOwnerReferences(raw['ownerReferences']);
   const ns = typeof namespace === 'string' ? intern(namespace) : '';
   const value: ObjectMeta = {
     name,
@@ -100,11 +102,43 @@ export function parseMeta(raw: unknown, omitAnnotations?: readonly string[]): Pa
   return { ok: true, value };
 }
 
-function withoutKeys(map: Readonly<Record<string, string>> | undefined, keys: readonly string[] | undefined): Readonly<Record<string, string>> | undefined {
-  if (!map || !keys?.some((k) => k in map)) return map;
-  const out = { ...map };
-  for (const k of keys) delete out[k];
-  return out;
+/** A copy of parsed metadata with other annotations; it keeps its object key. */
+export function withAnnotations(meta: ObjectMeta, annotations: Readonly<Record<string, string>>): ObjectMeta {
+  const copy: ObjectMeta = { ...meta, annotations };
+  Object.defineProperty(copy, KEY, { value: objectKey(meta) });
+  return copy;
+}
+
+const NO_OWNERS: readonly OwnerReference[] = Object.freeze([]);
+
+function parseOwnerReferences(raw: unknown): OwnerReference[] {
+  const ownerReferences: OwnerReference[] = [];
+  for (const o of Array.isArray(raw) ? raw : []) {
+    if (!isRecord(o)) continue;
+    if (typeof o['uid'] !== 'string' || typeof o['kind'] !== 'string' || typeof o['name'] !== 'string') continue;
+    ownerReferences.push({
+      apiVersion: typeof o['apiVersion'] === 'string' ? intern(o['apiVersion']) : '',
+      kind: intern(o['kind']),
+      name: o['name'],
+      uid: o['uid'],
+      controller: o['controller'] === true,
+    });
+  }
+  return ownerReferences;
+}
+
+/** The wanted keys of a string map, without copying (or checking) the rest; undefined if one is not a string. */
+function pickStrings(raw: unknown, keys: readonly string[]): Readonly<Record<string, string>> | undefined {
+  if (raw === undefined || raw === null) return EMPTY;
+  if (!isRecord(raw)) return undefined;
+  let out: Record<string, string> | undefined;
+  for (const k of keys) {
+    const v = raw[k];
+    if (v === undefined) continue;
+    if (typeof v !== 'string') return undefined;
+    (out ??= {})[k] = v;
+  }
+  return out ?? EMPTY;
 }
 
 function internValues(map: Readonly<Record<string, string>>): Readonly<Record<string, string>> {

@@ -1,5 +1,6 @@
-import { DEFAULT_TOKEN_KEY } from './constants.js';
-import { isRecord, parseMeta, stringMap, type ObjectMeta, type Parsed } from './meta.js';
+import { createHash } from 'node:crypto';
+import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
+import { isRecord, parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
 
 export interface UserGroupSpec {
   readonly userGroupId: string;
@@ -57,38 +58,95 @@ export interface UserGroup {
   readonly status: UserGroupStatus;
 }
 
-/** Copies of the whole object that kubectl apply keeps; with 10,000 UserGroups they would double the cache. */
-const UNREAD_ANNOTATIONS = ['kubectl.kubernetes.io/last-applied-configuration'];
+/**
+ * Size limits on what a tenant writes into a UserGroup. The controller caches every UserGroup it watches,
+ * so each must have a bound for its memory to have one (README "Limits"). The CRD refuses at admission
+ * what its schema can see; the rest, and everything again for CRDs older than these limits (Helm never
+ * upgrades CRDs), is checked here: an object over a limit parses to an invalid spec (Ready=False,
+ * InvalidSpec) and keeps none of its payload.
+ */
+export const LIMITS = {
+  /** Top-level entries of spec.properties (admission: maxProperties). */
+  propertiesEntries: 64,
+  /** spec.properties as the JSON the service receives, in UTF-8 bytes (controller only: CEL cannot see it). */
+  propertiesBytes: 16_384,
+  /** Nesting of spec.properties (controller only): hashing and sending them recurse that deep. */
+  propertiesDepth: 100,
+  /** Entries of spec.mapping (admission: maxProperties). */
+  mappingEntries: 64,
+  /** Characters of a spec.mapping key (admission: CEL). */
+  mappingKeyChars: 253,
+  /** Characters of a spec.mapping value (admission: maxLength). */
+  mappingValueChars: 1024,
+  /** Characters of all spec.mapping keys and values together (admission: CEL). */
+  mappingTotalChars: 16_384,
+  /** Entries of spec.tokenSecret.labels and of spec.tokenSecret.annotations (admission: maxProperties). */
+  tokenSecretEntries: 64,
+  /** Characters of all spec.tokenSecret.annotations keys and values together (admission: CEL). */
+  tokenSecretAnnotationsTotalChars: 16_384,
+  /**
+   * Characters of the rotation request annotation (controller only: CEL cannot read annotations). Its value
+   * is kept in the cache and copied into status and into the token Secret's bookkeeping annotations, which
+   * the Secret cache must be able to keep too; a timestamp needs 20. 256 characters are at most 512 UTF-16
+   * units, well under the 1024 beyond which the Secret cache treats a bookkeeping value as not ours.
+   */
+  rotateRequestChars: 256,
+} as const;
+
+/**
+ * The metadata of a UserGroup the operator reads: the rotation request and nothing else of the annotations
+ * (kubectl's last-applied-configuration alone is a copy of the object), no labels, no owner references.
+ */
+const KEEP: MetaKeep = { annotations: [ROTATE_ANNOTATION], labels: false, ownerReferences: false };
+/** The same, when the rotation request is over its limit and must not be kept either. */
+const KEEP_NO_ROTATION: MetaKeep = { ...KEEP, annotations: [] };
+
+const ROTATE_TOO_LONG = `the ${ROTATE_ANNOTATION} annotation is longer than ${LIMITS.rotateRequestChars} characters; use a short value such as a timestamp`;
 
 export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
   if (!isRecord(raw)) return { ok: false, error: 'UserGroup is not an object' };
-  const meta = parseMeta(raw['metadata'], UNREAD_ANNOTATIONS);
+  const tooLong = overLongRotationRequest(raw['metadata']);
+  const meta = parseMeta(raw['metadata'], tooLong === undefined ? KEEP : KEEP_NO_ROTATION);
   if (!meta.ok) return meta;
-  return {
-    ok: true,
-    value: { metadata: meta.value, spec: parseSpec(raw['spec'], meta.value.name), status: parseStatus(raw['status']) },
-  };
+  if (tooLong !== undefined) {
+    // The value is not kept, but a change to it must still be seen as one (the controller reconciles when the
+    // annotation changes): a short stand-in that differs whenever the value does. Never acted on: the spec
+    // is invalid as long as it is there.
+    const standIn = `(over ${LIMITS.rotateRequestChars} characters) sha256:${createHash('sha256').update(tooLong).digest('hex')}`;
+    return { ok: true, value: { metadata: withAnnotations(meta.value, { [ROTATE_ANNOTATION]: standIn }), spec: { ok: false, error: ROTATE_TOO_LONG }, status: parseStatus(raw['status']) } };
+  }
+  return { ok: true, value: { metadata: meta.value, spec: parseSpec(raw['spec'], meta.value.name), status: parseStatus(raw['status']) } };
+}
+
+/** The rotation request annotation when it is over its limit. */
+function overLongRotationRequest(metadata: unknown): string | undefined {
+  const annotations = isRecord(metadata) ? metadata['annotations'] : undefined;
+  const value = isRecord(annotations) ? annotations[ROTATE_ANNOTATION] : undefined;
+  return typeof value === 'string' && chars(value) > LIMITS.rotateRequestChars ? value : undefined;
 }
 
 export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
   const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend } = raw;
   // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
-  const idLength = typeof userGroupId === 'string' ? [...userGroupId].length : 0;
+  const idLength = typeof userGroupId === 'string' ? chars(userGroupId) : 0;
   if (typeof userGroupId !== 'string' || idLength < 1 || idLength > 255) {
     return { ok: false, error: 'spec.userGroupId must be a string of 1 to 255 characters' };
   }
   if (typeof name !== 'string' || name === '') return { ok: false, error: 'spec.name must be a non-empty string' };
-  let parsedMapping: Record<string, string> | undefined;
+  let parsedMapping: Readonly<Record<string, string>> | undefined;
   if (mapping !== undefined && mapping !== null) {
     parsedMapping = stringMap(mapping);
     if (!parsedMapping) return { ok: false, error: 'spec.mapping must map strings to strings' };
+    const tooLarge = mappingOverLimits(parsedMapping);
+    if (tooLarge) return { ok: false, error: tooLarge };
   }
   if (properties !== undefined && properties !== null && !isRecord(properties)) {
     return { ok: false, error: 'spec.properties must be a JSON object' };
   }
-  if (isRecord(properties) && nestedDeeperThan(properties, MAX_PROPERTIES_DEPTH)) {
-    return { ok: false, error: `spec.properties is nested more than ${MAX_PROPERTIES_DEPTH} levels deep` };
+  if (isRecord(properties)) {
+    const tooLarge = propertiesOverLimits(properties);
+    if (tooLarge) return { ok: false, error: tooLarge };
   }
   const secret = parseTokenSecret(tokenSecret, objectName);
   if (!secret.ok) return secret;
@@ -118,8 +176,32 @@ export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpe
   };
 }
 
-/** Deeper properties are refused: hashing and sending them would recurse that deep. */
-export const MAX_PROPERTIES_DEPTH = 100;
+/** The first limit spec.mapping breaks, worded like the CRD's messages; undefined within limits. */
+function mappingOverLimits(mapping: Readonly<Record<string, string>>): string | undefined {
+  const entries = Object.entries(mapping);
+  if (entries.length > LIMITS.mappingEntries) return `spec.mapping has ${entries.length} entries; at most ${LIMITS.mappingEntries} are allowed`;
+  let total = 0;
+  for (const [k, v] of entries) {
+    const keyChars = chars(k);
+    if (keyChars < 1 || keyChars > LIMITS.mappingKeyChars) return `spec.mapping keys must be 1 to ${LIMITS.mappingKeyChars} characters`;
+    const valueChars = chars(v);
+    if (valueChars > LIMITS.mappingValueChars) return `spec.mapping values must be at most ${LIMITS.mappingValueChars} characters`;
+    total += keyChars + valueChars;
+  }
+  if (total > LIMITS.mappingTotalChars) return `spec.mapping must be at most ${LIMITS.mappingTotalChars} characters in total (keys and values)`;
+  return undefined;
+}
+
+/** The first limit spec.properties breaks; undefined within limits. Depth first: serialising recurses. */
+function propertiesOverLimits(properties: Record<string, unknown>): string | undefined {
+  const entries = Object.keys(properties).length;
+  if (entries > LIMITS.propertiesEntries) return `spec.properties has ${entries} entries; at most ${LIMITS.propertiesEntries} are allowed`;
+  if (nestedDeeperThan(properties, LIMITS.propertiesDepth)) return `spec.properties is nested more than ${LIMITS.propertiesDepth} levels deep`;
+  // Exactly what the service would receive; at most the object's own size again, and only for this call.
+  const bytes = Buffer.byteLength(JSON.stringify(properties));
+  if (bytes > LIMITS.propertiesBytes) return `spec.properties is ${bytes} bytes as JSON; at most ${LIMITS.propertiesBytes} are allowed`;
+  return undefined;
+}
 
 /** Iterative, so a hostile depth cannot overflow the stack here either. */
 function nestedDeeperThan(value: unknown, limit: number): boolean {
@@ -131,6 +213,25 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
     for (const child of Object.values(v as Record<string, unknown>)) stack.push([child, depth + 1]);
   }
   return false;
+}
+
+/**
+ * Length in code points, as the apiserver's maxLength and CEL's size() count it (an emoji is one, not two
+ * UTF-16 units), without copying the string.
+ */
+export function chars(text: string): number {
+  let n = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = text.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
 }
 
 const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -150,6 +251,16 @@ function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretS
   const labels = stringMap(spec['labels']);
   const annotations = stringMap(spec['annotations']);
   if (!labels || !annotations) return { ok: false, error: 'spec.tokenSecret labels and annotations must map strings to strings' };
+  for (const [field, map] of [['labels', labels], ['annotations', annotations]] as const) {
+    const n = Object.keys(map).length;
+    if (n > LIMITS.tokenSecretEntries) return { ok: false, error: `spec.tokenSecret.${field} has ${n} entries; at most ${LIMITS.tokenSecretEntries} are allowed` };
+  }
+  // Label keys and values have their own small limits (label syntax), checked at admission since 0.1.
+  let total = 0;
+  for (const [k, v] of Object.entries(annotations)) total += chars(k) + chars(v);
+  if (total > LIMITS.tokenSecretAnnotationsTotalChars) {
+    return { ok: false, error: `spec.tokenSecret.annotations must be at most ${LIMITS.tokenSecretAnnotationsTotalChars} characters in total (keys and values)` };
+  }
   return { ok: true, value: { name, key, labels, annotations } };
 }
 

@@ -1,5 +1,6 @@
 import type * as NodeHttp from 'node:http';
 import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 import { isRecord } from '../api/meta.js';
 import { http } from '../platform/node-http.js';
 import type { KubeAccess } from './kubeconfig.js';
@@ -7,6 +8,8 @@ import type { KubeAccess } from './kubeconfig.js';
 export interface KubeResponse {
   readonly status: number;
   readonly body: unknown;
+  /** Bytes of body read (request() always says; stand-ins for tests may not). */
+  readonly bytes?: number;
 }
 
 export interface RequestOptions {
@@ -16,6 +19,12 @@ export interface RequestOptions {
   readonly timeoutMs?: number;
   /** Accept header; JSON objects by default. */
   readonly accept?: string;
+  /**
+   * The most bytes of response body to read: past it the response is abandoned (its connection closed) and
+   * request() rejects with ResponseTooLargeError, so one answer never becomes an unbounded string. Unbounded
+   * by default: single objects are bounded by etcd (1.5 MiB); lists set it.
+   */
+  readonly maxBytes?: number;
 }
 
 /**
@@ -34,6 +43,17 @@ export class KubeApiError extends Error {
     message: string,
   ) {
     super(`${method} ${path}: ${status} ${reason}: ${message}`);
+  }
+}
+
+/** A response body longer than RequestOptions.maxBytes; nothing of it was kept. */
+export class ResponseTooLargeError extends Error {
+  constructor(
+    readonly method: string,
+    readonly path: string,
+    readonly maxBytes: number,
+  ) {
+    super(`${method} ${path}: response body exceeds ${maxBytes} bytes; abandoned`);
   }
 }
 
@@ -83,11 +103,27 @@ export class KubeClient {
     try {
       const res = await req.response;
       code = String(res.statusCode ?? 'none');
+      const maxBytes = options.maxBytes ?? Infinity;
+      const tooLarge = (): ResponseTooLargeError => {
+        // The rest of the body is never read: the connection goes, not back to the pool.
+        req.request.destroy();
+        return new ResponseTooLargeError(method, path, maxBytes);
+      };
+      // Known before a byte is read when the apiserver says it (it does not for chunked lists).
+      if (Number(res.headers['content-length'] ?? 0) > maxBytes) throw tooLarge();
       // Decoded chunk by chunk: each socket buffer can be freed at once, and a list page never exists as one
       // more megabyte-sized Buffer outside the V8 heap (malloc keeps such memory long after it is freed).
-      res.setEncoding('utf8');
+      // Buffers in, so the bound counts bytes exactly; the decoder carries a character split across chunks.
+      const decoder = new StringDecoder('utf8');
       let text = '';
-      for await (const chunk of res) text += chunk as string;
+      let bytes = 0;
+      for await (const chunk of res) {
+        const buffer = chunk as Buffer;
+        bytes += buffer.length;
+        if (bytes > maxBytes) throw tooLarge();
+        text += decoder.write(buffer);
+      }
+      text += decoder.end();
       let body: unknown = text;
       if (text) {
         try {
@@ -96,7 +132,7 @@ export class KubeClient {
           // Not JSON: keep the text for the error message.
         }
       }
-      return { status: res.statusCode ?? 0, body };
+      return { status: res.statusCode ?? 0, body, bytes };
     } finally {
       clearTimeout(timer);
       this.observe?.(method, code);

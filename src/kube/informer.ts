@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { isRecord, objectKey } from '../api/meta.js';
-import type { KubeClient } from './http.js';
-import { watchOnce, type WatchEnd } from './watch-stream.js';
+import { ResponseTooLargeError, type KubeClient, type KubeResponse } from './http.js';
+import { DEFAULT_MAX_WATCH_LINE_BYTES, watchOnce, type WatchEnd } from './watch-stream.js';
 import { afterWatch } from './watch-retry.js';
 
 export interface Cached {
@@ -26,7 +26,16 @@ export interface InformerOptions<T> {
   /** Parses an item from the apiserver; undefined drops it (logged). */
   readonly parse: (raw: unknown) => T | undefined;
   readonly log: Logger;
+  /** Objects per list page (the `limit` asked for); 500 by default, as client-go's reflector. */
   readonly pageSize?: number;
+  /**
+   * The most bytes one list page may take (default DEFAULT_MAX_PAGE_BYTES). A bigger page is abandoned
+   * while it is read and asked for again with half the `limit`, so a page of large objects never becomes
+   * one huge string and one huge parse.
+   */
+  readonly maxPageBytes?: number;
+  /** The most bytes one watch event may take (default DEFAULT_MAX_WATCH_LINE_BYTES). */
+  readonly maxWatchLineBytes?: number;
   /** Server-side watch timeout; randomised per watch so many watches do not reconnect in step. */
   readonly watchTimeoutSeconds?: () => number;
   /** A watch that delivers no byte (not even a bookmark) for this long is treated as dead. */
@@ -54,8 +63,11 @@ export class Informer<T extends Cached> {
   private failingSince: number | undefined;
   /** Whether the current watch has delivered an event yet. */
   private delivered = false;
-  /** Counts of how the watch connections ended, for tests and metrics. */
-  readonly stats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0 };
+  /**
+   * Counts of how the watch connections ended, for tests and metrics; and of list pages abandoned for their
+   * size, with the largest page read whole (bytes).
+   */
+  readonly stats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0, oversizedPages: 0, largestPageBytes: 0 };
 
   constructor(private readonly options: InformerOptions<T>) {}
 
@@ -152,15 +164,31 @@ export class Informer<T extends Cached> {
   }
 
   private async relist(): Promise<void> {
-    const { client, path, labelSelector } = this.options;
+    const { client, path, labelSelector, log } = this.options;
+    const pageSize = this.options.pageSize ?? 500;
+    const maxBytes = this.options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES;
     const fresh = new Map<string, T>();
     let continueToken = '';
     let listVersion = '';
-    do {
-      const query: Record<string, string> = { limit: String(this.options.pageSize ?? 500) };
+    let limit = pageSize;
+    for (;;) {
+      const query: Record<string, string> = { limit: String(limit) };
       if (labelSelector) query['labelSelector'] = labelSelector;
       if (continueToken) query['continue'] = continueToken;
-      const { status, body } = await client.request('GET', path, { query, timeoutMs: 120_000, ...(this.options.metadataOnly ? { accept: METADATA_LIST } : {}) });
+      let page: KubeResponse;
+      try {
+        page = await client.request('GET', path, { query, timeoutMs: 120_000, maxBytes, ...(this.options.metadataOnly ? { accept: METADATA_LIST } : {}) });
+      } catch (err) {
+        if (!(err instanceof ResponseTooLargeError)) throw err;
+        this.stats.oversizedPages++;
+        // At limit 1 the page is one object; the apiserver's own limits (etcd: 1.5 MiB) keep this from happening.
+        if (limit === 1) throw new Error(`list ${path}: one object is larger than ${maxBytes} bytes`, { cause: err });
+        const next = nextPageLimit(limit, pageSize, { tooLarge: true });
+        log.info({ informer: this.options.name, limit, next, maxBytes }, 'list page over its byte bound; asking again for fewer objects');
+        limit = next;
+        continue;
+      }
+      const { status, body } = page;
       if (status === 410 && continueToken) {
         // The continue token expired mid-list: start over.
         fresh.clear();
@@ -168,6 +196,8 @@ export class Informer<T extends Cached> {
         continue;
       }
       if (status !== 200 || !isRecord(body)) throw new Error(`list ${path}: HTTP ${status}${isRecord(body) && typeof body['message'] === 'string' ? `: ${body['message']}` : ''}`);
+      const bytes = page.bytes ?? 0;
+      this.stats.largestPageBytes = Math.max(this.stats.largestPageBytes, bytes);
       const metadata = isRecord(body['metadata']) ? body['metadata'] : {};
       listVersion = typeof metadata['resourceVersion'] === 'string' ? metadata['resourceVersion'] : '';
       continueToken = typeof metadata['continue'] === 'string' ? metadata['continue'] : '';
@@ -175,7 +205,9 @@ export class Informer<T extends Cached> {
         const item = this.parse(raw);
         if (item) fresh.set(objectKey(item.metadata), item);
       }
-    } while (continueToken);
+      if (!continueToken) break;
+      limit = nextPageLimit(limit, pageSize, { tooLarge: false, bytes, maxBytes });
+    }
     this.stats.lists++;
 
     const previous = new Map(this.store);
@@ -204,6 +236,7 @@ export class Informer<T extends Cached> {
       ...(this.options.metadataOnly ? { accept: METADATA_OBJECT } : {}),
       timeoutSeconds,
       inactivityMs: this.options.inactivityMs ?? (timeoutSeconds + 60) * 1000,
+      maxLineBytes: this.options.maxWatchLineBytes ?? DEFAULT_MAX_WATCH_LINE_BYTES,
       signal: this.abort.signal,
       onEvent: (event) => {
         this.delivered = true;
@@ -256,6 +289,26 @@ export class Informer<T extends Cached> {
   private markFailing(): void {
     this.failingSince ??= Date.now();
   }
+}
+
+/**
+ * A list page's byte bound: 500 small objects (a UserGroup is ~2 KiB, a Secret's metadata less) fit many
+ * times over, and even a page cut to one object fits the largest etcd stores (1.5 MiB), with room.
+ */
+export const DEFAULT_MAX_PAGE_BYTES = 8 << 20;
+
+/** How the last list page went: abandoned over the byte bound, or read whole with its size. */
+export type PageOutcome = { readonly tooLarge: true } | { readonly tooLarge: false; readonly bytes: number; readonly maxBytes: number };
+
+/**
+ * The `limit` of the next list page: halved (down to 1) after a page over the byte bound; after a page that
+ * used less than half the bound, doubled back towards the page size, so a few large objects early in a list
+ * do not slow the rest of it. Never above the page size, never below 1.
+ */
+export function nextPageLimit(current: number, pageSize: number, last: PageOutcome): number {
+  if (last.tooLarge) return Math.max(1, Math.floor(current / 2));
+  if (last.bytes < last.maxBytes / 2) return Math.min(pageSize, current * 2);
+  return Math.min(pageSize, current);
 }
 
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';

@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { isRecord } from '../api/meta.js';
 import type { KubeClient } from './http.js';
 
@@ -22,9 +23,18 @@ export interface WatchOptions {
   readonly accept?: string;
   readonly timeoutSeconds: number;
   readonly inactivityMs: number;
+  /**
+   * The most bytes one event (one line) may take: a longer one ends the watch as failed before more of it is
+   * held, so a stream that never sends a newline cannot grow a string without bound. Default
+   * DEFAULT_MAX_WATCH_LINE_BYTES.
+   */
+  readonly maxLineBytes?: number;
   readonly signal: AbortSignal;
   readonly onEvent: (event: WatchEvent) => void;
 }
+
+/** A watch event's byte bound: one object (etcd stores at most 1.5 MiB) in its event envelope, with room. */
+export const DEFAULT_MAX_WATCH_LINE_BYTES = 4 << 20;
 
 /** One watch request, streamed line by line, ended by the server, a 410, an error, silence or the signal. */
 export async function watchOnce(client: KubeClient, path: string, options: WatchOptions): Promise<WatchEnd> {
@@ -76,17 +86,20 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
           res.on('error', (err) => finish({ kind: 'failed', status, message: describe(err) }));
           return;
         }
-        let buffered = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
+        const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_WATCH_LINE_BYTES;
+        const lines = new LineSplitter(maxLineBytes);
+        res.on('data', (chunk: Buffer) => {
+          if (settled) return;
           arm();
-          buffered += chunk;
-          let newline = buffered.indexOf('\n');
-          while (newline >= 0 && !settled) {
-            const line = buffered.slice(0, newline).trim();
-            buffered = buffered.slice(newline + 1);
-            if (line) handleLine(line);
-            newline = buffered.indexOf('\n');
+          const complete = lines.push(chunk);
+          if (complete === undefined) {
+            finish({ kind: 'failed', status: 200, message: `watch event larger than ${maxLineBytes} bytes` });
+            return;
+          }
+          for (const line of complete) {
+            if (settled) return;
+            const trimmed = line.trim();
+            if (trimmed) handleLine(trimmed);
           }
         });
         res.on('end', () => finish({ kind: 'closed' }));
@@ -115,6 +128,42 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
       if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED' || type === 'BOOKMARK') options.onEvent({ type, object });
     }
   });
+}
+
+/**
+ * Splits a byte stream into newline-terminated UTF-8 lines, holding at most `maxLineBytes` of an unfinished
+ * one. Counts bytes on the Buffers themselves (a newline byte never occurs inside a multi-byte character), and
+ * keeps only decoded text, as small pieces joined once a line is complete.
+ */
+export class LineSplitter {
+  private readonly decoder = new StringDecoder('utf8');
+  private pending: string[] = [];
+  private pendingBytes = 0;
+
+  constructor(private readonly maxLineBytes: number) {}
+
+  /** The lines this chunk completed (without their newline), or undefined once a line is over the bound. */
+  push(chunk: Buffer): string[] | undefined {
+    let from = 0;
+    for (let nl = chunk.indexOf(0x0a); nl >= 0; nl = chunk.indexOf(0x0a, from)) {
+      if (this.pendingBytes + nl - from > this.maxLineBytes) return undefined;
+      this.pendingBytes = 0;
+      from = nl + 1;
+    }
+    this.pendingBytes += chunk.length - from;
+    if (this.pendingBytes > this.maxLineBytes) return undefined;
+    const text = this.decoder.write(chunk);
+    const out: string[] = [];
+    let start = 0;
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', start)) {
+      this.pending.push(text.slice(start, nl));
+      out.push(this.pending.join(''));
+      this.pending = [];
+      start = nl + 1;
+    }
+    if (start < text.length) this.pending.push(text.slice(start));
+    return out;
+  }
 }
 
 function statusMessage(body: unknown): string {

@@ -23,6 +23,8 @@ const clusterService = (name: string, spec: unknown): string =>
   toYaml({ apiVersion, kind: 'ClusterUserGroupService', metadata: { name }, spec });
 
 const good = { userGroupId: 'acme-1', name: 'Acme Corp' };
+/** `n` entries k0, k1, … (three characters each up to k99) with the given values. */
+const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${String(i).padStart(2, '0')}`, value(i)]));
 const ugsRef = { name: 'team-key' };
 
 interface BadCase {
@@ -128,6 +130,42 @@ const badUserGroups: BadCase[] = [
   },
   { what: 'spec.suspend a string', manifest: userGroup(fresh(), { ...good, suspend: 'true' }), error: 'spec.suspend in body must be of type boolean: "string"' },
   { what: 'spec.suspend a number', manifest: userGroup(fresh(), { ...good, suspend: 1 }), error: 'spec.suspend in body must be of type boolean: "integer"' },
+  // ---- size limits (README "Limits"): what the schema can see of properties, and all of mapping ----
+  {
+    what: 'spec.properties with 65 top-level entries',
+    manifest: userGroup(fresh(), { ...good, properties: entries(65, (i) => i) }),
+    error: 'spec.properties: Too many: 65: must have at most 64 items',
+  },
+  {
+    what: 'a top-level spec.properties string of 16385 characters',
+    manifest: userGroup(fresh(), { ...good, properties: { blob: 'x'.repeat(16_385) } }),
+    error: 'spec.properties.blob: Too long: may not be more than 16384',
+  },
+  {
+    what: 'spec.mapping with 65 entries',
+    manifest: userGroup(fresh(), { ...good, mapping: entries(65, () => 'ds') }),
+    error: 'spec.mapping: Too many: 65: must have at most 64 items',
+  },
+  {
+    what: 'a spec.mapping key of 254 characters',
+    manifest: userGroup(fresh(), { ...good, mapping: { ['s'.repeat(254)]: 'ds' } }),
+    error: 'spec.mapping keys must be 1 to 253 characters',
+  },
+  {
+    what: 'a spec.mapping value of 1025 characters',
+    manifest: userGroup(fresh(), { ...good, mapping: { sales: 'd'.repeat(1025) } }),
+    error: 'spec.mapping.sales: Too long: may not be more than 1024',
+  },
+  {
+    what: 'spec.mapping of 17 × 1024 characters (over 16384 in total)',
+    manifest: userGroup(fresh(), { ...good, mapping: entries(17, () => 'd'.repeat(1021)) }),
+    error: 'spec.mapping must be at most 16384 characters in total (keys and values)',
+  },
+  {
+    what: 'spec.tokenSecret.annotations of more than 16384 characters in total',
+    manifest: userGroup(fresh(), { ...good, tokenSecret: { annotations: { 'example.com/note': 'n'.repeat(16_384) } } }),
+    error: 'spec.tokenSecret.annotations must be at most 16384 characters in total (keys and values)',
+  },
   { what: 'an unknown field in spec', manifest: userGroup(fresh(), { ...good, colour: 'blue' }), error: 'unknown field "spec.colour"' },
   {
     what: 'an unknown field in spec.tokenSecret',
@@ -325,6 +363,29 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
     expect((await getJson('usergroup', 'minimal'))['spec']).toEqual({ userGroupId: 'minimal-1', name: 'Minimal', suspend: false });
   });
 
+  it('accepts a UserGroup at every size limit, null and nested values kept (positive control for the limits)', async () => {
+    const spec = {
+      userGroupId: 'at-limits',
+      name: 'At the limits',
+      // 16 × (3 + 1021) characters: 16384 in all, the most the CEL rule allows.
+      mapping: entries(16, () => 'd'.repeat(1021)),
+      // 64 top-level entries, one a 16384-character string (admission's view; the controller's 16384-byte
+      // total of the JSON is a separate, later check), nulls at the top and nested.
+      properties: { ...entries(61, (i) => i), blob: 'x'.repeat(16_384), nothing: null, nested: { a: [null, {}] } },
+      tokenSecret: { annotations: { 'example.com/note': 'n'.repeat(16_384 - 'example.com/note'.length) } },
+    };
+    // Server-side apply: client-side apply would also store the whole object in an annotation, and it keeps nulls.
+    const res = await kubectl(['apply', '--server-side', '-n', ns, '-f', '-'], { input: userGroup('at-limits', spec), timeoutMs: 90_000 });
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    const stored = (await getJson('usergroup', 'at-limits'))['spec'] as Record<string, unknown>;
+    expect(stored['mapping']).toEqual(spec.mapping);
+    expect(stored['properties']).toEqual(spec.properties);
+    // Gone again, so the later tests see the objects they expect.
+    const deleted = await kubectl(['delete', 'usergroup', 'at-limits', '-n', ns], { timeoutMs: 90_000 });
+    expect(deleted.code, deleted.stderr).toBe(0);
+  });
+
   it.each(badUserGroups)('refuses a UserGroup with $what', async ({ manifest, error }) => {
     const res = await apply(manifest);
     expect(res.code, `kubectl apply unexpectedly succeeded: ${res.stdout}`).not.toBe(0);
@@ -446,7 +507,7 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       ['userGroupId', '<string> -required-'],
       ['name', '<string> -required-'],
       ['mapping', '<map[string]string>'],
-      ['properties', '<Object>'],
+      ['properties', '<map[string]Object>'],
       ['tokenSecret', '<Object>'],
       ['serviceRef', '<Object>'],
       ['suspend', '<boolean>'],

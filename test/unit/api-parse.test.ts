@@ -130,11 +130,79 @@ describe('parseUserGroup', () => {
     expect(specError({ userGroupId: 'a', name: 'A', properties: nest(100_000) })).toMatch(/nested more than 100/);
   });
 
+  describe('size limits (README "Limits"): an over-limit spec is invalid and keeps none of its payload', () => {
+    const base = { userGroupId: 'a', name: 'A' };
+    const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value(i)]));
+
+    /** The spec is refused with this message, and the parsed object is small whatever the payload was. */
+    function refused(spec: Record<string, unknown>, error: string | RegExp, annotations?: Record<string, string>): void {
+      const parsed = parseUserGroup({ metadata: meta(annotations ? { annotations } : {}), spec });
+      if (!parsed.ok) throw new Error(parsed.error);
+      expect(parsed.value.spec.ok).toBe(false);
+      expect(parsed.value.spec.ok ? '' : parsed.value.spec.error).toMatch(error);
+      expect(JSON.stringify(parsed.value).length, 'parsed object size').toBeLessThan(1000);
+    }
+
+    it('properties: 64 top-level entries and 16384 bytes of JSON pass, one more of either does not', () => {
+      expect(ug({ ...base, properties: entries(64, (i) => i) }).spec.ok).toBe(true);
+      refused({ ...base, properties: entries(65, (i) => i) }, 'spec.properties has 65 entries; at most 64 are allowed');
+      // {"blob":"…"} is 11 bytes of JSON around the string.
+      expect(ug({ ...base, properties: { blob: 'x'.repeat(16_384 - 11) } }).spec.ok).toBe(true);
+      refused({ ...base, properties: { blob: 'x'.repeat(16_384 - 10) } }, 'spec.properties is 16385 bytes as JSON; at most 16384 are allowed');
+      // Nested, where admission cannot see it; counted in UTF-8 bytes (ü is 2).
+      refused({ ...base, properties: { a: { b: ['ü'.repeat(9000)] } } }, /^spec\.properties is 180\d\d bytes as JSON; at most 16384 are allowed$/);
+      refused({ ...base, properties: { a: { blob: 'x'.repeat(1_100_000) } } }, /spec\.properties is 1100\d{3} bytes as JSON/);
+    });
+
+    it('mapping: 64 entries, keys of 1 to 253 characters, values of at most 1024, 16384 characters in all', () => {
+      expect(ug({ ...base, mapping: entries(64, () => 'ds') }).spec.ok).toBe(true);
+      refused({ ...base, mapping: entries(65, () => 'ds') }, 'spec.mapping has 65 entries; at most 64 are allowed');
+      expect(ug({ ...base, mapping: { ['k'.repeat(253)]: 'v'.repeat(1024) } }).spec.ok).toBe(true);
+      refused({ ...base, mapping: { ['k'.repeat(254)]: 'v' } }, 'spec.mapping keys must be 1 to 253 characters');
+      refused({ ...base, mapping: { '': 'v' } }, 'spec.mapping keys must be 1 to 253 characters');
+      refused({ ...base, mapping: { k: 'v'.repeat(1025) } }, 'spec.mapping values must be at most 1024 characters');
+      // Characters are code points, as CEL's size() and maxLength count them: 1024 emoji are 2048 UTF-16 units.
+      expect(ug({ ...base, mapping: { k: '\u{1F600}'.repeat(1024) } }).spec.ok).toBe(true);
+      // 16 × (3 + 1021) = 16384 characters pass; 17 entries do not.
+      expect(ug({ ...base, mapping: entries(16, () => 'v'.repeat(1021)) }).spec.ok).toBe(true);
+      refused({ ...base, mapping: entries(17, () => 'v'.repeat(1021)) }, 'spec.mapping must be at most 16384 characters in total (keys and values)');
+    });
+
+    it('tokenSecret: 64 labels, 64 annotations, 16384 characters of annotations', () => {
+      expect(ug({ ...base, tokenSecret: { labels: entries(64, () => 'v'), annotations: entries(64, () => 'v') } }).spec.ok).toBe(true);
+      refused({ ...base, tokenSecret: { labels: entries(65, () => 'v') } }, 'spec.tokenSecret.labels has 65 entries; at most 64 are allowed');
+      refused({ ...base, tokenSecret: { annotations: entries(65, () => 'v') } }, 'spec.tokenSecret.annotations has 65 entries; at most 64 are allowed');
+      expect(ug({ ...base, tokenSecret: { annotations: { k: 'v'.repeat(16_383) } } }).spec.ok).toBe(true);
+      refused({ ...base, tokenSecret: { annotations: { k: 'v'.repeat(16_384) } } }, 'spec.tokenSecret.annotations must be at most 16384 characters in total (keys and values)');
+    });
+
+    it('a rotation request of more than 256 characters makes the spec invalid and is not kept', () => {
+      const rotate = 'usergroup.dev/rotate-requested-at';
+      const ok = parseUserGroup({ metadata: meta({ annotations: { [rotate]: 'r'.repeat(256) } }), spec: base });
+      expect(ok.ok && ok.value.spec.ok && ok.value.metadata.annotations[rotate]).toBe('r'.repeat(256));
+      refused(base, `the ${rotate} annotation is longer than 256 characters; use a short value such as a timestamp`, { [rotate]: 'r'.repeat(257) });
+      // Only a short stand-in is kept, one that changes with the value, so the change is still noticed.
+      const standIn = (value: string): string | undefined => {
+        const parsed = parseUserGroup({ metadata: meta({ annotations: { [rotate]: value } }), spec: base });
+        if (!parsed.ok) throw new Error(parsed.error);
+        expect(objectKey(parsed.value.metadata)).toBe('team-a/acme');
+        return parsed.value.metadata.annotations[rotate];
+      };
+      expect(standIn('r'.repeat(250_000))).toMatch(/^\(over 256 characters\) sha256:[0-9a-f]{64}$/);
+      expect(standIn('r'.repeat(250_000))).toBe(standIn('r'.repeat(250_000)));
+      expect(standIn('r'.repeat(250_000))).not.toBe(standIn('s'.repeat(250_000)));
+      expect(standIn('r'.repeat(250_000))?.length).toBeLessThanOrEqual(256);
+    });
+  });
+
   it('fails only for unusable metadata', () => {
     expect(parseUserGroup('nope')).toEqual({ ok: false, error: 'UserGroup is not an object' });
     expect(parseUserGroup({ metadata: meta({ name: undefined }), spec: {} }).ok).toBe(false);
     expect(parseUserGroup({ metadata: meta({ uid: undefined }), spec: {} }).ok).toBe(false);
-    expect(parseUserGroup({ metadata: meta({ labels: { a: 1 } }), spec: {} }).ok).toBe(false);
+    expect(parseUserGroup({ metadata: meta({ annotations: { 'usergroup.dev/rotate-requested-at': 1 } }), spec: {} }).ok).toBe(false);
+    // Labels are not kept on UserGroups, so a malformed one (the apiserver never sends one) costs nothing.
+    expect(parseUserGroup({ metadata: meta({ labels: { a: 1 } }), spec: {} }).ok).toBe(true);
+    expect(parseMeta(meta({ labels: { a: 1 } })).ok).toBe(false);
   });
 
   it('reads a complete status', () => {
@@ -211,12 +279,44 @@ describe('parseMeta', () => {
     expect(objectKey({ ...m.value, name: 'other' })).toBe('team-a/other');
   });
 
-  it('leaves out kubectl\'s last-applied-configuration on UserGroups only', () => {
-    const lastApplied = { 'kubectl.kubernetes.io/last-applied-configuration': '{"apiVersion":"usergroup.dev/v1alpha1"}', 'usergroup.dev/rotate': 'r1' };
-    const parsed = parseUserGroup({ metadata: meta({ annotations: lastApplied }), spec: { userGroupId: 'g', name: 'G' } });
-    expect(parsed.ok && parsed.value.metadata.annotations).toEqual({ 'usergroup.dev/rotate': 'r1' });
-    const secret = parseSecret({ metadata: meta({ annotations: lastApplied }), data: {} });
-    expect(secret.ok && secret.value.metadata.annotations).toEqual(lastApplied);
+  it('keeps only the rotation request of a UserGroup\'s metadata; other kinds keep all of it', () => {
+    const lastApplied = '{"apiVersion":"usergroup.dev/v1alpha1"}';
+    const raw = meta({
+      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': lastApplied, 'usergroup.dev/rotate-requested-at': 'r1', 'example.com/big': 'x'.repeat(200_000) },
+      labels: { team: 'a', 'example.com/big': 'y'.repeat(63) },
+      ownerReferences: [{ apiVersion: 'argoproj.io/v1alpha1', kind: 'Application', name: 'app', uid: 'u9', controller: true }],
+    });
+    const parsed = parseUserGroup({ metadata: raw, spec: { userGroupId: 'g', name: 'G' } });
+    if (!parsed.ok) throw new Error(parsed.error);
+    expect(parsed.value.metadata.annotations).toEqual({ 'usergroup.dev/rotate-requested-at': 'r1' });
+    expect(parsed.value.metadata.labels).toEqual({});
+    expect(parsed.value.metadata.ownerReferences).toEqual([]);
+    // What the controller and the plugin read is all there.
+    expect(parsed.value.metadata).toMatchObject({ name: 'acme', namespace: 'team-a', uid: 'uid-acme', resourceVersion: '5', generation: 2, creationTimestamp: '2025-01-01T00:00:00Z' });
+    expect(objectKey(parsed.value.metadata)).toBe('team-a/acme');
+    expect(JSON.stringify(parsed.value).length).toBeLessThan(1000);
+
+    const withoutRotation = parseUserGroup({ metadata: meta({ annotations: { 'kubectl.kubernetes.io/last-applied-configuration': lastApplied } }), spec: { userGroupId: 'g', name: 'G' } });
+    expect(withoutRotation.ok && withoutRotation.value.metadata.annotations).toEqual({});
+
+    const secret = parseSecret({ metadata: raw, data: {} });
+    expect(secret.ok && Object.keys(secret.value.metadata.annotations).sort()).toEqual(['example.com/big', 'kubectl.kubernetes.io/last-applied-configuration', 'usergroup.dev/rotate-requested-at']);
+    expect(secret.ok && secret.value.metadata.labels).toEqual({ team: 'a', 'example.com/big': 'y'.repeat(63) });
+    expect(secret.ok && secret.value.metadata.ownerReferences).toHaveLength(1);
+  });
+
+  it('parseMeta keeps only what it is asked to keep', () => {
+    const raw = meta({ annotations: { a: '1', b: '2' }, labels: { l: 'v' }, ownerReferences: [{ kind: 'K', name: 'n', uid: 'u' }] });
+    const all = parseMeta(raw);
+    expect(all.ok && all.value.annotations).toEqual({ a: '1', b: '2' });
+    const some = parseMeta(raw, { annotations: ['b', 'absent'], labels: false, ownerReferences: false });
+    if (!some.ok) throw new Error(some.error);
+    expect(some.value.annotations).toEqual({ b: '2' });
+    expect(some.value.labels).toEqual({});
+    expect(some.value.ownerReferences).toEqual([]);
+    // A kept annotation must still be a string; one that is not kept is not looked at.
+    expect(parseMeta(meta({ annotations: { a: 1, b: '2' } }), { annotations: ['b'] }).ok).toBe(true);
+    expect(parseMeta(meta({ annotations: { a: 1, b: '2' } }), { annotations: ['a'] }).ok).toBe(false);
   });
 });
 

@@ -8,8 +8,9 @@
  *   (or, for an update of a good object, the object keeps its spec).
  * - `condition`: accepted; the controller reports Ready=False with a specific reason and message, and a
  *   Warning Event (where the controller records one).
- * - `synced`: hostile but legal (control characters, unicode, odd YAML, a 250 KB rotation value, a forged
- *   token Secret); accepted, and the controller syncs it: Ready=True and the Secret holds the service's token.
+ * - `synced`: hostile but legal (control characters, unicode, odd YAML, a rotation value and sizes at their
+ *   limits, a forged token Secret); accepted, and the controller syncs it: Ready=True and the Secret holds the
+ *   service's token.
  *
  * Cases run in two namespaces: `bad` (watched by the same controller; accepted failing objects stay there)
  * and `good` (the good groups; only rejected updates, a forged Secret, and temporary objects that the test
@@ -94,9 +95,22 @@ export const ugManifest = (name: string, spec: unknown, extra: { metadata?: Reco
 const ugsManifest = (name: string, spec: unknown): string => json({ apiVersion, kind: 'UserGroupService', metadata: { name }, spec });
 
 const secretManifest = (name: string, body: Record<string, unknown>): string => json({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, type: 'Opaque', ...body });
+/** An API-key Secret a UserGroupService may use: it opts in by its type. */
+const apiKeySecretManifest = (name: string, body: Record<string, unknown>): string => secretManifest(name, { type: 'usergroup.dev/api-key', ...body });
 
 /** A properties object whose JSON is about `bytes` long (one big string). */
 const bigProperties = (bytes: number): Record<string, unknown> => ({ blob: 'x'.repeat(bytes) });
+
+/**
+ * The same string one level down, where admission cannot see it (the schema checks top-level entries and
+ * strings only; CEL sees nothing of free-form values): what reaches the controller's 16384-byte check.
+ */
+const nestedBigProperties = (bytes: number): Record<string, unknown> => ({ payload: { blob: 'x'.repeat(bytes) } });
+
+/** `n` entries k00, k01, … (three characters each up to k99) with the given value. */
+const entries = (n: number, value: string): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${String(i).padStart(2, '0')}`, value]));
+
+const rotateTooLong = 'annotation is longer than 256 characters; use a short value such as a timestamp';
 
 /** A properties object nested `depth` levels deep, as JSON text (JSON.stringify itself recurses). */
 const nestedJson = (depth: number): string => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
@@ -160,8 +174,18 @@ export const badCases: readonly BadCase[] = [
   badUg('s-ugid-256', 'spec.userGroupId of 256 characters', { userGroupId: 'x'.repeat(256), name: 'Acme' }, 'spec.userGroupId: Too long: may not be more than 255'),
   badUg('s-ugid-256-emoji', 'spec.userGroupId of 256 emoji (counted in characters)', { userGroupId: '\u{1F600}'.repeat(256), name: 'Acme' }, 'spec.userGroupId: Too long: may not be more than 255'),
   badUg('s-name-1025', 'spec.name of 1025 "ü"', { userGroupId: 's-name-1025-id', name: 'ü'.repeat(1025) }, 'spec.name: Too long: may not be more than 1024'),
-  badUg('s-mapping-257', 'spec.mapping with 257 entries', { ...base('s-mapping-257'), mapping: Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`schema${i}`, `db${i}`])) },
-    'spec.mapping: Too many: 257: must have at most 256 items'),
+  // Size limits (README "Limits"): what admission can see.
+  badUg('s-mapping-65', 'spec.mapping with 65 entries', { ...base('s-mapping-65'), mapping: entries(65, 'db') }, 'spec.mapping: Too many: 65: must have at most 64 items'),
+  badUg('s-mapping-key-254', 'a spec.mapping key of 254 characters', { ...base('s-mapping-key-254'), mapping: { ['s'.repeat(254)]: 'db' } }, 'spec.mapping keys must be 1 to 253 characters'),
+  badUg('s-mapping-value-1025', 'a spec.mapping value of 1025 characters', { ...base('s-mapping-value-1025'), mapping: { sales: 'd'.repeat(1025) } },
+    'spec.mapping.sales: Too long: may not be more than 1024'),
+  badUg('s-mapping-total', 'spec.mapping of 17 × 1024 characters (16384 in all at most)', { ...base('s-mapping-total'), mapping: entries(17, 'd'.repeat(1021)) },
+    'spec.mapping must be at most 16384 characters in total (keys and values)'),
+  badUg('s-props-65', 'spec.properties with 65 top-level entries', { ...base('s-props-65'), properties: entries(65, 'v') }, 'spec.properties: Too many: 65: must have at most 64 items'),
+  badUg('s-props-string-16385', 'a top-level spec.properties string of 16385 characters', { ...base('s-props-string-16385'), properties: bigProperties(16_385) },
+    'spec.properties.blob: Too long: may not be more than 16384'),
+  badUg('s-ts-annotations-total', 'spec.tokenSecret.annotations of more than 16384 characters', { ...base('s-ts-annotations-total'), tokenSecret: { annotations: { 'example.com/note': 'n'.repeat(16_384) } } },
+    'spec.tokenSecret.annotations must be at most 16384 characters in total (keys and values)'),
   {
     // Client-side apply copies the whole object into the last-applied-configuration annotation (256 KiB max).
     id: 's-props-300k-csa', what: '300 KB properties with client-side kubectl apply', ns: 'bad',
@@ -170,9 +194,10 @@ export const badCases: readonly BadCase[] = [
     expected: rejected('metadata.annotations: Too long: may not be more than 262144 bytes'),
   },
   {
-    id: 's-props-1600k', what: '1.6 MB properties (server-side apply): over etcd\'s request limit', ns: 'bad',
+    // Nested, or the schema's 16384-character limit on top-level strings would refuse it first.
+    id: 's-props-1600k', what: '1.6 MB nested properties (server-side apply): over etcd\'s request limit', ns: 'bad',
     args: () => ['apply', '--server-side', '-f', '-'],
-    stdin: () => ugManifest('s-props-1600k', { ...base('s-props-1600k'), properties: bigProperties(1_600_000) }),
+    stdin: () => ugManifest('s-props-1600k', { ...base('s-props-1600k'), properties: nestedBigProperties(1_600_000) }),
     object: ugOf('s-props-1600k'),
     expected: rejected('etcdserver: request is too large'),
   },
@@ -256,6 +281,9 @@ export const badCases: readonly BadCase[] = [
     'spec.suspend in body must be of type boolean: "string"'),
   badUpdate('up-mapping', 'spec.mapping a list on a good group', 2, (g) => ({ userGroupId: g.userGroupId, name: 'Mapping', mapping: ['a'] }),
     'spec.mapping in body must be of type object: "array"'),
+  // Client-side apply merges into the properties the good traffic writes (two entries): 65 to 67 in all.
+  badUpdate('up-props-65', 'spec.properties with 65 entries on a good group', 8, (g) => ({ userGroupId: g.userGroupId, name: 'Props', properties: entries(65, 'v') }),
+    /spec\.properties: Too many: 6[5-7]: must have at most 64 items/),
   {
     id: 'up-patch-null', what: 'kubectl patch removing spec.userGroupId of a good group', ns: 'good',
     args: (ctx) => ['patch', 'usergroup', goodAt(ctx, 3).name, '--type', 'merge', '-p', '{"spec":{"userGroupId":null}}'],
@@ -328,7 +356,7 @@ export const badCases: readonly BadCase[] = [
   },
   {
     id: 'c-svc-no-secret', what: 'UserGroupService whose API-key Secret does not exist', ns: 'bad',
-    before: (ctx) => [ugsManifest('svc-no-secret', { url: ctx.simUrl, apiKeySecretRef: { name: 'absent-api-key' } })],
+    before: (ctx) => [ugsManifest('svc-no-secret', { url: ctx.simUrl, allowInsecure: true, apiKeySecretRef: { name: 'absent-api-key' } })],
     stdin: () => ugManifest('c-svc-no-secret', { ...base('c-svc-no-secret'), serviceRef: { name: 'svc-no-secret' } }),
     object: ugOf('c-svc-no-secret'),
     expected: { kind: 'condition', reason: 'ConnectionNotFound', message: /Secret \S+\/absent-api-key does not exist/, event: { reason: 'ConnectionNotFound', note: 'absent-api-key does not exist' } },
@@ -336,8 +364,8 @@ export const badCases: readonly BadCase[] = [
   {
     id: 'c-svc-wrong-key', what: 'UserGroupService whose Secret lacks the apiKey key', ns: 'bad',
     before: (ctx) => [
-      secretManifest('svc-wrong-key-secret', { stringData: { token: 'not-here' } }),
-      ugsManifest('svc-wrong-key', { url: ctx.simUrl, apiKeySecretRef: { name: 'svc-wrong-key-secret' } }),
+      apiKeySecretManifest('svc-wrong-key-secret', { stringData: { token: 'not-here' } }),
+      ugsManifest('svc-wrong-key', { url: ctx.simUrl, allowInsecure: true, apiKeySecretRef: { name: 'svc-wrong-key-secret' } }),
     ],
     stdin: () => ugManifest('c-svc-wrong-key', { ...base('c-svc-wrong-key'), serviceRef: { name: 'svc-wrong-key' } }),
     object: ugOf('c-svc-wrong-key'),
@@ -346,8 +374,8 @@ export const badCases: readonly BadCase[] = [
   {
     id: 'c-svc-blank-key', what: 'UserGroupService whose API key is only whitespace', ns: 'bad',
     before: (ctx) => [
-      secretManifest('svc-blank-key-secret', { stringData: { apiKey: ' \n\t ' } }),
-      ugsManifest('svc-blank-key', { url: ctx.simUrl, apiKeySecretRef: { name: 'svc-blank-key-secret' } }),
+      apiKeySecretManifest('svc-blank-key-secret', { stringData: { apiKey: ' \n\t ' } }),
+      ugsManifest('svc-blank-key', { url: ctx.simUrl, allowInsecure: true, apiKeySecretRef: { name: 'svc-blank-key-secret' } }),
     ],
     stdin: () => ugManifest('c-svc-blank-key', { ...base('c-svc-blank-key'), serviceRef: { name: 'svc-blank-key' } }),
     object: ugOf('c-svc-blank-key'),
@@ -356,8 +384,8 @@ export const badCases: readonly BadCase[] = [
   {
     id: 'c-svc-wrong-apikey', what: 'UserGroupService with an API key the service does not know', ns: 'bad',
     before: (ctx) => [
-      secretManifest('svc-unknown-key-secret', { stringData: { apiKey: 'key-nobody-issued' } }),
-      ugsManifest('svc-unknown-key', { url: ctx.simUrl, apiKeySecretRef: { name: 'svc-unknown-key-secret' } }),
+      apiKeySecretManifest('svc-unknown-key-secret', { stringData: { apiKey: 'key-nobody-issued' } }),
+      ugsManifest('svc-unknown-key', { url: ctx.simUrl, allowInsecure: true, apiKeySecretRef: { name: 'svc-unknown-key-secret' } }),
     ],
     stdin: () => ugManifest('c-svc-wrong-apikey', { ...base('c-svc-wrong-apikey'), serviceRef: { name: 'svc-unknown-key' } }),
     object: ugOf('c-svc-wrong-apikey'),
@@ -367,7 +395,7 @@ export const badCases: readonly BadCase[] = [
     // CEL's loopback rule allows any digits as a port; the WHATWG URL parser refuses 99999.
     id: 'c-svc-bad-port', what: 'UserGroupService with http://localhost:99999 (passes CEL, not a URL)', ns: 'bad',
     before: () => [
-      secretManifest('svc-bad-port-secret', { stringData: { apiKey: 'whatever' } }),
+      apiKeySecretManifest('svc-bad-port-secret', { stringData: { apiKey: 'whatever' } }),
       ugsManifest('svc-bad-port', { url: 'http://localhost:99999', apiKeySecretRef: { name: 'svc-bad-port-secret' } }),
     ],
     stdin: () => ugManifest('c-svc-bad-port', { ...base('c-svc-bad-port'), serviceRef: { name: 'svc-bad-port' } }),
@@ -377,12 +405,33 @@ export const badCases: readonly BadCase[] = [
   {
     id: 'c-svc-closed-port', what: 'UserGroupService pointing at a closed loopback port', ns: 'bad',
     before: () => [
-      secretManifest('svc-closed-port-secret', { stringData: { apiKey: 'whatever' } }),
-      ugsManifest('svc-closed-port', { url: 'http://127.0.0.1:1', apiKeySecretRef: { name: 'svc-closed-port-secret' } }),
+      apiKeySecretManifest('svc-closed-port-secret', { stringData: { apiKey: 'whatever' } }),
+      ugsManifest('svc-closed-port', { url: 'http://127.0.0.1:1', allowInsecure: true, apiKeySecretRef: { name: 'svc-closed-port-secret' } }),
     ],
     stdin: () => ugManifest('c-svc-closed-port', { ...base('c-svc-closed-port'), serviceRef: { name: 'svc-closed-port' } }),
     object: ugOf('c-svc-closed-port'),
-    expected: { kind: 'condition', reason: 'ServiceUnavailable', message: 'ECONNREFUSED', event: { reason: 'SyncFailed', note: /^ServiceUnavailable: .*ECONNREFUSED/ } },
+    // A tenant's own connection learns the kind of failure, not which network error (no port scanning).
+    expected: { kind: 'condition', reason: 'ServiceUnavailable', message: /no answer from the service|are paused/, event: { reason: 'SyncFailed', note: /^ServiceUnavailable: .*no answer from the service/ } },
+  },
+  {
+    id: 'c-svc-untyped-secret', what: 'UserGroupService naming a Secret that did not opt in as an API key (type Opaque)', ns: 'bad',
+    before: (ctx) => [
+      secretManifest('svc-untyped-secret', { stringData: { apiKey: 'some-other-apps-password' } }),
+      ugsManifest('svc-untyped', { url: ctx.simUrl, allowInsecure: true, apiKeySecretRef: { name: 'svc-untyped-secret' } }),
+    ],
+    stdin: () => ugManifest('c-svc-untyped-secret', { ...base('c-svc-untyped-secret'), serviceRef: { name: 'svc-untyped' } }),
+    object: ugOf('c-svc-untyped-secret'),
+    expected: { kind: 'condition', reason: 'ConnectionInvalid', message: 'is not an API-key Secret', event: { reason: 'ConnectionInvalid', note: 'type must be usergroup.dev/api-key' } },
+  },
+  {
+    id: 'c-svc-host-not-allowed', what: 'UserGroupService at a host the operator\'s egress policy does not list', ns: 'bad',
+    before: () => [
+      apiKeySecretManifest('svc-elsewhere-secret', { stringData: { apiKey: 'whatever' } }),
+      ugsManifest('svc-elsewhere', { url: 'https://analytics.example.com', apiKeySecretRef: { name: 'svc-elsewhere-secret' } }),
+    ],
+    stdin: () => ugManifest('c-svc-host-not-allowed', { ...base('c-svc-host-not-allowed'), serviceRef: { name: 'svc-elsewhere' } }),
+    object: ugOf('c-svc-host-not-allowed'),
+    expected: { kind: 'condition', reason: 'ServiceNotAllowed', message: 'is not among the hosts the operator allows', event: { reason: 'ServiceNotAllowed', note: '--allowed-service-hosts' } },
   },
   {
     id: 'c-secret-unowned', what: 'tokenSecret.name of an existing Secret the operator does not own', ns: 'bad',
@@ -428,12 +477,27 @@ export const badCases: readonly BadCase[] = [
     expected: { kind: 'condition', reason: 'DuplicateUserGroupId', message: /already used by UserGroup \S+\/c-dup-older/, event: { reason: 'DuplicateUserGroupId', note: 'c-dup-older' } },
   },
   {
-    // Stored (under etcd's 1.5 MiB) but over the service's 1 MiB request limit.
-    id: 'c-props-1100k', what: '1.1 MB properties (server-side apply): the service answers 413', ns: 'bad',
+    // Stored (under etcd's 1.5 MiB; admission sees one top-level entry, an object) but over the controller's
+    // 16384 bytes: refused before any call, so the service's own 1 MiB limit (413) is never reached.
+    id: 'c-props-1100k', what: '1.1 MB nested properties (server-side apply): over the controller\'s limit', ns: 'bad',
     args: () => ['apply', '--server-side', '-f', '-'],
-    stdin: () => ugManifest('c-props-1100k', { ...base('c-props-1100k'), properties: bigProperties(1_100_000) }),
+    stdin: () => ugManifest('c-props-1100k', { ...base('c-props-1100k'), properties: nestedBigProperties(1_100_000) }),
     object: ugOf('c-props-1100k'),
-    expected: { kind: 'condition', reason: 'Rejected', message: 'HTTP 413', event: { reason: 'SyncFailed', note: /^Rejected: .*HTTP 413/ } },
+    expected: { kind: 'condition', reason: 'InvalidSpec', message: /^spec\.properties is 1100\d{3} bytes as JSON; at most 16384 are allowed$/, event: { reason: 'InvalidSpec', note: 'at most 16384 are allowed' } },
+  },
+  {
+    id: 'c-props-nested-20k', what: '20 KB of properties one level down (admission cannot see it)', ns: 'bad',
+    stdin: () => ugManifest('c-props-nested-20k', { ...base('c-props-nested-20k'), properties: nestedBigProperties(20_000) }),
+    object: ugOf('c-props-nested-20k'),
+    expected: { kind: 'condition', reason: 'InvalidSpec', message: /^spec\.properties is 200\d\d bytes as JSON; at most 16384 are allowed$/, event: { reason: 'InvalidSpec', note: 'at most 16384 are allowed' } },
+  },
+  {
+    // Annotations are out of CEL's reach; the value would be kept in the cache, status and the token Secret.
+    id: 'c-rotate-250k', what: 'a rotation request value of 250 KB (server-side apply)', ns: 'bad',
+    args: () => ['apply', '--server-side', '-f', '-'],
+    stdin: () => ugManifest('c-rotate-250k', base('c-rotate-250k'), { metadata: { annotations: { 'usergroup.dev/rotate-requested-at': `${'r'.repeat(250_000)}\u0000\n` } } }),
+    object: ugOf('c-rotate-250k'),
+    expected: { kind: 'condition', reason: 'InvalidSpec', message: rotateTooLong, event: { reason: 'InvalidSpec', note: rotateTooLong } },
   },
   {
     // Accepted by kubectl (max depth 10,000) and the apiserver; the controller must say it cannot use it.
@@ -531,12 +595,22 @@ export const badCases: readonly BadCase[] = [
     expected: { kind: 'synced', stored: { userGroupId: 'ok-dup-b' } },
   },
   {
-    // A new object that carries a rotation request rotates once right after its creation.
-    id: 'ok-rotate-250k', what: 'a rotation request value of 250 KB (server-side apply)', ns: 'bad',
+    // A new object that carries a rotation request rotates once right after its creation; 256 characters
+    // (control characters included) is the longest request the controller takes.
+    id: 'ok-rotate-256', what: 'a rotation request value of 256 characters with a NUL and a newline', ns: 'bad',
     args: () => ['apply', '--server-side', '-f', '-'],
-    stdin: () => ugManifest('ok-rotate-250k', base('ok-rotate-250k'), { metadata: { annotations: { 'usergroup.dev/rotate-requested-at': `${'r'.repeat(250_000)}\u0000\n` } } }),
-    object: ugOf('ok-rotate-250k'),
+    stdin: () => ugManifest('ok-rotate-256', base('ok-rotate-256'), { metadata: { annotations: { 'usergroup.dev/rotate-requested-at': `${'r'.repeat(254)}\u0000\n` } } }),
+    object: ugOf('ok-rotate-256'),
     expected: { kind: 'synced', rotations: 1 },
+  },
+  {
+    // At every limit at once: 64 top-level properties and 16384 bytes of JSON, 64 mapping entries and
+    // 16384 characters of mapping (16 × 1024 would do too; 64 entries need shorter values), annotations too.
+    id: 'ok-at-limits', what: 'properties, mapping and tokenSecret.annotations exactly at their size limits', ns: 'bad',
+    args: () => ['apply', '--server-side', '-f', '-'],
+    stdin: () => ugManifest('ok-at-limits', { ...base('ok-at-limits'), mapping: entries(64, 'd'.repeat(253)), properties: atLimitProperties(), tokenSecret: { annotations: { 'example.com/note': 'n'.repeat(16_384 - 16) } } }),
+    object: ugOf('ok-at-limits'),
+    expected: { kind: 'synced' },
   },
   {
     // kubectl apply over an owned token Secret: the token is replaced by hand; the controller restores it.
@@ -546,6 +620,15 @@ export const badCases: readonly BadCase[] = [
     expected: { kind: 'synced', stderr: 'is missing the kubectl.kubernetes.io/last-applied-configuration annotation' },
   },
 ];
+
+/** 64 top-level entries whose JSON is exactly 16384 bytes: the most the controller takes. */
+function atLimitProperties(): Record<string, unknown> {
+  const properties: Record<string, unknown> = entries(63, 'v');
+  const without = Buffer.byteLength(JSON.stringify({ ...properties, blob: '' }));
+  properties['blob'] = 'x'.repeat(16_384 - without);
+  if (Buffer.byteLength(JSON.stringify(properties)) !== 16_384) throw new Error('atLimitProperties: not 16384 bytes');
+  return properties;
+}
 
 /** Nine levels of nine aliases: 387 million "lol"s once expanded. */
 function aliasBomb(name: string): string {
