@@ -1,8 +1,17 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { http } from '../platform/node-http.js';
 
-export type Handler = () => Promise<{ status: number; contentType: string; body: string }>;
+/** What a route answers; `headers` for the few that need more than a content type (WWW-Authenticate, Retry-After). */
+export interface RouteResponse {
+  readonly status: number;
+  readonly contentType: string;
+  readonly body: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A route gets the request for its headers (the metrics route's Authorization); the body is never read. */
+export type Handler = (req: IncomingMessage) => Promise<RouteResponse>;
 
 /** A tiny HTTP server for /metrics or /healthz + /readyz; "0" disables it. */
 export async function serve(address: string, routes: Readonly<Record<string, Handler>>): Promise<{ server: Server | undefined; port: number | undefined; close(): Promise<void> }> {
@@ -16,8 +25,8 @@ export async function serve(address: string, routes: Readonly<Record<string, Han
       res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
       return;
     }
-    route().then(
-      ({ status, contentType, body }) => res.writeHead(status, { 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body),
+    route(req).then(
+      ({ status, contentType, body, headers }) => res.writeHead(status, { ...headers, 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body),
       (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
     );
   });

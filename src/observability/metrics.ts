@@ -44,6 +44,8 @@ export class Metrics {
   readonly leader = new Gauge({ name: 'usergroup_leader', help: '1 while this process is the leader (or runs without leader election).', registers: [this.registry] });
   readonly events = new Counter({ name: 'usergroup_events_total', help: 'Kubernetes Events emitted by type and reason.', labelNames: ['type', 'reason'], registers: [this.registry] });
   readonly eventsDropped = new Counter({ name: 'usergroup_events_dropped_total', help: 'Events not written because too many Event writes were queued (as client-go drops them).', labelNames: ['type', 'reason'], registers: [this.registry] });
+  readonly metricsAuthRequests = new Counter({ name: 'usergroup_metrics_auth_requests_total', help: '/metrics requests by authentication and authorization outcome (allowed, unauthenticated, denied, throttled, error) and what answered them (cache, review, none).', labelNames: ['result', 'source'], registers: [this.registry] });
+  readonly metricsAuthReviews = new Counter({ name: 'usergroup_metrics_auth_reviews_total', help: 'TokenReviews and SubjectAccessReviews made for /metrics requests, by review and result (authenticated, unauthenticated, allowed, denied, error).', labelNames: ['review', 'result'], registers: [this.registry] });
   readonly buildInfo = new Gauge({ name: 'usergroup_build_info', help: 'Build information (always 1).', labelNames: ['version', 'node_version'], registers: [this.registry] });
 
   constructor(version: string) {

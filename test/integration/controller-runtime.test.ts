@@ -419,7 +419,8 @@ describe('/metrics, /healthz and /readyz', () => {
   const tokens = new Set<string>();
   beforeAll(async () => {
     env = await TestEnv.create('metrics');
-    const handle = await env.startOperator({ args: ['--metrics-addr', '127.0.0.1:0', '--health-addr', '127.0.0.1:0'] });
+    // About what the metrics say; who may read them is test/integration/metrics-auth.test.ts.
+    const handle = await env.startOperator({ args: ['--metrics-addr', '127.0.0.1:0', '--health-addr', '127.0.0.1:0', '--metrics-auth=false'] });
     if (!handle.operator) throw new Error('in-process handle without operator');
     op = handle.operator;
   });
@@ -590,7 +591,7 @@ describe('/metrics, /healthz and /readyz', () => {
   });
 
   it('a standby with synced caches is ready too, and reports usergroup_leader 0', async () => {
-    const args = ['--metrics-addr', '127.0.0.1:0', '--health-addr', '127.0.0.1:0', ...LEADER_ARGS(env, 'ug-ready')];
+    const args = ['--metrics-addr', '127.0.0.1:0', '--health-addr', '127.0.0.1:0', '--metrics-auth=false', ...LEADER_ARGS(env, 'ug-ready')];
     const first = await env.startOperator({ args });
     await eventually('the first to lead', async () => (first.operator?.elector?.isLeader ? true : undefined), 20_000, 100);
     const second = await env.startOperator({ args });

@@ -57,7 +57,8 @@ const envOf = (pod: PodSpec): Map<string, string | undefined> => new Map(pod.con
 
 describe('Helm chart', () => {
   it('passes helm lint --strict with default and typical values', async () => {
-    for (const sets of [[], ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'], ['metrics.serviceMonitor.enabled=true', 'replicaCount=1']]) {
+    for (const sets of [[], ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'], ['metrics.serviceMonitor.enabled=true', 'replicaCount=1'],
+      ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}']]) {
       const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);
       expect(res.stdout + res.stderr, sets.join(' ')).not.toMatch(/\[(ERROR|WARNING)\]/);
       expect(res.code, res.stdout + res.stderr).toBe(0);
@@ -67,7 +68,7 @@ describe('Helm chart', () => {
   it('renders a restricted, least-privilege Deployment with leader election by default', async () => {
     const objects = await template();
     expect(objects.map((o) => o.kind).sort()).toEqual([
-      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding',
+      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding',
       'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
     ]);
     const { replicas, pod } = deploymentOf(objects);
@@ -88,13 +89,18 @@ describe('Helm chart', () => {
     expect(env.get('USERGROUP_LEADER_ELECT')).toBe('true');
     expect(env.get('USERGROUP_NAMESPACES')).toBe('');
     expect(env.has('USERGROUP_DEFAULT_SERVICE')).toBe(false);
+    // /metrics behind TokenReview + SubjectAccessReview; tenants may not define their own connections.
+    expect(env.get('USERGROUP_METRICS_AUTH')).toBe('true');
+    expect(env.get('USERGROUP_ALLOWED_SERVICE_HOSTS')).toBe('');
+    expect(env.get('USERGROUP_ALLOW_HTTP_SERVICES')).toBe('false');
+    expect(only(objects, 'NetworkPolicy')).toEqual([]);
     expect(only(objects, 'ClusterUserGroupService')).toEqual([]);
     expect(one(objects, 'PodDisruptionBudget')['spec']).toMatchObject({ maxUnavailable: 1 });
   });
 
   it('grants the controller no wildcard and never a write to UserGroups themselves', async () => {
     const objects = await template();
-    const controllerRoles = (kind: string): K8sObject[] => only(objects, kind).filter((r) => !/-(edit|view)$/.test(r.metadata.name));
+    const controllerRoles = (kind: string): K8sObject[] => only(objects, kind).filter((r) => !/-(edit|view|metrics-reader)$/.test(r.metadata.name));
     const rules = [...controllerRoles('ClusterRole'), ...controllerRoles('Role')].flatMap((r) => r['rules'] as Rule[]);
     for (const rule of rules) {
       expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
@@ -102,6 +108,11 @@ describe('Helm chart', () => {
     }
     expect(rules.find((r) => r.resources.includes('usergroups/status'))?.verbs).toEqual(['patch']);
     expect(rules.find((r) => r.resources.includes('usergroupclaims'))?.verbs).toEqual(['get', 'list', 'watch', 'create', 'update', 'delete']);
+    // For /metrics (metrics.auth): reviewing scrapers' tokens, nothing more.
+    expect(rules.filter((r) => r.apiGroups.some((g) => g.startsWith('authentication.') || g.startsWith('authorization.')))).toEqual([
+      { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
+      { apiGroups: ['authorization.k8s.io'], resources: ['subjectaccessreviews'], verbs: ['create'] },
+    ]);
     const leaseRules = (only(objects, 'Role')[0]?.['rules'] ?? []) as Rule[];
     expect(leaseRules).toEqual([
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
@@ -118,12 +129,12 @@ describe('Helm chart', () => {
     for (const role of [edit, view]) for (const rule of role?.['rules'] as Rule[]) expect(rule.resources).toEqual(['usergroups', 'usergroupservices']);
   });
 
-  it('with watchNamespaces: a Role per namespace; cluster-wide only the connections, claims and namespace labels', async () => {
+  it('with watchNamespaces: a Role per namespace; cluster-wide only the connections, claims, namespace labels and reviews of /metrics callers', async () => {
     const objects = await template('watchNamespaces={team-a,team-b}');
     const clusterRoles = only(objects, 'ClusterRole').map((r) => r.metadata.name).sort();
-    expect(clusterRoles).toEqual(['ugo-usergroup-operator-cluster', 'ugo-usergroup-operator-edit', 'ugo-usergroup-operator-view']);
+    expect(clusterRoles).toEqual(['ugo-usergroup-operator-cluster', 'ugo-usergroup-operator-edit', 'ugo-usergroup-operator-metrics-reader', 'ugo-usergroup-operator-view']);
     const cluster = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-cluster');
-    expect((cluster?.['rules'] as Rule[]).flatMap((r) => r.resources).sort()).toEqual(['clusterusergroupservices', 'namespaces', 'usergroupclaims']);
+    expect((cluster?.['rules'] as Rule[]).flatMap((r) => r.resources).sort()).toEqual(['clusterusergroupservices', 'namespaces', 'subjectaccessreviews', 'tokenreviews', 'usergroupclaims']);
     expect(only(objects, 'ClusterRoleBinding').map((b) => b.metadata.name)).toEqual(['ugo-usergroup-operator-cluster']);
     const roles = only(objects, 'Role').map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort();
     expect(roles).toEqual(['team-a/ugo-usergroup-operator', 'team-b/ugo-usergroup-operator', 'ugo-system/ugo-usergroup-operator-api-keys', 'ugo-system/ugo-usergroup-operator-leader-election']);
@@ -186,11 +197,87 @@ describe('Helm chart', () => {
     expect(dryRun.code, dryRun.stderr).toBe(0);
   });
 
-  it('renders a ServiceMonitor only when asked', async () => {
+  it('renders a ServiceMonitor only when asked, sending Prometheus\' ServiceAccount token or one from a Secret', async () => {
     expect(only(await template(), 'ServiceMonitor')).toEqual([]);
     const monitor = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=prom'), 'ServiceMonitor');
     expect(monitor.metadata.labels?.['release']).toBe('prom');
-    expect(monitor['spec']).toMatchObject({ endpoints: [{ port: 'metrics', path: '/metrics' }] });
+    expect(monitor['spec']).toMatchObject({ endpoints: [{ port: 'metrics', path: '/metrics', bearerTokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' }] });
+    const fromSecret = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.authorization.credentials.name=scrape-token', 'metrics.serviceMonitor.authorization.credentials.key=token'), 'ServiceMonitor');
+    const endpoint = (fromSecret['spec'] as { endpoints: Record<string, unknown>[] }).endpoints[0];
+    expect(endpoint?.['authorization']).toEqual({ type: 'Bearer', credentials: { name: 'scrape-token', key: 'token' } });
+    expect(endpoint?.['bearerTokenFile']).toBeUndefined();
+    const open = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.auth=false'), 'ServiceMonitor');
+    expect(Object.keys((open['spec'] as { endpoints: Record<string, unknown>[] }).endpoints[0] ?? {}).sort()).toEqual(['interval', 'path', 'port', 'scrapeTimeout']);
+  });
+
+  it('metrics.auth: a ClusterRole for scrapers and the reviews for the controller; off, neither', async () => {
+    const objects = await template();
+    const reader = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-metrics-reader');
+    expect(reader?.['rules']).toEqual([{ nonResourceURLs: ['/metrics'], verbs: ['get'] }]);
+    // Nobody is bound to it by the chart: the cluster admin binds the scraper.
+    expect(only(objects, 'ClusterRoleBinding').map((b) => (b['roleRef'] as { name: string }).name)).not.toContain('ugo-usergroup-operator-metrics-reader');
+
+    const off = await template('metrics.auth=false');
+    expect(only(off, 'ClusterRole').map((r) => r.metadata.name)).not.toContain('ugo-usergroup-operator-metrics-reader');
+    const rules = only(off, 'ClusterRole').flatMap((r) => (r['rules'] as Partial<Rule>[]));
+    expect(rules.flatMap((r) => r.resources ?? [])).not.toContain('tokenreviews');
+    expect(rules.flatMap((r) => r.resources ?? [])).not.toContain('subjectaccessreviews');
+    expect(envOf(deploymentOf(off).pod).get('USERGROUP_METRICS_AUTH')).toBe('false');
+  });
+
+  it('namespacedServices: the hosts tenants\' UserGroupServices may use, and plain http, reach the controller', async () => {
+    const objects = await template('namespacedServices.allowedHosts={analytics.example.com,*.eu.example.com:8443}', 'namespacedServices.allowHttp=true');
+    const env = envOf(deploymentOf(objects).pod);
+    expect(env.get('USERGROUP_ALLOWED_SERVICE_HOSTS')).toBe('analytics.example.com,*.eu.example.com:8443');
+    expect(env.get('USERGROUP_ALLOW_HTTP_SERVICES')).toBe('true');
+  });
+
+  it('networkPolicy: ingress only to the metrics and health ports, egress only to DNS, the apiserver and the services; the apiserver accepts it', async () => {
+    const defaults = one(await template('networkPolicy.enabled=true'), 'NetworkPolicy');
+    expect(defaults['spec']).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'usergroup-operator', 'app.kubernetes.io/instance': 'ugo' } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [{ ports: [{ port: 'metrics', protocol: 'TCP' }] }, { ports: [{ port: 'health', protocol: 'TCP' }] }],
+      egress: [
+        {
+          ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }],
+          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+        },
+        { ports: [{ port: 443, protocol: 'TCP' }, { port: 6443, protocol: 'TCP' }] },
+        { ports: [{ port: 443, protocol: 'TCP' }] },
+      ],
+    });
+
+    const values = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-values-')), 'values.yaml');
+    fs.writeFileSync(values, [
+      'networkPolicy:',
+      '  enabled: true',
+      '  metricsFrom:',
+      '    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}',
+      '  apiServer: {cidrs: [10.0.0.1/32], ports: [6443]}',
+      '  serviceEgress:',
+      '    - cidrs: [0.0.0.0/0]',
+      '      except: [10.0.0.0/8, 169.254.0.0/16]',
+      '      ports: [443]',
+      '    - cidrs: [192.0.2.0/24, 198.51.100.0/24]',
+      '      ports: [8443]',
+    ].join('\n'));
+    const rendered = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', '-f', values]);
+    expect(rendered.code, rendered.stderr).toBe(0);
+    const policy = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as K8sObject | null).find((o) => o?.kind === 'NetworkPolicy');
+    const spec = policy?.['spec'] as { ingress: unknown[]; egress: unknown[] };
+    expect(spec.ingress[0]).toEqual({ ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] });
+    expect(spec.ingress[1]).toEqual({ ports: [{ port: 'health', protocol: 'TCP' }] });
+    expect(spec.egress.slice(1)).toEqual([
+      { ports: [{ port: 6443, protocol: 'TCP' }], to: [{ ipBlock: { cidr: '10.0.0.1/32' } }] },
+      { ports: [{ port: 443, protocol: 'TCP' }], to: [{ ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '169.254.0.0/16'] } }] },
+      { ports: [{ port: 8443, protocol: 'TCP' }], to: [{ ipBlock: { cidr: '192.0.2.0/24' } }, { ipBlock: { cidr: '198.51.100.0/24' } }] },
+    ]);
+    // The apiserver's validation (ports, CIDRs, except inside cidr) accepts both.
+    for (const object of [defaults, policy]) {
+      const dryRun = await kubectl(['apply', '--dry-run=server', '-n', 'default', '-f', '-'], { input: JSON.stringify({ ...object, metadata: { ...object?.metadata, namespace: 'default' } }) });
+      expect(dryRun.code, dryRun.stderr).toBe(0);
+    }
   });
 
   it.each([
@@ -205,6 +292,11 @@ describe('Helm chart', () => {
     [['connection.url=https://analytics.example.com', 'connection.apiKey.value=x', 'connection.adoption=Maybe'], '/connection/adoption'],
     [['connection.apiKey.existingSecret=key'], 'connection.apiKey is set but connection.url is empty'],
     [['leaderElection.enabled=false'], 'replicaCount > 1 needs leaderElection.enabled=true'],
+    [['metrics.auth=maybe'], '/metrics/auth'],
+    [['namespacedServices.allowedHosts={https://analytics.example.com}'], '/namespacedServices/allowedHosts/0'],
+    [['networkPolicy.serviceEgress[0].ports={443}', 'networkPolicy.serviceEgress[0].cidrs={10.0.0.0}'], '/networkPolicy/serviceEgress/0/cidrs/0'],
+    [['networkPolicy.apiServer.ports={0}'], '/networkPolicy/apiServer/ports/0'],
+    [['metrics.serviceMonitor.authorization.credentials.name=x'], '/metrics/serviceMonitor/authorization/credentials'],
   ])('refuses %j with a clear message', async (sets, message) => {
     const res = await helm(['template', 'ugo', CHART_DIR, ...sets.flatMap((s) => ['--set', s])]);
     expect(res.code).not.toBe(0);

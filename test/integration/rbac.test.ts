@@ -1,15 +1,30 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devcluster/binaries.js';
-import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { ControlPlane, freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
 import { CHART_DIR } from '../support/manifests.js';
 import { TestEnv } from '../support/operator.js';
+
+/** GET /metrics on loopback, with a bearer token or none. */
+function scrape(port: number, token: string | undefined): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/metrics', timeout: 10_000, agent: false, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('GET /metrics timed out')));
+  });
+}
 
 /** Tokens are compared by hash, so a failing assertion never prints one. */
 const sha256 = (value: string | undefined): string => createHash('sha256').update(value ?? '').digest('hex');
@@ -55,6 +70,28 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
     expect(res.stderr, `kubectl ${args.join(' ')}`).toMatch(/forbidden/i);
   }
 
+  /**
+   * /metrics of a controller running with nothing but the chart's ServiceAccount token (--metrics-auth, the default):
+   * the chart lets it review scrapers' tokens, and its ClusterRole <release>-metrics-reader is all a scraper needs.
+   */
+  async function expectMetricsGuarded(namespace: string, readerRole: string, port: number): Promise<void> {
+    for (const sa of ['prometheus', 'stranger']) expect((await admin(['create', 'serviceaccount', sa, '-n', namespace])).code).toBe(0);
+    const bound = await admin(['create', 'clusterrolebinding', `${readerRole}-prometheus`, `--clusterrole=${readerRole}`, `--serviceaccount=${namespace}:prometheus`]);
+    expect(bound.code, bound.stderr).toBe(0);
+    const token = async (sa: string): Promise<string> => (await admin(['create', 'token', sa, '-n', namespace])).stdout.trim();
+    try {
+      const allowed = await scrape(port, await token('prometheus'));
+      expect(allowed.status).toBe(200);
+      expect(allowed.body).toMatch(/^usergroup_leader 1$/m);
+      const refused = await scrape(port, await token('stranger'));
+      expect(refused.status).toBe(403);
+      expect(refused.body).toContain(`system:serviceaccount:${namespace}:stranger`);
+      expect((await scrape(port, undefined)).status).toBe(401);
+    } finally {
+      await admin(['delete', 'clusterrolebinding', `${readerRole}-prometheus`]);
+    }
+  }
+
   /** Namespaces an earlier test deleted: writing there is refused (403) while they terminate, whatever RBAC says. */
   const terminating: string[] = [];
   const noAuthorizationTrouble = (c: ControllerProcess): string[] =>
@@ -77,9 +114,10 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
 
       // The controller as the Deployment runs it: leader election in the release namespace, the watched namespace only.
       // The chart's own ClusterUserGroupService is the default: its API key is read from the release namespace.
+      const [metricsPort = 0] = await freePorts(1);
       c = spawnController({
         kubeconfigPath: sa.path, namespace: env.namespace, defaultService: 'ugo-usergroup-operator',
-        args: ['--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugo-usergroup-operator'],
+        args: ['--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugo-usergroup-operator', '--metrics-addr', `127.0.0.1:${metricsPort}`],
       });
       await waitLog(c, 'workers started', msgIs('workers started'));
       await env.createUserGroup('acme', { userGroupId: 'acme', name: 'Acme', tokenSecret: { name: 'acme-token' } });
@@ -94,14 +132,16 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       expect((await env.eventsFor('acme')).map((e) => e.reason)).toEqual(expect.arrayContaining(['Synced', 'TokenRotated']));
 
       // A UserGroupService in the same namespace: its API-key Secret is read with the same token.
-      await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, `--from-literal=apiKey=${env.apiKey}`]);
-      const service = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: 'own', namespace: env.namespace }, spec: { url: env.sim.url, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } } };
+      // Of the type a UserGroupService may use (README: Connections); the simulator is plain http on loopback.
+      await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, '--type=usergroup.dev/api-key', `--from-literal=apiKey=${env.apiKey}`]);
+      const service = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: 'own', namespace: env.namespace }, spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } } };
       expect((await admin(['apply', '-f', '-'], JSON.stringify(service))).code).toBe(0);
       await env.createUserGroup('initech', { userGroupId: 'initech', name: 'Initech', serviceRef: { name: 'own' } });
       await env.waitForReady('initech');
 
       const lease = await admin(['get', 'lease', 'ugo-usergroup-operator', '-n', system, '-o', 'jsonpath={.spec.holderIdentity}']);
       expect(lease.stdout).toBe(c.identity());
+      await expectMetricsGuarded(system, 'ugo-usergroup-operator-metrics-reader', metricsPort);
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
       // The tenant rule from watchNamespaces admits nothing else: a UserGroup there gets no call. And the id was claimed.
@@ -151,15 +191,17 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       const installed = await helm(['install', 'ugc', CHART_DIR, '--namespace', system]);
       expect(installed.code, installed.stderr).toBe(0);
       const sa = await serviceAccountKubeconfig(system, 'ugc-usergroup-operator');
+      const [metricsPort = 0] = await freePorts(1);
       c = spawnController({
         kubeconfigPath: sa.path, namespace: env.namespace, defaultService: env.defaultService,
         // No --namespaces: every namespace, as the chart's default.
-        args: ['--namespaces', '', '--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugc-usergroup-operator'],
+        args: ['--namespaces', '', '--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugc-usergroup-operator', '--metrics-addr', `127.0.0.1:${metricsPort}`],
       });
       await waitLog(c, 'workers started', msgIs('workers started'));
       await env.createUserGroup('globex', { userGroupId: 'globex', name: 'Globex' });
       await env.waitForReady('globex');
       expect(sha256(await env.secretToken('globex'))).toBe(env.simGroup('globex')?.tokenSha256);
+      await expectMetricsGuarded(system, 'ugc-usergroup-operator-metrics-reader', metricsPort);
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
       await expectForbidden(sa.as, ['patch', 'usergroup', 'globex', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);

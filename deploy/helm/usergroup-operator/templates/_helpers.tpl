@@ -87,6 +87,16 @@ app.kubernetes.io/part-of: usergroup-operator
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get, list, watch]
+{{- if .Values.metrics.auth }}
+# /metrics behind authentication and authorization (metrics.auth): a scraper's bearer token is checked with a
+# TokenReview, its identity with a SubjectAccessReview (what the built-in system:auth-delegator role grants).
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}
 {{- end }}
 
 {{/* What the controller does in a namespace it manages; each rule says why. */}}
