@@ -1,11 +1,21 @@
+import { createHash } from 'node:crypto';
+import { GROUP, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION, TOKEN_RECORD_ANNOTATION, TOKEN_SHA256_ANNOTATION, USERGROUP_KIND } from './constants.js';
 import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 
-/** A Secret as the operator sees it: data decoded lazily, by key. */
+/**
+ * A Secret as the operator sees it. Read live it has its data; from the token-Secret cache it is
+ * metadata only (`data` undefined), with only the operator's own annotations kept: a tenant can put
+ * 256 KiB of annotations and 1 MiB of data on each Secret of its namespace, and none of that may land
+ * in the controller's memory. `metaDigest` stands in for the labels and annotations that were dropped.
+ */
 export interface ObservedSecret {
   readonly metadata: ObjectMeta;
-  readonly type: string;
-  /** base64-encoded values, as the apiserver returns them. */
-  readonly data: Readonly<Record<string, string>>;
+  /** undefined when read as metadata only (PartialObjectMetadata has no type). */
+  readonly type: string | undefined;
+  /** base64-encoded values, as the apiserver returns them; undefined: not read (metadata only). */
+  readonly data: Readonly<Record<string, string>> | undefined;
+  /** Digest of all labels and annotations, whatever metadata.labels/annotations still hold. */
+  readonly metaDigest: string;
 }
 
 export function parseSecret(raw: unknown): Parsed<ObservedSecret> {
@@ -16,11 +26,52 @@ export function parseSecret(raw: unknown): Parsed<ObservedSecret> {
   if (isRecord(raw['data'])) {
     for (const [k, v] of Object.entries(raw['data'])) if (typeof v === 'string') data[k] = v;
   }
-  return { ok: true, value: { metadata: meta.value, type: typeof raw['type'] === 'string' ? raw['type'] : 'Opaque', data } };
+  return {
+    ok: true,
+    value: { metadata: meta.value, type: typeof raw['type'] === 'string' ? raw['type'] : 'Opaque', data, metaDigest: metadataDigest(meta.value.labels, meta.value.annotations) },
+  };
+}
+
+/** The annotations a token Secret's bookkeeping consists of: all the cache keeps. */
+const BOOKKEEPING = [TOKEN_SHA256_ANNOTATION, TOKEN_RECORD_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION] as const;
+
+/**
+ * A token Secret for the cache, from its PartialObjectMetadata: undefined unless a UserGroup controls it
+ * (anything else carrying our label is dropped at decode), and trimmed to the bookkeeping annotations.
+ */
+export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
+  if (!isRecord(raw)) return undefined;
+  const meta = parseMeta(raw['metadata']);
+  if (!meta.ok) return undefined;
+  const controller = meta.value.ownerReferences.find((o) => o.controller);
+  if (!controller || controller.kind !== USERGROUP_KIND || controller.apiVersion.split('/')[0] !== GROUP) return undefined;
+  const { labels, annotations } = meta.value;
+  const kept: Record<string, string> = {};
+  for (const k of BOOKKEEPING) {
+    const v = annotations[k];
+    // A value far longer than any we write is not ours; it must not sit in memory either.
+    if (v !== undefined && v.length <= 1024) kept[k] = v;
+  }
+  return {
+    // Two references at most: enough to tell "only ours" from "someone added more" (a write restores ours alone).
+    metadata: { ...meta.value, labels: {}, annotations: kept, ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 1)] },
+    type: undefined,
+    data: undefined,
+    metaDigest: metadataDigest(labels, annotations),
+  };
+}
+
+/** One digest over labels and annotations, order-independent. */
+export function metadataDigest(labels: Readonly<Record<string, string>>, annotations: Readonly<Record<string, string>>): string {
+  const hash = createHash('sha256');
+  for (const [tag, map] of [['l', labels], ['a', annotations]] as const) {
+    for (const k of Object.keys(map).sort()) hash.update(`${tag}\u0000${k}\u0000${map[k] ?? ''}\u0000`);
+  }
+  return hash.digest('base64');
 }
 
 export function secretValue(secret: ObservedSecret, key: string): string | undefined {
-  const encoded = secret.data[key];
+  const encoded = secret.data?.[key];
   return encoded === undefined ? undefined : Buffer.from(encoded, 'base64').toString('utf8');
 }
 

@@ -1,4 +1,5 @@
 import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
+import { parseEgressPolicy } from '../service/egress-policy.js';
 
 /** The controller's configuration, parsed and validated once at start. */
 export interface RunConfig {
@@ -21,6 +22,12 @@ export interface RunConfig {
   readonly logLevel: LogLevel;
   readonly shutdownGracePeriodMs: number;
   readonly watchInactivityTimeoutMs: number | undefined;
+  /** Hosts a namespaced UserGroupService may point at (patterns, see service/egress-policy.ts); empty = none. */
+  readonly allowedServiceHosts: readonly string[];
+  /** Whether a namespaced UserGroupService may use plain http at all (its spec.allowInsecure cannot exceed this). */
+  readonly allowHttpServices: boolean;
+  /** Whether /metrics requires a bearer token allowed to `get` the non-resource URL /metrics (TokenReview + SubjectAccessReview). */
+  readonly metricsAuth: boolean;
 }
 
 const DEFAULT_CONNECTION_MOVED =
@@ -103,6 +110,10 @@ export const FLAGS = {
   healthAddr: defaulted('health-addr', 'USERGROUP_HEALTH_ADDR', ':8081', 'address of /healthz and /readyz ("0" disables)', address),
   logLevel: defaulted('log-level', 'USERGROUP_LOG_LEVEL', 'info', `one of ${LOG_LEVELS.join(', ')}`, level),
   shutdownGracePeriod: defaulted('shutdown-grace-period', 'USERGROUP_SHUTDOWN_GRACE_PERIOD', '20s', 'on SIGTERM, how long in-flight reconciles may finish', duration(0)),
+  allowedServiceHosts: defaulted('allowed-service-hosts', 'USERGROUP_ALLOWED_SERVICE_HOSTS', '',
+    'comma-separated hosts a namespaced UserGroupService may point at: host, *.domain (subdomains only), optionally :port; empty = tenants cannot define their own connections', list),
+  allowHttpServices: defaulted('allow-http-services', 'USERGROUP_ALLOW_HTTP_SERVICES', 'false', 'let a namespaced UserGroupService use plain http when its spec.allowInsecure asks for it', bool),
+  metricsAuth: defaulted('metrics-auth', 'USERGROUP_METRICS_AUTH', 'true', 'require a bearer token allowed to get the non-resource URL /metrics (TokenReview + SubjectAccessReview, like controller-runtime)', bool),
   watchInactivityTimeout: optional('watch-inactivity-timeout', 'USERGROUP_WATCH_INACTIVITY_TIMEOUT',
     'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)', duration(100)),
 };
@@ -202,11 +213,16 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     logLevel: read(FLAGS.logLevel),
     shutdownGracePeriodMs: read(FLAGS.shutdownGracePeriod),
     watchInactivityTimeoutMs: read(FLAGS.watchInactivityTimeout),
+    allowedServiceHosts: read(FLAGS.allowedServiceHosts),
+    allowHttpServices: read(FLAGS.allowHttpServices),
+    metricsAuth: read(FLAGS.metricsAuth),
   };
 
   if (errors.length === 0) {
     if (config.renewDeadlineMs >= config.leaseDurationMs) errors.push('--renew-deadline must be shorter than --lease-duration');
     if (config.retryPeriodMs >= config.renewDeadlineMs) errors.push('--retry-period must be shorter than --renew-deadline');
+    const egress = parseEgressPolicy(config.allowedServiceHosts, config.allowHttpServices);
+    if (!egress.ok) for (const m of egress.messages) errors.push(`--allowed-service-hosts: ${m}`);
     for (const ns of config.namespaces) if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63) errors.push(`--namespaces: "${ns}" is not a namespace name`);
   }
   return errors.length > 0 ? { ok: false, errors } : { ok: true, config };

@@ -7,7 +7,8 @@ import { Controller } from '../controller/controller.js';
 import { KubeClient } from '../kube/http.js';
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';
 import { LeaderElector } from '../kube/leader-election.js';
-import { serve } from '../observability/http-server.js';
+import { serve, type Handler } from '../observability/http-server.js';
+import { MetricsAuthorizer } from '../observability/metrics-auth.js';
 import { Metrics } from '../observability/metrics.js';
 import { createLogger } from '../observability/log.js';
 import { packageVersion } from './version.js';
@@ -55,6 +56,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       serviceBurst: config.serviceBurst,
       serviceClient: { timeoutMs: config.serviceTimeoutMs, userAgent: `usergroup-operator/${packageVersion()}`, observe: (sample) => metrics.observeService(sample) },
       instance: identity,
+      egress: { allowedHosts: config.allowedServiceHosts, allowHttp: config.allowHttpServices },
       ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
     },
     log,
@@ -80,8 +82,18 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
       : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' }),
   });
+  const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
+  // Metrics reveal the managed namespaces and the operator's activity; like controller-runtime, only callers allowed to
+  // `get` /metrics by the cluster's RBAC see them. The health port stays open: the kubelet's probes carry no token.
   const metricsServer = await serve(config.metricsAddr, {
-    '/metrics': async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+    '/metrics': config.metricsAuth
+      ? new MetricsAuthorizer({
+        client,
+        log,
+        observeRequest: (result, source) => metrics.metricsAuthRequests.inc({ result, source }),
+        observeReview: (review, result) => metrics.metricsAuthReviews.inc({ review, result }),
+      }).guard(serveMetrics)
+      : serveMetrics,
   });
 
   await controller.start();

@@ -15,6 +15,8 @@ export const Reason = {
   InvalidSpec: 'InvalidSpec',
   ConnectionNotFound: 'ConnectionNotFound',
   ConnectionInvalid: 'ConnectionInvalid',
+  /** A namespaced UserGroupService points where the operator's egress policy does not allow. */
+  ServiceNotAllowed: 'ServiceNotAllowed',
   /** A shared connection's tenant rules do not admit the namespace. */
   NamespaceNotAllowed: 'NamespaceNotAllowed',
   /** The namespace is admitted, but not for this userGroupId. */

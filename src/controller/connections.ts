@@ -5,11 +5,13 @@ import { objectKey } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { ServiceRef } from '../api/usergroup.js';
 import type { UserGroupService } from '../api/usergroupservice.js';
+import { CircuitBreaker, type CircuitBreakerOptions } from '../service/circuit-breaker.js';
 import { ServiceClient, type ServiceClientOptions } from '../service/client.js';
 import { validateServiceUrl } from '../service/connection.js';
+import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
 import { SecretValue } from '../service/secret-value.js';
 import { TokenBucket } from '../service/token-bucket.js';
-import type { ServiceResult, UpsertRequest } from '../service/types.js';
+import type { ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './conditions.js';
 import { sha256Hex } from './hash.js';
@@ -34,13 +36,41 @@ export interface Connection {
   readonly apiKeySecret: string;
   /** MAC of a token record under a key derived from this account's API key (see token-secret.ts). */
   seal(message: string): string;
-  upsert(request: UpsertRequest, signal?: AbortSignal): Promise<ServiceResult>;
-  rotate(token: SecretValue, signal?: AbortSignal): Promise<ServiceResult>;
+  upsert(request: UpsertRequest, context: CallContext): Promise<CallResult>;
+  rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
 }
+
+/** Who is calling: one reconcile of one UserGroup. */
+export interface CallContext {
+  /** The UserGroup's key: a token reserved for it waits for it, and a turned-away caller is woken by it. */
+  readonly key: string;
+  /** A later call of a reconcile that already made one: it is never deferred (that would strand the first). */
+  readonly followUp: boolean;
+  /** Aborted when the worker must stop (shutdown, lost leadership): no call starts after it. */
+  readonly signal?: AbortSignal | undefined;
+  /** Queues the key again; run when a deferred call may go out. */
+  readonly wake: () => void;
+}
+
+/**
+ * A call not made, and why: `throttled` (the account's token bucket reserved a later slot for this key),
+ * `busy` (this failing connection is trying one call at a time) or `paused` (its breaker is open after
+ * failures in a row). None of them holds a worker: the key comes back when woken, or after `afterMs`.
+ */
+export interface Deferral {
+  readonly why: 'throttled' | 'busy' | 'paused';
+  readonly afterMs: number;
+  readonly message: string;
+  /** For `paused`: the connection's last failure, which is what the user needs to know. */
+  readonly lastFailure?: ServiceFailure | undefined;
+}
+
+export type CallResult = ServiceResult | { readonly ok: false; readonly deferred: Deferral };
 
 export type ResolutionFailureReason =
   | typeof Reason.ConnectionNotFound
   | typeof Reason.ConnectionInvalid
+  | typeof Reason.ServiceNotAllowed
   | typeof Reason.NamespaceNotAllowed
   | typeof Reason.UserGroupIdNotAllowed;
 
@@ -60,16 +90,36 @@ export interface ConnectionsOptions {
   readonly qps: number;
   readonly burst: number;
   readonly log: Logger;
+  /** Where namespaced UserGroupServices may point (validated at startup). */
+  readonly egress: EgressPolicy;
   /** How long an API-key Secret read is reused (a 401 drops it sooner). */
   readonly secretTtlMs?: number;
+  readonly breaker?: CircuitBreakerOptions;
 }
 
+/** The Secret type that lets a Secret serve as a UserGroupService's API key (see README: Connections). */
+export const API_KEY_SECRET_TYPE = 'usergroup.dev/api-key';
+
+/** Per-URL-and-key state. Idle ones are dropped after a while, so tenants cannot grow it without bound. */
 interface Endpoint {
   readonly client: ServiceClient;
   readonly bucket: TokenBucket;
+  readonly breaker: CircuitBreaker;
   readonly account: string;
   readonly recordKey: Buffer;
+  /** Key → when the bucket token reserved for it exists (ms, performance.now()). */
+  readonly prepaid: Map<string, number>;
+  /** The service asked everyone to wait (429 with Retry-After) until then. */
+  pausedUntil: number;
+  /** The last connection-level failure, reported to those whose calls its breaker holds back. */
+  lastFailure: ServiceFailure | undefined;
+  lastUsed: number;
 }
+
+const ENDPOINT_IDLE_MS = 15 * 60_000;
+const SWEEP_EVERY_MS = 60_000;
+/** Reserved tokens whose key never came back (deleted meanwhile) are forgotten this long after their slot. */
+const PREPAID_GRACE_MS = 60_000;
 
 /**
  * Resolves a UserGroup's connection: a shared ClusterUserGroupService (named in spec.serviceRef, or the
@@ -80,6 +130,7 @@ interface Endpoint {
 export class Connections {
   private readonly endpoints = new Map<string, Endpoint>();
   private readonly apiKeys = new Map<string, { readonly secret: ObservedSecret | undefined; readonly at: number }>();
+  private lastSweep = performance.now();
 
   constructor(private readonly options: ConnectionsOptions) {}
 
@@ -126,14 +177,31 @@ export class Connections {
     if (!service) return { ok: false, reason: Reason.ConnectionNotFound, message: `${description} does not exist (a UserGroup can only use one in its own namespace)` };
     if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${service.spec.error}` };
     const { apiKeySecretRef, url, allowInsecure } = service.spec.value;
-    const apiKey = await this.apiKey(namespace, apiKeySecretRef.name, apiKeySecretRef.key, description);
+    // The tenant's URL is checked before its Secret is even read: nothing leaves for a host the admins did not allow.
+    const checked = validateServiceUrl(url, allowInsecure);
+    if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${checked.message}` };
+    const egress = checkEgress(checked.url, allowInsecure, this.options.egress);
+    if (!egress.ok) return { ok: false, reason: Reason.ServiceNotAllowed, message: `${description}: ${egress.message}` };
+    const apiKey = await this.apiKey(namespace, apiKeySecretRef.name, apiKeySecretRef.key, description, API_KEY_SECRET_TYPE);
     if (!apiKey.ok) return apiKey;
     // The namespace's own account: the groups in it are its own, so no tenant rule applies and adopting one is fine.
     return this.connect(url, apiKey.value, allowInsecure, { description, shared: false, adoption: 'Keep', apiKeySecret: `${namespace}/${apiKeySecretRef.name}` });
   }
 
-  private async apiKey(namespace: string, name: string, key: string, description: string): Promise<{ ok: true; value: SecretValue } | { ok: false; reason: typeof Reason.ConnectionNotFound; message: string }> {
+  /**
+   * The API key from a Secret. `requiredType`: a tenant's connection may only use a Secret made for it. A
+   * Secret's type cannot change after creation, so this keeps the namespace's other Secrets (database
+   * passwords, other apps' keys) from ever being sent to the service as "the API key".
+   */
+  private async apiKey(namespace: string, name: string, key: string, description: string, requiredType?: string): Promise<{ ok: true; value: SecretValue } | { ok: false; reason: typeof Reason.ConnectionNotFound | typeof Reason.ConnectionInvalid; message: string }> {
     const secret = await this.readApiKeySecret(namespace, name);
+    if (secret && requiredType !== undefined && secret.type !== requiredType) {
+      return {
+        ok: false,
+        reason: Reason.ConnectionInvalid,
+        message: `${description}: Secret ${namespace}/${name} is not an API-key Secret (its type must be ${requiredType}; the operator sends no other Secret to the service)`,
+      };
+    }
     const value = secret && secretValue(secret, key)?.trim();
     if (value) return { ok: true, value: new SecretValue(value) };
     return {
@@ -147,17 +215,26 @@ export class Connections {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
     if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
     const id = sha256Hex(`${checked.url}\n${apiKey.reveal()}`).slice(0, 32);
+    const now = performance.now();
+    this.sweep(now);
     let endpoint = this.endpoints.get(id);
     if (!endpoint) {
       endpoint = {
         client: new ServiceClient({ url: checked.url, apiKey }, this.options.clientOptions),
         bucket: new TokenBucket(this.options.qps, this.options.burst),
+        breaker: new CircuitBreaker(this.options.breaker),
         account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32),
         recordKey: createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest(),
+        prepaid: new Map(),
+        pausedUntil: 0,
+        lastFailure: undefined,
+        lastUsed: now,
       };
       this.endpoints.set(id, endpoint);
     }
-    const { client, bucket, account, recordKey } = endpoint;
+    endpoint.lastUsed = now;
+    const { client, account, recordKey } = endpoint;
+    const at = endpoint;
     return {
       ok: true,
       connection: {
@@ -165,19 +242,93 @@ export class Connections {
         account,
         ...about,
         seal: (message) => createHmac('sha256', recordKey).update(message).digest('hex'),
-        // A stopped worker (shutdown, lost leadership) must not start a call it was waiting to make.
-        upsert: async (request, signal) => {
-          await bucket.take(signal);
-          signal?.throwIfAborted();
-          return client.upsert(request);
-        },
-        rotate: async (token, signal) => {
-          await bucket.take(signal);
-          signal?.throwIfAborted();
-          return client.rotate(token);
-        },
+        upsert: (request, context) => this.call(at, about.description, context, () => client.upsert(request)),
+        rotate: (token, context) => this.call(at, about.description, context, () => client.rotate(token)),
       },
     };
+  }
+
+  /**
+   * One call through the connection's gates: its breaker (is the service there?), then its token bucket
+   * (may this account call now?). A caller that may not go now is deferred, never kept waiting.
+   */
+  private async call(endpoint: Endpoint, description: string, context: CallContext, send: () => Promise<ServiceResult>): Promise<CallResult> {
+    context.signal?.throwIfAborted();
+    const now = performance.now();
+    endpoint.lastUsed = now;
+    if (!context.followUp && now < endpoint.pausedUntil) {
+      return { ok: false, deferred: { why: 'throttled', afterMs: endpoint.pausedUntil - now + Math.random() * 1_000, message: `${description}: the service asked to wait (HTTP 429)` } };
+    }
+    const admission = endpoint.breaker.admit(context.key, context.wake, context.followUp);
+    if (!admission.ok) {
+      return {
+        ok: false,
+        deferred: admission.why === 'open'
+          // No counts or times in the message: it goes into status, and an unchanged status is not written again.
+          ? { why: 'paused', afterMs: admission.afterMs, message: 'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)', lastFailure: endpoint.lastFailure }
+          : { why: 'busy', afterMs: admission.afterMs, message: `${description} is failing; one call at a time until one succeeds` },
+      };
+    }
+    if (!context.followUp) {
+      const wait = this.reservation(endpoint, context.key, now);
+      if (wait > 0) {
+        endpoint.breaker.release();
+        return { ok: false, deferred: { why: 'throttled', afterMs: wait, message: `${description}: waiting for the account's rate limit` } };
+      }
+    } else {
+      // A follow-up goes now and is charged to the bucket: later first calls wait for it.
+      endpoint.bucket.reserve();
+    }
+    let result: ServiceResult;
+    try {
+      result = await send();
+    } catch (err) {
+      endpoint.breaker.record('failure');
+      throw err;
+    }
+    const failed = connectionLevelFailure(result);
+    endpoint.breaker.record(failed ? 'failure' : 'success');
+    if (failed && !result.ok) endpoint.lastFailure = result.failure;
+    if (!result.ok && result.failure.kind === 'rate-limited' && result.failure.retryAfterMs !== undefined) {
+      // The account is limited, not this key: every caller of the connection waits.
+      endpoint.pausedUntil = Math.max(endpoint.pausedUntil, performance.now() + result.failure.retryAfterMs);
+    }
+    return result;
+  }
+
+  /** 0 when the key may call now (a token now, or one it reserved earlier that is due); else ms to wait. */
+  private reservation(endpoint: Endpoint, key: string, now: number): number {
+    const due = endpoint.prepaid.get(key);
+    if (due !== undefined) {
+      // Woken or re-queued early: the slot it holds is still ahead; no second reservation.
+      if (due > now + 5) return due - now;
+      endpoint.prepaid.delete(key);
+      return 0;
+    }
+    const wait = endpoint.bucket.reserve();
+    if (wait > 0) endpoint.prepaid.set(key, now + wait);
+    return wait;
+  }
+
+  /** Drops idle endpoints and forgotten reservations, at most once a minute. */
+  private sweep(now: number): void {
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    for (const [id, endpoint] of this.endpoints) {
+      for (const [key, due] of endpoint.prepaid) if (due + PREPAID_GRACE_MS < now) endpoint.prepaid.delete(key);
+      if (now - endpoint.lastUsed > ENDPOINT_IDLE_MS && endpoint.breaker.idle && endpoint.prepaid.size === 0) {
+        endpoint.breaker.dispose();
+        this.endpoints.delete(id);
+      }
+    }
+    const wall = Date.now();
+    const ttl = this.options.secretTtlMs ?? 30_000;
+    for (const [key, cached] of this.apiKeys) if (wall - cached.at >= ttl) this.apiKeys.delete(key);
+  }
+
+  /** Endpoints held now (for tests: per-URL state stays bounded). */
+  get endpointCount(): number {
+    return this.endpoints.size;
   }
 
   private async readApiKeySecret(namespace: string, name: string): Promise<ObservedSecret | undefined> {
@@ -188,5 +339,24 @@ export class Connections {
     const secret = await this.options.readSecret(namespace, name);
     this.apiKeys.set(key, { secret, at: Date.now() });
     return secret;
+  }
+}
+
+/**
+ * Failures that say something about the service as a whole (no answer, 5xx, garbage, a 429 without a
+ * Retry-After) rather than about this request: they feed the breaker. A refusal (4xx, success 0, 401) is
+ * an answer: the service is there.
+ */
+function connectionLevelFailure(result: ServiceResult): boolean {
+  if (result.ok) return false;
+  switch (result.failure.kind) {
+    case 'unavailable':
+    case 'invalid-response':
+      return true;
+    case 'rate-limited':
+      return result.failure.retryAfterMs === undefined;
+    case 'rejected':
+    case 'unauthorized':
+      return false;
   }
 }

@@ -4,11 +4,10 @@ import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND }
 import { parseClaim, type UserGroupClaim } from '../api/claim.js';
 import { parseClusterUserGroupService, type ClusterUserGroupService } from '../api/clusterusergroupservice.js';
 import { objectKey, parseMeta, sameStringMap, type ObjectMeta } from '../api/meta.js';
-import { parseSecret, parseSecretName, type ObservedSecret, type SecretName } from '../api/secret.js';
+import { parseSecretName, parseTokenSecretMeta, type ObservedSecret, type SecretName } from '../api/secret.js';
 import { parseUserGroup, type ServiceRef, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
 import type { ServiceClientOptions } from '../service/client.js';
-import { ItemBackoff } from '../kube/backoff.js';
 import { InformerGroup } from '../kube/cache.js';
 import { ClaimWriter } from '../kube/claim-writer.js';
 import { EventRecorder } from '../kube/events.js';
@@ -20,6 +19,8 @@ import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
 import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconciler.js';
+import { RetryPolicy } from './retry-policy.js';
+import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
 
@@ -45,6 +46,8 @@ export interface ControllerOptions {
   /** Identity in Events (pod name). */
   readonly instance: string;
   readonly watchInactivityMs?: number;
+  /** The operator's rules for namespaced UserGroupService URLs (--allowed-service-hosts, --allow-http-services). */
+  readonly egress: { readonly allowedHosts: readonly string[]; readonly allowHttp: boolean };
 }
 
 export interface ControllerHooks {
@@ -78,7 +81,11 @@ export class Controller {
   private readonly index = new UserGroupIdIndex();
   /** Owner UserGroup uid → keys of the token Secrets it controls. */
   private readonly secretsByOwner = new KeyMultimap();
-  private readonly backoff = new ItemBackoff();
+  /** Token Secret key → the resourceVersion whose data the operator wrote or checked. */
+  private readonly verifiedSecrets = new Map<string, string>();
+  /** Holder UserGroup uid → names of the UserGroupClaims it holds. */
+  private readonly claimsByHolder = new KeyMultimap();
+  private readonly retries = new RetryPolicy();
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
   private workAbort: AbortController | undefined;
@@ -105,7 +112,9 @@ export class Controller {
       })])));
     };
     this.userGroups = group('usergroups', paths.userGroups, (raw) => okOrUndefined(parseUserGroup(raw)));
-    this.secrets = group('secrets', paths.secrets, (raw) => okOrUndefined(parseSecret(raw)), `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`);
+    // Metadata only, and only Secrets a UserGroup controls: the label is no filter a tenant cannot put on
+    // its own 1 MiB Secrets. The data is read when a reconcile needs it.
+    this.secrets = group('secrets', paths.secrets, parseTokenSecretMeta, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`, true);
     this.otherSecrets = group('other-secrets', paths.secrets, (raw) => okOrUndefined(parseSecretName(raw)), `${MANAGED_BY_LABEL}!=${MANAGED_BY_VALUE}`, true);
     this.services = group('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
     // Cluster-scoped: one informer whatever --namespaces says (a shard still needs the connections and claims).
@@ -138,6 +147,7 @@ export class Controller {
       qps: options.serviceQps,
       burst: options.serviceBurst,
       log,
+      egress: egressPolicy(options.egress),
     });
     this.reconciler = new Reconciler(
       {
@@ -149,11 +159,15 @@ export class Controller {
         replaceClaim: async (current, spec) => this.keepClaim(await claimWriter.replace(current, spec)),
         releaseClaim: (claim) => claimWriter.delete(claim),
         cachedSecret: (key) => this.secrets.get(key),
+        secretVerified: (key, rv) => this.verifiedSecrets.get(key) === rv,
+        markSecretVerified: (key, rv) => this.verifiedSecrets.set(key, rv),
         otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
         writeSecret: async (desired, rv) => {
           const written = await secretWriter.write(desired, rv);
-          if (written.ok) this.secrets.upsertLocal(written.secret);
+          // The cache holds what the watch would deliver: metadata only, trimmed.
+          const cached = written.ok ? parseTokenSecretMeta(toPartial(written.secret)) : undefined;
+          if (cached) this.secrets.upsertLocal(cached);
           return written;
         },
         ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
@@ -203,9 +217,14 @@ export class Controller {
   /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
   startWorkers(): void {
     if (this.queue) return;
-    const queue = new WorkQueue({ rateLimiter: this.backoff, ...(this.hooks.queue ? { metrics: this.hooks.queue } : {}) });
+    const queue = new WorkQueue(this.hooks.queue ? { metrics: this.hooks.queue } : {});
     this.queue = queue;
     this.workAbort = new AbortController();
+    // What is there when work starts (a restart, a takeover) is taken as the operator's own writing: reading
+    // 10,000 Secrets first would cost more than it protects. From now on, a resourceVersion this process did
+    // not write or check is someone else's change, and its data is read before it is believed.
+    this.verifiedSecrets.clear();
+    for (const secret of this.secrets.list()) this.verifiedSecrets.set(objectKey(secret.metadata), secret.metadata.resourceVersion);
     for (const ug of this.userGroups.list()) queue.add(objectKey(ug.metadata));
     this.workers = Array.from({ length: this.options.concurrency }, () => this.work(queue));
     this.log.info({ concurrency: this.options.concurrency }, 'workers started');
@@ -269,12 +288,15 @@ export class Controller {
       const id = ug.spec.ok ? ug.spec.value.userGroupId : undefined;
       const oldId = old?.spec.ok ? old.spec.value.userGroupId : undefined;
       if (oldId !== undefined && oldId !== id) this.enqueueId(oldId, key);
-      if (gone && id !== undefined) this.enqueueId(id, key);
+      // Only a holder going frees the id (a claim, or a synced UserGroup from before claims): a duplicate
+      // going changes nothing for the others, and 2,000 of them deleted must not cost 2,000² reconciles.
+      if (gone && id !== undefined && (this.claimsByHolder.get(ug.metadata.uid).length > 0 || ug.status.syncedHash !== undefined)) this.enqueueId(id, key);
     });
     this.secrets.on((type, secret) => {
       const owner = secret.metadata.ownerReferences.find((o) => o.controller && o.kind === USERGROUP_KIND);
       if (!owner) return;
       const key = objectKey(secret.metadata);
+      if (type === 'deleted') this.verifiedSecrets.delete(key);
       if (type === 'deleted') this.secretsByOwner.delete(owner.uid, key);
       else this.secretsByOwner.add(owner.uid, key);
       this.enqueue(objectKey({ namespace: secret.metadata.namespace, name: owner.name }));
@@ -290,7 +312,10 @@ export class Controller {
     });
     // The holder already knows what it just wrote; the others with that id (waiting, or refused) re-decide. A
     // released claim concerns all of them, the holder included (it claims again).
-    this.claims.on((type, claim) => {
+    this.claims.on((type, claim, old) => {
+      if (old && old.spec.userGroup.uid !== claim.spec.userGroup.uid) this.claimsByHolder.delete(old.spec.userGroup.uid, claim.metadata.name);
+      if (type === 'deleted') this.claimsByHolder.delete(claim.spec.userGroup.uid, claim.metadata.name);
+      else this.claimsByHolder.add(claim.spec.userGroup.uid, claim.metadata.name);
       const holder = objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name });
       this.enqueueId(claim.spec.userGroupId, type === 'deleted' ? undefined : holder);
     });
@@ -325,24 +350,24 @@ export class Controller {
       const started = performance.now();
       let result: ReconcileResult;
       try {
-        result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), this.workAbort?.signal);
+        result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), this.workAbort?.signal, () => queue.add(key));
       } catch (err) {
         this.log.error({ usergroup: key, err: String(err) }, 'reconcile threw');
         result = { kind: 'retry' };
       }
       const seconds = (performance.now() - started) / 1000;
       if (result.kind === 'done') {
-        queue.forget(key);
+        this.retries.forget(key);
         if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
         this.hooks.reconciled?.(result.requeueAfterMs !== undefined ? 'requeue' : 'success', seconds);
       } else if (result.afterMs !== undefined) {
-        // The service said when (Retry-After): that replaces our guess and resets it, as controller-runtime's
-        // RequeueAfter does; otherwise a run of 429s would leave a long backoff behind for the next 503.
-        queue.forget(key);
+        // The connection said when (Retry-After, its rate limit, its breaker): that replaces our guess and
+        // resets it, as controller-runtime's RequeueAfter does; the key's own failures are not the cause.
+        this.retries.forget(key);
         queue.addAfter(key, result.afterMs);
         this.hooks.reconciled?.('error', seconds);
       } else {
-        queue.addAfter(key, Math.max(this.backoff.when(key), result.minDelayMs ?? 0));
+        queue.addAfter(key, Math.max(this.retries.delay(key, result.retryClass ?? 'transient'), result.minDelayMs ?? 0));
         this.hooks.reconciled?.('error', seconds);
       }
       queue.done(key);
@@ -358,6 +383,25 @@ function relevantChange(old: UserGroup, ug: UserGroup): boolean {
     old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
     old.metadata.uid !== ug.metadata.uid
   );
+}
+
+/** The PartialObjectMetadata shape of a Secret we read or wrote whole, for the metadata-only cache. */
+function toPartial(secret: ObservedSecret): unknown {
+  const m = secret.metadata;
+  return {
+    metadata: {
+      name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, creationTimestamp: m.creationTimestamp,
+      labels: m.labels, annotations: m.annotations,
+      ownerReferences: m.ownerReferences.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid, controller: o.controller })),
+    },
+  };
+}
+
+function egressPolicy(egress: ControllerOptions['egress']): EgressPolicy {
+  const parsed = parseEgressPolicy(egress.allowedHosts, egress.allowHttp);
+  // The CLI refuses bad patterns at startup; reaching this is a programming error.
+  if (!parsed.ok) throw new Error(`invalid egress policy: ${parsed.messages.join('; ')}`);
+  return parsed.policy;
 }
 
 function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: string }): T | undefined {

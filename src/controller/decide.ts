@@ -37,7 +37,7 @@ export function decideSync({ status, desiredHash, secret, resyncDue }: SyncInput
   if (status.syncedHash === undefined) return { kind: 'upsert', why: 'never-synced' };
   if (status.syncedHash !== desiredHash) return { kind: 'upsert', why: 'request-changed' };
   if (secret.state === 'missing') return { kind: 'upsert', why: 'secret-missing' };
-  if (secret.state === 'owned' && secret.token === undefined) return { kind: 'upsert', why: 'secret-unreadable' };
+  if (secret.state === 'owned' && !secret.trusted) return { kind: 'upsert', why: 'secret-unreadable' };
   if (resyncDue) return { kind: 'upsert', why: 'resync' };
   return { kind: 'skip' };
 }

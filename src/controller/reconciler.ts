@@ -5,12 +5,14 @@ import { objectKey } from '../api/meta.js';
 import type { ObservedSecret } from '../api/secret.js';
 import { readyCondition as currentReady, type ConditionStatus, type ServiceRef, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
 import type { ClaimWriteResult } from '../kube/claim-writer.js';
-import type { ServiceFailure, ServiceUserGroup } from '../service/types.js';
+import type { ServiceFailure, ServiceResult, ServiceUserGroup, UpsertRequest } from '../service/types.js';
+import { SecretValue } from '../service/secret-value.js';
 import type { EventType } from '../kube/events.js';
 import type { SecretWriteResult } from '../kube/secret-writer.js';
 import { decideClaim } from './claim-decision.js';
 import { Reason, readyCondition } from './conditions.js';
-import type { Connection, Resolution } from './connections.js';
+import type { CallContext, CallResult, Connection, Deferral, Resolution } from './connections.js';
+import type { RetryClass } from './retry-policy.js';
 import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } from './decide.js';
 import { canonicalJson } from './hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from './token-secret.js';
@@ -18,8 +20,11 @@ import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretCo
 /** What the work queue does next with the key, like controller-runtime's Result / error_policy. */
 export type ReconcileResult =
   | { readonly kind: 'done'; readonly requeueAfterMs?: number }
-  /** Failed: retry with the per-key backoff, but not sooner than minDelayMs, or exactly after afterMs. */
-  | { readonly kind: 'retry'; readonly minDelayMs?: number; readonly afterMs?: number };
+  /**
+   * Failed: retry with the per-key backoff of its class (see retry-policy.ts), but not sooner than
+   * minDelayMs; or exactly after afterMs (the connection said when).
+   */
+  | { readonly kind: 'retry'; readonly minDelayMs?: number; readonly afterMs?: number; readonly retryClass?: RetryClass };
 
 export interface ReconcilerPorts {
   readonly userGroup: (key: string) => UserGroup | undefined;
@@ -31,8 +36,15 @@ export interface ReconcilerPorts {
   readonly createClaim: (spec: ClaimSpec) => Promise<ClaimWriteResult>;
   readonly replaceClaim: (current: UserGroupClaim, spec: ClaimSpec) => Promise<ClaimWriteResult>;
   readonly releaseClaim: (claim: UserGroupClaim) => Promise<void>;
-  /** The owned-Secret cache (Secrets carrying our managed-by label, with their data). */
+  /** The token-Secret cache: Secrets a UserGroup controls, metadata only (read the data with readSecret). */
   readonly cachedSecret: (key: string) => ObservedSecret | undefined;
+  /**
+   * Whether this resourceVersion of the Secret has data the operator wrote or checked (its own write, a
+   * read that matched the sealed digest, or what was there when the controller started): if not, someone
+   * else wrote it since and the data must be read before the metadata is believed about it.
+   */
+  readonly secretVerified: (key: string, resourceVersion: string) => boolean;
+  readonly markSecretVerified: (key: string, resourceVersion: string) => void;
   /** Whether the metadata-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
   readonly otherSecretExists: (key: string) => boolean;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
@@ -67,12 +79,13 @@ class SecretWriteRefused extends Error {}
 export class Reconciler {
   constructor(private readonly ports: ReconcilerPorts, private readonly options: ReconcilerOptions) {}
 
-  async reconcile(key: string, reconcileId: string, signal?: AbortSignal): Promise<ReconcileResult> {
+  /** `wake` queues the key again: a connection that deferred a call runs it when the call may go out. */
+  async reconcile(key: string, reconcileId: string, signal?: AbortSignal, wake: () => void = () => undefined): Promise<ReconcileResult> {
     const ug = this.ports.userGroup(key);
     // Gone or going: nothing to do. The service has no delete; the Secret goes by garbage collection.
     if (!ug || ug.metadata.deletionTimestamp) return { kind: 'done' };
     const log = this.options.log.child({ usergroup: key, reconcileId });
-    const run = new Run(ug, this.ports, log, this.options, signal);
+    const run = new Run(key, ug, this.ports, log, this.options, signal, wake);
     try {
       return await run.execute();
     } catch (err) {
@@ -90,15 +103,39 @@ export class Reconciler {
 /** One reconcile of one UserGroup: gathers what it needs, decides, and applies the effects. */
 class Run {
   private readonly previous: UserGroupStatus;
+  /** Service calls that went out in this run: later ones are follow-ups, never held back for their turn. */
+  private callsMade = 0;
+  /** A rotation intent is stored: its POST finishes work begun, like a follow-up (deferring it costs a recovery PUT). */
+  private intentStored = false;
 
   constructor(
+    private readonly key: string,
     private readonly ug: UserGroup,
     private readonly ports: ReconcilerPorts,
     private readonly log: Logger,
     private readonly options: ReconcilerOptions,
     private readonly signal: AbortSignal | undefined,
+    private readonly wake: () => void,
   ) {
     this.previous = ug.status;
+  }
+
+  private context(): CallContext {
+    return { key: this.key, followUp: this.callsMade > 0 || this.intentStored, signal: this.signal, wake: this.wake };
+  }
+
+  private async upsert(connection: Connection, request: UpsertRequest): Promise<ServiceResult | Deferral> {
+    return this.made(await connection.upsert(request, this.context()));
+  }
+
+  private async rotate(connection: Connection, token: SecretValue): Promise<ServiceResult | Deferral> {
+    return this.made(await connection.rotate(token, this.context()));
+  }
+
+  private made(result: CallResult): ServiceResult | Deferral {
+    if (!result.ok && 'deferred' in result) return result.deferred;
+    this.callsMade += 1;
+    return result;
   }
 
   async execute(): Promise<ReconcileResult> {
@@ -205,10 +242,20 @@ class Run {
   private async converge(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim, readLive: boolean): Promise<ReconcileResult | 'exists'> {
     const { ug } = this;
     const secretKey = objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name });
-    const observedSecret = readLive
-      ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name)
-      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.ports.readSecret(ug.metadata.namespace, spec.tokenSecret.name) : undefined);
-    const inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
+    let observedSecret = readLive
+      ? await this.readSecret(spec)
+      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined);
+    let inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
+    // The cache has no data: read it when the held token is needed (a rotation) or the data may have been
+    // changed by someone else since the operator last wrote or checked it.
+    if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
+      const annotationRotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
+      if (annotationRotation.kind === 'rotate' || annotationRotation.kind === 'recover' || !this.ports.secretVerified(secretKey, inspection.resourceVersion)) {
+        observedSecret = await this.readSecret(spec);
+        inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
+      }
+    }
+    if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion);
     if (inspection.state === 'foreign') {
       return this.blocked(Reason.SecretConflict,
         `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
@@ -234,7 +281,8 @@ class Run {
 
     let adopted: UserGroupStatus['adoption'];
     if (sync.kind === 'upsert' || rotation.kind === 'recover') {
-      const result = await connection.upsert(request, this.signal);
+      const result = await this.upsert(connection, request);
+      if (isDeferral(result)) return this.deferred(result, 'sync', connection);
       if (!result.ok) return this.serviceFailed('sync', result.failure, connection);
       group = result.group;
       token = result.group.token;
@@ -242,11 +290,12 @@ class Run {
 
       // The group was there before this UserGroup ever synced it on this account: adoption, as the rules say.
       // (No created indicator counts as "was there": the safe reading.)
-      if (group.created !== true && !this.syncedBefore(spec, connection, hash, owned?.token !== undefined)) {
+      if (group.created !== true && !(await this.syncedBefore(spec, connection, hash, owned?.trusted === true))) {
         if (connection.adoption === 'Refuse') return this.adoptionRefused(spec, connection, claim);
         if (connection.adoption === 'Rotate') {
           // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
-          const rotated = await connection.rotate(group.token, this.signal);
+          const rotated = await this.rotate(connection, group.token);
+          if (isDeferral(rotated)) return this.deferred(rotated, 'rotate', connection);
           if (!rotated.ok) return this.serviceFailed('rotate', rotated.failure, connection);
           token = rotated.group.token;
           rotatedAt = iso(this.ports.now());
@@ -285,8 +334,10 @@ class Run {
       if (!intent.ok) return intent.conflict === 'exists' ? 'exists' : { kind: 'retry' };
       secretNow = intent.secret;
       secretVersion = intent.secret.metadata.resourceVersion;
+      this.intentStored = true;
 
-      const rotated = await connection.rotate(token, this.signal);
+      const rotated = await this.rotate(connection, token);
+      if (isDeferral(rotated)) return this.deferred(rotated, 'rotate', connection);
       if (rotated.ok) {
         token = rotated.group.token;
         this.ports.tokenRotated();
@@ -296,7 +347,8 @@ class Run {
       } else if (rotated.failure.kind === 'rejected') {
         // The held token is not current (rotated elsewhere, or by us just before a crash). A PUT returns
         // the current one; store it and call the request handled, so it is never rotated twice.
-        const current = await connection.upsert(request, this.signal);
+        const current = await this.upsert(connection, request);
+        if (isDeferral(current)) return this.deferred(current, 'sync', connection);
         if (!current.ok) return this.serviceFailed('sync', current.failure, connection);
         // Still the same token: the service refused the rotation itself. Not handled; retry it.
         if (current.group.token.equals(token)) return this.serviceFailed('rotate', rotated.failure, connection);
@@ -312,8 +364,12 @@ class Run {
       pending = undefined;
     }
 
-    if (!token) throw new Error('no token to store');
-    const stored = await this.storeSecret(spec, connection, { token, handled, pending }, secretNow, secretVersion);
+    // No call was made and the Secret holds the sealed token: its digest is enough to tell whether only
+    // metadata (bookkeeping, the user's labels) must change, and then the token is read to write it.
+    const sealedDigest = owned?.trusted ? owned.tokenSha256 : undefined;
+    const content = token ?? (sealedDigest !== undefined ? { sha256: sealedDigest } : undefined);
+    if (!content) throw new Error('no token to store');
+    const stored = await this.storeSecret(spec, connection, { token: content, handled, pending }, secretNow, secretVersion);
     if (!stored.ok) return stored.conflict === 'exists' ? 'exists' : { kind: 'retry' };
     // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
     for (const stale of this.ports.ownedSecrets(ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
@@ -348,9 +404,14 @@ class Run {
    * this connection, or a Secret it owns carries a record sealed under this account's key. Tenants write
    * neither (status needs usergroups/status; a seal needs the API key).
    */
-  private syncedBefore(spec: UserGroupSpec, connection: Connection, hash: string, trustedRecord: boolean): boolean {
+  private async syncedBefore(spec: UserGroupSpec, connection: Connection, hash: string, trustedRecord: boolean): Promise<boolean> {
     if (trustedRecord || this.previous.syncedHash === hash) return true;
-    return this.ports.ownedSecrets(this.ug).some((s) => holdsRecord(s, this.ug.metadata, spec.userGroupId, connection.seal));
+    // Rare (an adoption check): the cache has no data, and a record is proof only with the token it seals.
+    for (const cached of this.ports.ownedSecrets(this.ug)) {
+      const live = await this.ports.readSecret(cached.metadata.namespace, cached.metadata.name);
+      if (live && holdsRecord(live, this.ug.metadata, spec.userGroupId, connection.seal)) return true;
+    }
+    return false;
   }
 
   /** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
@@ -388,9 +449,23 @@ class Run {
     return [...owned.keys()];
   }
 
+  /** Reads the token Secret live, data included. */
+  private readSecret(spec: UserGroupSpec): Promise<ObservedSecret | undefined> {
+    return this.ports.readSecret(this.ug.metadata.namespace, spec.tokenSecret.name);
+  }
+
   private async storeSecret(spec: UserGroupSpec, connection: Connection, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<SecretWriteResult> {
-    const desired = desiredSecret(this.ug.metadata, spec, content, connection.seal);
+    let desired = desiredSecret(this.ug.metadata, spec, content, connection.seal);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
+    if (!(content.token instanceof SecretValue)) {
+      // Metadata must change and only the digest is at hand: read the token it stands for.
+      const live = await this.readSecret(spec);
+      const inspection = inspectSecret(live, this.ug.metadata, spec, connection.seal);
+      if (inspection.state !== 'owned' || !inspection.token || inspection.resourceVersion !== resourceVersion) {
+        return { ok: false, conflict: 'changed', message: `Secret ${spec.tokenSecret.name} changed while we worked` };
+      }
+      desired = desiredSecret(this.ug.metadata, spec, { ...content, token: inspection.token }, connection.seal);
+    }
     this.signal?.throwIfAborted();
     let written;
     try {
@@ -403,13 +478,34 @@ class Run {
       throw new SecretWriteRefused(message);
     }
     if (!written.ok) this.log.info({ secret: spec.tokenSecret.name, conflict: written.conflict }, 'token Secret changed while we worked; deciding again');
+    else this.ports.markSecretVerified(objectKey(written.secret.metadata), written.secret.metadata.resourceVersion);
     return written;
+  }
+
+  /**
+   * A call was not made now (rate limit, a failing connection): the key comes back when woken or after the
+   * connection's delay. Only a paused connection is news for the user; waiting one's turn is not.
+   */
+  private async deferred(deferral: Deferral, operation: 'sync' | 'rotate', connection: Connection): Promise<ReconcileResult> {
+    if (deferral.why === 'paused') {
+      // Reported as the failure that paused the connection: that is what the user can act on.
+      const last = deferral.lastFailure;
+      const reason = last ? reasonFor(last) : Reason.ServiceUnavailable;
+      const cause = last ? ` (last failure: ${connection.shared ? last.message : coarseFailure(last)})` : '';
+      const message = `${operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)'} via ${connection.description} ${deferral.message}${cause}`;
+      await this.writeStatus('False', reason, message, {});
+      this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
+    }
+    return { kind: 'retry', afterMs: deferral.afterMs };
   }
 
   private async serviceFailed(operation: 'sync' | 'rotate', failure: ServiceFailure, connection: Connection): Promise<ReconcileResult> {
     const reason = reasonFor(failure);
-    const message = `${operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)'} via ${connection.description} failed: ${failure.message}`;
-    this.log.warn({ reason, status: failure.status, operation }, 'service call failed');
+    // A tenant's own connection may point anywhere its egress rule allows: what comes back (remote text,
+    // which network error) would make the operator its port scanner. It gets the kind and HTTP status only.
+    const detail = connection.shared ? failure.message : coarseFailure(failure);
+    const message = `${operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)'} via ${connection.description} failed: ${detail}`;
+    this.log.warn({ reason, status: failure.status, operation, detail: failure.message }, 'service call failed');
     if (failure.kind === 'unauthorized') this.ports.invalidateConnection(connection);
     await this.writeStatus('False', reason, message, {});
     this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
@@ -418,8 +514,10 @@ class Run {
         return failure.retryAfterMs !== undefined ? { kind: 'retry', afterMs: failure.retryAfterMs } : { kind: 'retry' };
       case 'unauthorized':
         return { kind: 'retry', minDelayMs: SLOW_RETRY_MS };
+      case 'rejected':
+        return { kind: 'retry', retryClass: 'persistent' };
       default:
-        return { kind: 'retry' };
+        return { kind: 'retry', retryClass: 'transient' };
     }
   }
 
@@ -466,6 +564,27 @@ function reasonFor(failure: ServiceFailure): Reason {
       return Reason.Rejected;
     case 'invalid-response':
       return Reason.InvalidResponse;
+  }
+}
+
+function isDeferral(result: ServiceResult | Deferral): result is Deferral {
+  return 'why' in result;
+}
+
+/** What a tenant may learn of a failed call to its own connection: the kind of failure and the HTTP status. */
+function coarseFailure(failure: ServiceFailure): string {
+  const status = failure.status === undefined ? '' : ` (HTTP ${failure.status})`;
+  switch (failure.kind) {
+    case 'unavailable':
+      return failure.status === undefined ? 'no answer from the service (connection failed or timed out)' : `service unavailable${status}`;
+    case 'unauthorized':
+      return `service refused the API key${status}`;
+    case 'rate-limited':
+      return `service rate limit reached${status}`;
+    case 'rejected':
+      return `service rejected the request${status}`;
+    case 'invalid-response':
+      return `service answered with an invalid response${status}`;
   }
 }
 

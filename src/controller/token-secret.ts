@@ -12,7 +12,7 @@ import {
   USERGROUP_LABEL,
 } from '../api/constants.js';
 import { sameStringMap, type ObjectMeta } from '../api/meta.js';
-import { secretValue, type ObservedSecret } from '../api/secret.js';
+import { metadataDigest, secretValue, type ObservedSecret } from '../api/secret.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { SecretValue } from '../service/secret-value.js';
 import { canonicalJson, sha256Hex } from './hash.js';
@@ -31,11 +31,18 @@ export type SecretInspection =
   | { readonly state: 'foreign'; readonly ownerKind: string | undefined }
   | {
       readonly state: 'owned';
-      /** The stored token, when the record's MAC vouches for it (not edited, not planted). */
+      /**
+       * The record's MAC vouches for the bookkeeping and for a token of digest `tokenSha256`, and the data
+       * is either that token (read) or not read (metadata only: intact unless its resourceVersion moved
+       * since the operator last wrote or checked it; the caller reads the data when it doubts that).
+       */
+      readonly trusted: boolean;
+      /** The stored token: only when the data was read and is the sealed token. */
       readonly token: SecretValue | undefined;
-      /** Rotation bookkeeping, likewise only from a record with a valid MAC. */
+      /** Rotation bookkeeping, only from a trusted record. */
       readonly handled: string | undefined;
       readonly pending: string | undefined;
+      readonly tokenSha256: string | undefined;
       readonly resourceVersion: string;
       readonly secret: ObservedSecret;
     };
@@ -44,12 +51,18 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
   if (!secret) return { state: 'missing' };
   const controller = secret.metadata.ownerReferences.find((o) => o.controller);
   if (!controller || controller.uid !== owner.uid) return { state: 'foreign', ownerKind: controller?.kind };
-  const trusted = sealedToken(secret, owner, spec.userGroupId, spec.tokenSecret.key, seal);
+  const sealed = sealedRecord(secret, owner, spec.userGroupId, spec.tokenSecret.key, seal);
+  const stored = secret.data === undefined ? undefined : secretValue(secret, spec.tokenSecret.key);
+  const token = sealed !== undefined && stored !== undefined && sha256Hex(stored) === sealed ? new SecretValue(stored) : undefined;
+  const trusted = sealed !== undefined && (secret.data === undefined || token !== undefined);
+  const { annotations } = secret.metadata;
   return {
     state: 'owned',
-    token: trusted === undefined ? undefined : new SecretValue(trusted),
-    handled: trusted === undefined ? undefined : secret.metadata.annotations[ROTATION_HANDLED_ANNOTATION],
-    pending: trusted === undefined ? undefined : secret.metadata.annotations[ROTATION_PENDING_ANNOTATION],
+    trusted,
+    token,
+    handled: trusted ? annotations[ROTATION_HANDLED_ANNOTATION] : undefined,
+    pending: trusted ? annotations[ROTATION_PENDING_ANNOTATION] : undefined,
+    tokenSha256: trusted ? sealed : undefined,
     resourceVersion: secret.metadata.resourceVersion,
     secret,
   };
@@ -58,31 +71,38 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
 /**
  * Whether an owned Secret of this UserGroup (the current one, or one left from an earlier spec.tokenSecret)
  * carries a record this connection sealed: proof that the operator synced this UserGroup on this account.
- * The Secret's own one data key stands in for the spec, which may have moved on since.
+ * The Secret's own one data key stands in for the spec, which may have moved on since: the Secret must
+ * have been read with its data.
  */
 export function holdsRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, seal: Seal): boolean {
-  const [key, ...more] = Object.keys(secret.data);
-  return key !== undefined && more.length === 0 && sealedToken(secret, owner, userGroupId, key, seal) !== undefined;
+  const [key, ...more] = Object.keys(secret.data ?? {});
+  if (key === undefined || more.length > 0) return false;
+  const sealed = sealedRecord(secret, owner, userGroupId, key, seal);
+  const stored = secretValue(secret, key);
+  return sealed !== undefined && stored !== undefined && sha256Hex(stored) === sealed;
 }
 
-/** The token under `key`, when the Secret's record was sealed over it, its bookkeeping and this Secret's identity. */
-function sealedToken(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, key: string, seal: Seal): string | undefined {
+/**
+ * The token digest the Secret's record was sealed over, with its bookkeeping and this Secret's identity;
+ * undefined when there is no record or its MAC is not ours. Reads metadata only.
+ */
+function sealedRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, key: string, seal: Seal): string | undefined {
   const { annotations } = secret.metadata;
-  const token = secretValue(secret, key);
   const recorded = annotations[TOKEN_RECORD_ANNOTATION];
-  if (!token || recorded === undefined) return undefined;
-  const content = { token, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
-  return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content))) ? token : undefined;
+  const tokenSha256 = annotations[TOKEN_SHA256_ANNOTATION];
+  if (recorded === undefined || tokenSha256 === undefined) return undefined;
+  const content = { tokenSha256, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
+  return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content))) ? tokenSha256 : undefined;
 }
 
-/** What the record's MAC covers: the token and its bookkeeping, bound to this UserGroup, Secret and id. */
-function recordMessage(owner: ObjectMeta, userGroupId: string, secretName: string, key: string, content: { token: string; handled: string | undefined; pending: string | undefined }): string {
+/** What the record's MAC covers: the token (by digest) and its bookkeeping, bound to this UserGroup, Secret and id. */
+function recordMessage(owner: ObjectMeta, userGroupId: string, secretName: string, key: string, content: { tokenSha256: string; handled: string | undefined; pending: string | undefined }): string {
   return canonicalJson({
     v: 1,
     userGroup: { namespace: owner.namespace, name: owner.name, uid: owner.uid },
     userGroupId,
     secret: { name: secretName, key },
-    tokenSha256: sha256Hex(content.token),
+    tokenSha256: content.tokenSha256,
     handled: content.handled ?? null,
     pending: content.pending ?? null,
   });
@@ -97,19 +117,24 @@ function safeEqual(a: string, b: string): boolean {
 const RESERVED_ANNOTATIONS = new Set([TOKEN_SHA256_ANNOTATION, TOKEN_RECORD_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION]);
 
 export interface SecretContent {
-  readonly token: SecretValue;
+  /** The token itself, or only its digest when the Secret already holds it and only metadata may change. */
+  readonly token: SecretValue | { readonly sha256: string };
   readonly handled: string | undefined;
   readonly pending: string | undefined;
 }
 
-/** The whole Secret the operator wants: it owns it, so user labels/annotations come from spec.tokenSecret. */
+/**
+ * The whole Secret the operator wants: it owns it, so user labels/annotations come from spec.tokenSecret.
+ * Without the token itself (only its digest) it has no data: good for comparing, not for writing.
+ */
 export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent, seal: Seal): V1Secret {
   const annotations: Record<string, string> = {};
   // The operator's own bookkeeping keys are never taken from the user: a copied value could fake a rotation record.
   for (const [k, v] of Object.entries(spec.tokenSecret.annotations)) if (!RESERVED_ANNOTATIONS.has(k)) annotations[k] = v;
-  const token = content.token.reveal();
-  annotations[TOKEN_SHA256_ANNOTATION] = sha256Hex(token);
-  annotations[TOKEN_RECORD_ANNOTATION] = seal(recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { token, handled: content.handled, pending: content.pending }));
+  const token = content.token instanceof SecretValue ? content.token.reveal() : undefined;
+  const tokenSha256 = token !== undefined ? sha256Hex(token) : (content.token as { sha256: string }).sha256;
+  annotations[TOKEN_SHA256_ANNOTATION] = tokenSha256;
+  annotations[TOKEN_RECORD_ANNOTATION] = seal(recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { tokenSha256, handled: content.handled, pending: content.pending }));
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
   return {
@@ -125,18 +150,21 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
         { apiVersion: API_VERSION, kind: USERGROUP_KIND, name: owner.name, uid: owner.uid, controller: true },
       ],
     },
-    data: { [spec.tokenSecret.key]: Buffer.from(content.token.reveal(), 'utf8').toString('base64') },
+    ...(token !== undefined ? { data: { [spec.tokenSecret.key]: Buffer.from(token, 'utf8').toString('base64') } } : {}),
   };
 }
 
-/** True when the observed Secret already is the desired one (no write needed). */
+/**
+ * True when the observed Secret already is the desired one (no write needed). A Secret seen as metadata
+ * only is compared by its digest of labels and annotations (which hold the token's digest, sealed); its
+ * data is taken as intact, which the caller vouches for (see Reconciler: verified resourceVersions).
+ */
 export function secretMatches(observed: ObservedSecret, desired: V1Secret): boolean {
   const meta = desired.metadata ?? {};
   return (
-    observed.type === desired.type &&
-    sameStringMap(observed.metadata.labels, meta.labels ?? {}) &&
-    sameStringMap(observed.metadata.annotations, meta.annotations ?? {}) &&
-    sameStringMap(observed.data, desired.data ?? {}) &&
+    (observed.type === undefined || observed.type === desired.type) &&
+    observed.metaDigest === metadataDigest(meta.labels ?? {}, meta.annotations ?? {}) &&
+    (observed.data === undefined || (desired.data !== undefined && sameStringMap(observed.data, desired.data))) &&
     observed.metadata.ownerReferences.length === 1
   );
 }

@@ -1,4 +1,5 @@
 import { ItemBackoff, type RateLimiter } from './backoff.js';
+import { FairFifo, Fifo, namespaceOf } from './fair-fifo.js';
 
 /**
  * Hooks for controller-runtime's workqueue metrics. Each is optional so a test
@@ -33,37 +34,8 @@ export interface WorkQueueOptions {
    * run on the global setTimeout, so fake timers in tests cover both.
    */
   now?: () => number;
-}
-
-/** A FIFO with O(1) push and shift (Array.prototype.shift is O(n)). */
-class Fifo<T> {
-  #items: T[] = [];
-  #head = 0;
-
-  get length(): number {
-    return this.#items.length - this.#head;
-  }
-
-  push(item: T): void {
-    this.#items.push(item);
-  }
-
-  shift(): T | undefined {
-    if (this.#head >= this.#items.length) return undefined;
-    const item = this.#items[this.#head];
-    this.#head += 1;
-    // Compact once the consumed prefix dominates, so memory tracks the live length.
-    if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
-      this.#items = this.#items.slice(this.#head);
-      this.#head = 0;
-    }
-    return item;
-  }
-
-  clear(): void {
-    this.#items = [];
-    this.#head = 0;
-  }
+  /** Which flow a key belongs to; ready keys are served round-robin across flows. Default: its namespace. */
+  flowOf?: (key: string) => string;
 }
 
 /**
@@ -132,7 +104,8 @@ type QueueState = 'running' | 'draining' | 'stopped';
  *  - a key is queued at most once (adds of a queued key coalesce);
  *  - a key is handed to one worker at a time: an add while it is processed
  *    marks it dirty, and done() queues it again, so the add is never lost;
- *  - ready keys come out in FIFO order; concurrent get() calls get distinct keys;
+ *  - ready keys come out round-robin across flows (namespaces), FIFO within a flow, so one namespace's
+ *    backlog cannot starve another's; concurrent get() calls get distinct keys;
  *  - addAfter / addRateLimited delay an add, the earlier of two delays winning.
  *
  * Unlike client-go, shutDown() stops handing out keys at once even if some are
@@ -145,8 +118,8 @@ export class WorkQueue {
 
   // Keys that need processing: queued ones plus processed ones added again.
   readonly #dirty = new Set<string>();
-  // Dirty keys not being processed, in the order they became ready.
-  readonly #ready = new Fifo<string>();
+  // Dirty keys not being processed, by flow, each flow in the order its keys became ready.
+  readonly #ready: FairFifo;
   // Key → when it was handed to a worker.
   readonly #processing = new Map<string, number>();
   // Key → when it became dirty, for the queue latency metric.
@@ -165,6 +138,7 @@ export class WorkQueue {
     this.#rateLimiter = options.rateLimiter ?? new ItemBackoff();
     this.#metrics = options.metrics ?? {};
     this.#now = options.now ?? (() => performance.now());
+    this.#ready = new FairFifo(options.flowOf ?? namespaceOf);
   }
 
   add(key: string): void {

@@ -23,6 +23,8 @@ export interface ServiceCallSample {
 export interface ServiceClientOptions {
   /** Budget for the whole exchange, body included. Default 10000. */
   timeoutMs?: number;
+  /** Budget for DNS, and for the TCP and TLS handshakes, each. Default 3000 (at most timeoutMs). */
+  connectTimeoutMs?: number;
   /** Larger answers are not read to the end. Default 1 MiB. */
   maxResponseBytes?: number;
   userAgent?: string;
@@ -33,6 +35,8 @@ export interface ServiceClientOptions {
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
+/** A reachable service completes a handshake in well under a second; past 3 s the address is not answering. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 const DEFAULT_USER_AGENT = 'usergroup-operator';
 
@@ -79,6 +83,7 @@ export class ServiceClient {
   readonly #endpoint: URL;
   readonly #apiKey: SecretValue;
   readonly #timeoutMs: number;
+  readonly #connectTimeoutMs: number;
   readonly #maxResponseBytes: number;
   readonly #userAgent: string;
   readonly #observe: ((sample: ServiceCallSample) => void) | undefined;
@@ -88,6 +93,7 @@ export class ServiceClient {
     this.#endpoint = endpointOf(connection.url);
     this.#apiKey = connection.apiKey;
     this.#timeoutMs = positive('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS, false);
+    this.#connectTimeoutMs = Math.min(this.#timeoutMs, positive('connectTimeoutMs', options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, false));
     this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, true);
     this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.#observe = options.observe;
@@ -158,6 +164,7 @@ export class ServiceClient {
       },
       body,
       timeoutMs: this.#timeoutMs,
+      connectTimeoutMs: this.#connectTimeoutMs,
       maxResponseBytes: this.#maxResponseBytes,
       signal: this.#signal,
     });

@@ -7,6 +7,8 @@ export interface ExchangeRequest {
   headers: Readonly<Record<string, string>>;
   body: string;
   timeoutMs: number;
+  /** Budget for DNS and for the TCP (and TLS) handshake: a black-holed address fails in this, not in timeoutMs. */
+  connectTimeoutMs: number;
   maxResponseBytes: number;
   signal: AbortSignal | undefined;
 }
@@ -72,7 +74,7 @@ export async function exchange(req: ExchangeRequest): Promise<ExchangeOutcome> {
         // A redirect would carry the Authorization header to wherever the service points.
         followRedirect: false,
         // One budget for the whole exchange, body included, so a server that drips bytes still ends.
-        timeout: { request: req.timeoutMs },
+        timeout: { request: req.timeoutMs, lookup: req.connectTimeoutMs, connect: req.connectTimeoutMs, secureConnect: req.connectTimeoutMs },
         signal: req.signal,
       });
     } catch (error) {

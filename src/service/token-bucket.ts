@@ -68,7 +68,18 @@ export class TokenBucket {
     });
   }
 
-  /** Tokens available now, for tests and metrics. */
+  /**
+   * Reserves the next token without waiting: the balance may go negative (a debt later reservations
+   * queue behind), and the result is how many ms until the reserved token exists (0: now). A caller that
+   * gets a delay comes back after it, already paid, instead of holding a worker while it waits.
+   */
+  reserve(): number {
+    this.#refill();
+    this.#tokens -= 1;
+    return this.#tokens >= 0 ? 0 : Math.ceil((-this.#tokens * 1000) / this.#qps);
+  }
+
+  /** Tokens available now (negative while reservations are outstanding), for tests and metrics. */
   get available(): number {
     this.#refill();
     return this.#tokens;

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { planCall, type Faults } from './faults.js';
-import { MAX_BODY_BYTES, readBody, sendFailure, sendJson } from './http-io.js';
+import { readBody, sendFailure, sendJson } from './http-io.js';
 import { injectFault, type GroupPreview } from './inject.js';
 import { parseJsonObject } from './json.js';
 import type { RandomSource } from './random.js';
@@ -18,6 +18,8 @@ export interface ApiContext {
   readonly faults: () => Faults;
   readonly random: RandomSource;
   readonly stopping: AbortSignal;
+  /** Request bodies above this are answered 413 (default MAX_BODY_BYTES). */
+  readonly maxBodyBytes: number;
 }
 
 type Call = { readonly operation: 'upsert'; readonly request: UpsertRequest } | { readonly operation: 'rotate'; readonly request: RotateRequest };
@@ -37,7 +39,7 @@ export async function handleUserCall(
   const { stats } = context;
   const auth = context.keys.authenticate(request.headers.authorization);
   const teamId = auth.ok ? auth.team.id : undefined;
-  const body = await readBody(request);
+  const body = await readBody(request, context.maxBodyBytes);
   // Once stop() has begun the state may already be flushed: a late mutation would be lost.
   if (context.stopping.aborted) return;
   if (!body.ok) {
@@ -45,7 +47,7 @@ export async function handleUserCall(
     if (body.problem === 'too_large') {
       stats.record(teamId, operation, 'payload_too_large');
       // Closing the connection spares reading the rest of an oversized upload.
-      sendFailure(response, 413, `request body is larger than ${MAX_BODY_BYTES} bytes`, { connection: 'close' });
+      sendFailure(response, 413, `request body is larger than ${context.maxBodyBytes} bytes`, { connection: 'close' });
       return;
     }
   }

@@ -18,6 +18,7 @@ flags:
   --api-key-file <path>       API keys one per line (blank lines and # comments skipped); repeatable
                               with no key flag, $USERGROUP_SIM_API_KEY is the key
   --state-file <path>         load groups from and save them to this file (mode 0600)
+  --max-body-bytes <n>        answer 413 to request bodies above n bytes (default 1048576)
   --latency-ms <n>            latency added to every API call
   --latency-jitter-ms <n>     random extra latency of 0..n ms
   --spike-rate <f>            fraction of calls delayed by --spike-ms, then answered normally
@@ -61,6 +62,7 @@ const OPTIONS = {
   'testing-api-key': { type: 'string', multiple: true },
   'api-key-file': { type: 'string', multiple: true },
   'state-file': { type: 'string' },
+  'max-body-bytes': { type: 'string' },
   seed: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   ...Object.fromEntries(Object.keys(FAULT_FLAGS).map((flag) => [flag, { type: 'string' }])),
@@ -173,6 +175,7 @@ async function buildOptions(values: Record<string, unknown>, env: SimCommandDeps
   const seedText = stringFlag(values, 'seed');
   const host = stringFlag(values, 'host');
   const stateFile = stringFlag(values, 'state-file');
+  const maxBody = stringFlag(values, 'max-body-bytes');
   return {
     port,
     apiKeys,
@@ -180,6 +183,7 @@ async function buildOptions(values: Record<string, unknown>, env: SimCommandDeps
     faults: checked.value,
     ...(host === undefined ? {} : { host }),
     ...(stateFile === undefined ? {} : { stateFile }),
+    ...(maxBody === undefined ? {} : { maxBodyBytes: Math.max(1, wholeNumber('max-body-bytes', maxBody, 64 * 1024 * 1024)) }),
     ...(seedText === undefined ? {} : { random: seededRandom(wholeNumber('seed', seedText, 4_294_967_295)) }),
   };
 }

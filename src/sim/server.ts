@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { handleAdmin } from './admin.js';
 import { handleUserCall } from './api.js';
 import { parseFaults, type Faults } from './faults.js';
-import { sendFailure } from './http-io.js';
+import { MAX_BODY_BYTES, sendFailure } from './http-io.js';
 import type { RandomSource } from './random.js';
 import { StatsRecorder, type SimStats } from './stats.js';
 import { DebouncedStateWriter, loadState, serializeState } from './state-file.js';
@@ -21,6 +21,11 @@ export interface SimulatorOptions {
   /** Keys whose groups are tagged Testing. A key may be in both lists; it is then a testing key. */
   readonly testingApiKeys?: readonly string[];
   readonly faults?: Partial<Faults>;
+  /**
+   * The largest request body accepted; larger ones get 413. Default 1 MiB. The spec shows no bound: a smaller
+   * one stands for a service stricter than the operator's own limits (the 16 KiB of properties).
+   */
+  readonly maxBodyBytes?: number;
   /** The service's storage: loaded at start when present, rewritten (mode 0600) after mutations. */
   readonly stateFile?: string;
   /** Decides faults; pass seededRandom(n) for repeatable tests. Default Math.random. */
@@ -99,7 +104,9 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     );
   }
 
-  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal };
+  const maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be a positive whole number, got ${maxBodyBytes}`);
+  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal, maxBodyBytes };
   const adminContext = { keys, store, stats, faults: () => faults, setFaults: (next: Faults) => (faults = next) };
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {

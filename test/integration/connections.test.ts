@@ -1,3 +1,5 @@
+import { TEST_EGRESS_ARGS } from '../support/controller-process.js';
+import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
@@ -22,18 +24,20 @@ const newKey = (): string => `key-${randomBytes(16).toString('hex')}`;
 const core = adminKubeConfig().makeApiClient(CoreV1Api);
 const custom = adminKubeConfig().makeApiClient(CustomObjectsApi);
 
-async function createApiKeySecret(namespace: string, name: string, data: Record<string, string>): Promise<void> {
-  await core.createNamespacedSecret({ namespace, body: { metadata: { name }, type: 'Opaque', stringData: data } });
+/** An API-key Secret a UserGroupService may use: of the opt-in type (see README: Connections). */
+async function createApiKeySecret(namespace: string, name: string, data: Record<string, string>, type = API_KEY_SECRET_TYPE): Promise<void> {
+  await core.createNamespacedSecret({ namespace, body: { metadata: { name }, type, stringData: data } });
 }
 
 async function replaceApiKeySecret(namespace: string, name: string, data: Record<string, string>): Promise<void> {
-  await core.replaceNamespacedSecret({ namespace, name, body: { metadata: { name }, type: 'Opaque', stringData: data } });
+  await core.replaceNamespacedSecret({ namespace, name, body: { metadata: { name }, type: API_KEY_SECRET_TYPE, stringData: data } });
 }
 
+/** The simulators listen on loopback over http: a UserGroupService must opt in (allowInsecure), as a user would. */
 async function createService(namespace: string, name: string, spec: { url: string; apiKeySecretRef: { name: string; key?: string }; allowInsecure?: boolean }): Promise<void> {
   await custom.createNamespacedCustomObject({
     group, version, namespace, plural: 'usergroupservices',
-    body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name }, spec },
+    body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name }, spec: { allowInsecure: true, ...spec } },
   });
 }
 
@@ -313,7 +317,7 @@ describe('connections: a controller without a default connection', () => {
     // connection, so this controller is started directly, as `usergroup-operator run` does with no
     // --default-service.
     env = await TestEnv.create('conn-nodef');
-    const parsed = parseRunConfig(['--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug'], {});
+    const parsed = parseRunConfig(['--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS], {});
     if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
     const sink = new Writable({
       write(chunk: Buffer, _enc, done) {

@@ -180,21 +180,27 @@ describe('service errors', () => {
   });
 
   it('other 4xx (413): Rejected with the service message, Synced once the spec is fixed', async () => {
-    // Over the simulator's 1 MiB request-body limit, yet small enough for etcd.
-    const blob = 'x'.repeat(1_100_000);
-    await env.createUserGroup('too-large', { userGroupId: 'err-413', name: 'Too large', properties: { blob } });
-    const ug = await env.waitForReady('too-large', 'Rejected');
-    const message = readyOf(ug)?.message ?? '';
-    expect(message).toMatch(/413/);
-    expect(message).toContain('request body is larger than 1048576 bytes');
-    await waitForWarning(env, 'too-large', 'SyncFailed', 'Rejected');
-    expect(env.calls().upsert.payload_too_large).toBeGreaterThanOrEqual(1);
-    expect(await env.getSecret('too-large')).toBeUndefined();
-    expect(env.simGroup('err-413')).toBeUndefined();
+    // A service stricter than the operator's own limits: this simulator takes bodies up to 4 KiB only.
+    const strict = await TestEnv.create('err-413', { maxBodyBytes: 4_096 });
+    try {
+      await strict.startOperator();
+      const blob = 'x'.repeat(8_000);
+      await strict.createUserGroup('too-large', { userGroupId: 'err-413', name: 'Too large', properties: { blob } });
+      const ug = await strict.waitForReady('too-large', 'Rejected');
+      const message = readyOf(ug)?.message ?? '';
+      expect(message).toMatch(/413/);
+      expect(message).toContain('request body is larger than 4096 bytes');
+      await waitForWarning(strict, 'too-large', 'SyncFailed', 'Rejected');
+      expect(strict.calls().upsert.payload_too_large).toBeGreaterThanOrEqual(1);
+      expect(await strict.getSecret('too-large')).toBeUndefined();
+      expect(strict.simGroup('err-413')).toBeUndefined();
 
-    await env.patchUserGroup('too-large', { spec: { properties: { blob: null, plan: 'small' } } });
-    await waitSynced(env, 'too-large', 'err-413');
-    expect(env.simGroup('err-413')?.properties).toEqual({ plan: 'small' });
+      await strict.patchUserGroup('too-large', { spec: { properties: { blob: null, plan: 'small' } } });
+      await waitSynced(strict, 'too-large', 'err-413');
+      expect(strict.simGroup('err-413')?.properties).toEqual({ plan: 'small' });
+    } finally {
+      await strict.close();
+    }
   });
 
   const invalid: { knob: keyof Faults; slug: string; reason: string; message: RegExp }[] = [

@@ -90,8 +90,8 @@ describe('5. bad input', () => {
     const svc = await kubectl(['apply', '-n', env.namespace, '-f', '-'], {
       input: JSON.stringify({
         apiVersion: 'v1', kind: 'List', items: [
-          { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'team-shared-api-key' }, stringData: { apiKey: env.apiKey } },
-          { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: goodService }, spec: { url: env.sim.url, apiKeySecretRef: { name: 'team-shared-api-key' } } },
+          { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'team-shared-api-key' }, type: 'usergroup.dev/api-key', stringData: { apiKey: env.apiKey } },
+          { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: goodService }, spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-shared-api-key' } } },
         ],
       }),
     });

@@ -1,7 +1,8 @@
+import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { V1Secret } from '@kubernetes/client-node';
+import { RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
@@ -9,6 +10,7 @@ import { createNamespace, deleteNamespace, eventually } from '../support/kube.js
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
+import { rotationBudgetMs } from './support/budgets.js';
 import { recordRow } from './support/report.js';
 import { sized } from './support/scale.js';
 
@@ -20,16 +22,14 @@ import { sized } from './support/scale.js';
  * service ever handed out; every token read from a Secret along the way is added too. Then none of them,
  * nor any API key, may appear (raw, or base64 at any alignment; any 16-character piece counts) in the
  * controller's output, Events (events.k8s.io and core/v1), UserGroup and UserGroupService objects,
- * Secret metadata, /metrics, or its /proc cmdline and environ. Secrets the operator does not own are
- * never modified.
+ * Secret metadata, /metrics, or its /proc cmdline and environ; nor may the ServiceAccount tokens /metrics
+ * is read with. Secrets the operator does not own are never modified.
  */
 
 const GROUPS = sized(60, 12);
 const NEW_DURING_FAULTS = sized(10, 3);
 /** Rotation rounds made under the faults. */
 const FAULT_ROUNDS = sized(4, 2);
-// A group that failed often waits up to the backoff cap (1 min) between tries: room for several tries at the cap.
-const CONVERGE_TIMEOUT_MS = sized(300_000, 240_000);
 /** Probability that the proxy answers a call itself with a message echoing secrets. */
 const ECHO_RATE = 0.12;
 const SIM_FAULTS = {
@@ -41,6 +41,14 @@ const SIM_FAULTS = {
   hugeBodyRate: 0.02,
   slowDripRate: 0.02,
 };
+/** Share of calls that fail: a call is good when neither the proxy nor the simulator injects a fault. */
+const FAILING = 1 - (1 - ECHO_RATE) * (1 - Object.values(SIM_FAULTS).reduce((a, b) => a + b, 0));
+/**
+ * Each wait is for one round of rotations (or the syncs) under the faults: the budget in which every one of
+ * them completes but with probability 1e-4, from the retry design (support/budgets.ts), plus 30 s for the
+ * Secret and status writes of a round and the watch to show them.
+ */
+const CONVERGE_TIMEOUT_MS = rotationBudgetMs(FAILING, (GROUPS + NEW_DURING_FAULTS) * (FAULT_ROUNDS + 3), 2_000).budgetMs + 30_000;
 
 const newKey = (): string => `key-${randomBytes(16).toString('hex')}`;
 
@@ -55,9 +63,9 @@ const snapshot = (s: V1Secret): Snapshot => ({
   ownerReferences: s.metadata?.ownerReferences?.length ?? 0,
 });
 
-function httpGet(port: number, urlPath: string): Promise<{ status: number; body: string }> {
+function httpGet(port: number, urlPath: string, bearer?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000 }, (res) => {
+    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000, headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
@@ -65,6 +73,26 @@ function httpGet(port: number, urlPath: string): Promise<{ status: number; body:
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
   });
+}
+
+/**
+ * Tokens of two ServiceAccounts of the env's namespace (TokenRequest API): one bound to a ClusterRole allowing get on
+ * /metrics (what the chart's <fullname>-metrics-reader holds), one without any binding.
+ */
+async function metricsScraperTokens(env: TestEnv): Promise<{ allowed: string; refused: string }> {
+  const rbac = env.kc.makeApiClient(RbacAuthorizationV1Api);
+  const name = `${env.namespace}-metrics-reader`;
+  await rbac.createClusterRole({ body: { metadata: { name }, rules: [{ nonResourceURLs: ['/metrics'], verbs: ['get'] }] } });
+  await rbac.createClusterRoleBinding({
+    body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects: [{ kind: 'ServiceAccount', name: 'scraper', namespace: env.namespace }] },
+  });
+  const token = async (serviceAccount: string): Promise<string> => {
+    await env.core.createNamespacedServiceAccount({ namespace: env.namespace, body: { metadata: { name: serviceAccount } } });
+    const request = await env.core.createNamespacedServiceAccountToken({ namespace: env.namespace, name: serviceAccount, body: { spec: { expirationSeconds: 3600 } } });
+    if (!request.status?.token) throw new Error('the TokenRequest returned no token');
+    return request.status.token;
+  };
+  return { allowed: await token('scraper'), refused: await token('nobody') };
 }
 
 describe('7. secret hygiene', () => {
@@ -80,6 +108,11 @@ describe('7. secret hygiene', () => {
 
   afterAll(async () => {
     await killAllControllers();
+    if (env) {
+      const rbac = env.kc.makeApiClient(RbacAuthorizationV1Api);
+      await rbac.deleteClusterRoleBinding({ name: `${env.namespace}-metrics-reader` }).catch(() => undefined);
+      await rbac.deleteClusterRole({ name: `${env.namespace}-metrics-reader` }).catch(() => undefined);
+    }
     await proxy?.stop();
     await env?.close();
     if (side) await deleteNamespace(side, env.kc).catch(() => undefined);
@@ -103,10 +136,10 @@ describe('7. secret hygiene', () => {
     await core.createNamespacedSecret({ namespace: env.namespace, body: { metadata: { name: 'unrelated', labels: { app: 'something-else' } }, type: 'Opaque', stringData: { password: `unrelated-${randomBytes(8).toString('hex')}` } } });
     await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'unrelated' }, type: 'Opaque', stringData: { token: 'not-a-usergroup-token' } } });
     await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'conflict' }, type: 'Opaque', stringData: { token: 'someone-elses-token', other: 'x' } } });
-    await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'wrong-key-apikey' }, type: 'Opaque', stringData: { apiKey: wrongKey } } });
+    await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'wrong-key-apikey' }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: wrongKey } } });
     await custom.createNamespacedCustomObject({
       group, version, namespace: side, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: 'wrong-key' }, spec: { url: proxy.url, apiKeySecretRef: { name: 'wrong-key-apikey', key: 'apiKey' } } },
+      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: 'wrong-key' }, spec: { url: proxy.url, allowInsecure: true, apiKeySecretRef: { name: 'wrong-key-apikey', key: 'apiKey' } } },
     });
     const before = new Map<string, Snapshot>();
     for (const f of foreign) before.set(`${f.namespace}/${f.name}`, snapshot(await core.readNamespacedSecret(f)));
@@ -129,6 +162,10 @@ describe('7. secret hygiene', () => {
       args: ['--metrics-addr', `127.0.0.1:${metricsPort}`, '--service-timeout', '2s', '--service-qps', '100', '--service-burst', '100'],
     });
     await waitLog(c, 'workers started', msgIs('workers started'));
+    // /metrics as Prometheus reads it (--metrics-auth, the default): with the token of a ServiceAccount allowed to
+    // get /metrics, and with one that is not (its refusal is logged). Both tokens are searched for like the others.
+    const scraper = await metricsScraperTokens(env);
+    const firstScrapes = [(await httpGet(metricsPort, '/metrics', scraper.allowed)).status, (await httpGet(metricsPort, '/metrics', scraper.refused)).status];
 
     const harvest = async (): Promise<void> => {
       const secrets = (await core.listNamespacedSecret({ namespace: env.namespace })).items;
@@ -209,6 +246,8 @@ describe('7. secret hygiene', () => {
     for (const token of tokens) secrets.set(`token #${++t}`, token);
     let k = 0;
     for (const key of keys) secrets.set(key === env.apiKey ? 'the default API key' : key === wrongKey ? 'the wrong API key' : `API key #${++k}`, key);
+    secrets.set('the metrics scraper\'s token', scraper.allowed);
+    secrets.set('a refused metrics scraper\'s token', scraper.refused);
     const scanner = new SecretScanner(secrets);
     const findings: Finding[] = [];
     // Control: the scanner does find a token inside base64 at an odd byte offset, a piece of one, and the key.
@@ -223,7 +262,7 @@ describe('7. secret hygiene', () => {
     const environMode = (fs.statSync(`/proc/${c.pid}/environ`).mode & 0o777).toString(8);
     findings.push(...scanner.scan('/proc/<pid>/cmdline', cmdline.join(' ')));
     findings.push(...scanner.scan('/proc/<pid>/environ', environ.join('\n')));
-    const metrics = await httpGet(metricsPort, '/metrics');
+    const metrics = await httpGet(metricsPort, '/metrics', scraper.allowed);
     findings.push(...scanner.scan('/metrics', metrics.body));
 
     // API objects.
@@ -303,6 +342,7 @@ describe('7. secret hygiene', () => {
     });
 
     expect(scannerWorks).toBe(true);
+    expect(firstScrapes).toEqual([200, 403]);
     expect(metrics.status).toBe(200);
     expect(findings).toEqual([]);
     expect(touched).toEqual([]);

@@ -45,7 +45,18 @@ export interface SpawnControllerOptions {
   readonly defaultService?: string;
   /** Extra `run` flags, after the defaults (so they override them). */
   readonly args?: readonly string[];
+  /** Node flags before the entry point (e.g. the image's, and a heap limit). */
+  readonly nodeFlags?: readonly string[];
+  /** Extra environment (e.g. the image's). */
+  readonly env?: Readonly<Record<string, string>>;
 }
+
+/**
+ * The tests' UserGroupServices point at simulators on loopback over http: the egress policy must allow
+ * that explicitly (the product's default allows no host). A test about the policy passes its own flags
+ * after these; the last one wins.
+ */
+export const TEST_EGRESS_ARGS = ['--allowed-service-hosts', '127.0.0.1,localhost', '--allow-http-services'] as const;
 
 /** Every controller process spawned by this test file, for killAllControllers. */
 const spawned: ControllerProcess[] = [];
@@ -56,11 +67,11 @@ const spawned: ControllerProcess[] = [];
  */
 export function spawnController(options: SpawnControllerOptions): ControllerProcess {
   const child = spawn(process.execPath, [
-    MAIN, 'run', '--kubeconfig', options.kubeconfigPath, '--namespaces', options.namespace,
+    ...(options.nodeFlags ?? []), MAIN, 'run', '--kubeconfig', options.kubeconfigPath, '--namespaces', options.namespace,
     ...(options.defaultService ? ['--default-service', options.defaultService] : []),
-    '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? []),
+    '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS, ...(options.args ?? []),
   ], {
-    env: { ...process.env },
+    env: { ...process.env, ...(options.env ?? {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   if (child.pid === undefined) throw new Error('could not spawn the controller');

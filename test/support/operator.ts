@@ -7,7 +7,7 @@ import { startOperator, type RunningOperator } from '../../src/cli/run.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
-import { msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess, type SpawnControllerOptions } from './controller-process.js';
+import { msgIs, signalAndWait, spawnController, TEST_EGRESS_ARGS, waitLog, type ControllerProcess, type SpawnControllerOptions } from './controller-process.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
 
 export const group = 'usergroup.dev';
@@ -183,7 +183,7 @@ export class TestEnv {
       if (options.kc) throw new Error('OperatorStart.kc is for in-process controllers; a process takes a kubeconfig file (spawnController)');
       handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, defaultService, args: options.args ?? [] });
     } else {
-      const args = ['--namespaces', this.namespace, '--default-service', defaultService, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...(options.args ?? [])];
+      const args = ['--namespaces', this.namespace, '--default-service', defaultService, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS, ...(options.args ?? [])];
       handle = await startInProcess(args, options.kc ?? this.kc);
     }
     this.operators.push(handle);

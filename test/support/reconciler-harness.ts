@@ -97,6 +97,8 @@ export interface World {
   /** The service's created indicator in PUT answers (default true). */
   created?: boolean | undefined;
   adoption?: Adoption;
+  /** Whether the cached Secret's resourceVersion counts as written or checked by the operator (default true). */
+  verified?: boolean;
 }
 
 export interface Harness {
@@ -148,6 +150,9 @@ export function harness(world: World): Harness {
     return kept;
   };
   const ports: ReconcilerPorts = {
+    // The harness's Secrets carry their data, so the metadata-only trust question never arises.
+    secretVerified: () => world.verified ?? true,
+    markSecretVerified: () => undefined,
     userGroup: (key) => all().find((u) => objectKey(u.metadata) === key),
     userGroupsWithId: (id) => all().filter((u) => u.spec.ok && u.spec.value.userGroupId === id),
     claim: (name) => (world.claimCache ?? claims).get(name),

@@ -1,3 +1,4 @@
+import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { randomBytes } from 'node:crypto';
 import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { eventually } from './kube.js';
@@ -128,10 +129,10 @@ export async function urlSpelling(world: TenancyWorld, a: Tenant, b: Tenant): Pr
   const port = new URL(world.proxy.url).port;
   const urls = [`http://127.0.0.1:${port}`, `http://localhost:${port}/`];
   for (const [i, t] of [a, b].entries()) {
-    await world.env.core.createNamespacedSecret({ namespace: t.namespace, body: { metadata: { name: `given-key-${id}` }, stringData: { apiKey: world.env.apiKey } } });
+    await world.env.core.createNamespacedSecret({ namespace: t.namespace, body: { metadata: { name: `given-key-${id}` }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: world.env.apiKey } } });
     await t.custom.createNamespacedCustomObject({
       group, version, namespace: t.namespace, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: `own-${id}` }, spec: { url: urls[i], apiKeySecretRef: { name: `given-key-${id}` } } },
+      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: `own-${id}` }, spec: { url: urls[i], allowInsecure: true, apiKeySecretRef: { name: `given-key-${id}` } } },
     });
   }
   await createUserGroupAs(a, id, { userGroupId: id, name: 'First', serviceRef: { name: `own-${id}` } });

@@ -215,6 +215,7 @@ describe('health.lua, through the application controller\'s health path', () => 
     InvalidSpec: { ready: 'False', status: 'Degraded' },
     ConnectionNotFound: { ready: 'False', status: 'Degraded' },
     ConnectionInvalid: { ready: 'False', status: 'Degraded' },
+    ServiceNotAllowed: { ready: 'False', status: 'Degraded' },
     // Tenancy: a cluster admin (rules, claims) or the tenant (another id) must act.
     NamespaceNotAllowed: { ready: 'False', status: 'Degraded' },
     UserGroupIdNotAllowed: { ready: 'False', status: 'Degraded' },

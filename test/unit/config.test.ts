@@ -35,6 +35,9 @@ describe('parseRunConfig defaults', () => {
       logLevel: 'info',
       shutdownGracePeriodMs: 20_000,
       watchInactivityTimeoutMs: undefined,
+      allowedServiceHosts: [],
+      allowHttpServices: false,
+      metricsAuth: true,
     });
   });
 

@@ -11,6 +11,14 @@ describe('TokenBucket with a fake clock', () => {
 
   const clock = (): number => Date.now();
 
+  it('reserve() never waits: the burst is free, then each reservation is 1/qps further out', () => {
+    const bucket = new TokenBucket(10, 2, clock);
+    expect([bucket.reserve(), bucket.reserve(), bucket.reserve(), bucket.reserve(), bucket.reserve()]).toEqual([0, 0, 100, 200, 300]);
+    // The debt is paid back at qps: 300 ms later the next reservation is 100 ms out again.
+    vi.advanceTimersByTime(300);
+    expect(bucket.reserve()).toBe(100);
+  });
+
   it('allows a burst, then refills at qps', () => {
     const bucket = new TokenBucket(10, 3, clock);
     expect([bucket.tryTake(), bucket.tryTake(), bucket.tryTake(), bucket.tryTake()]).toEqual([true, true, true, false]);

@@ -10,7 +10,7 @@ import {
   USERGROUP_LABEL,
 } from '../../src/api/constants.js';
 import type { ObjectMeta } from '../../src/api/meta.js';
-import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import { metadataDigest, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
@@ -252,7 +252,7 @@ describe('desiredSecret', () => {
       expect(text).not.toContain(TOKEN);
     }
     expect(JSON.stringify(c)).toContain('[redacted]');
-    expect(c.token.reveal()).toBe(TOKEN);
+    expect(c.token instanceof SecretValue && c.token.reveal()).toBe(TOKEN);
   });
 });
 
@@ -279,7 +279,31 @@ describe('secretMatches', () => {
     ['there is an extra data key', (o) => ({ ...o, data: { ...o.data, more: b64('x') } })],
     ['the type differs', (o) => ({ ...o, type: 'kubernetes.io/basic-auth' })],
   ])('is false when %s', (_what, change) => {
-    expect(secretMatches(change(same), desired)).toBe(false);
+    const changed = change(same);
+    expect(secretMatches({ ...changed, metaDigest: metadataDigest(changed.metadata.labels, changed.metadata.annotations) }, desired)).toBe(false);
+  });
+
+  /** The Secret as the apiserver returns it: what the operator sent, plus the fields the server sets. */
+  const served = (extra: Record<string, unknown> = {}): Record<string, unknown> => {
+    const copy = JSON.parse(JSON.stringify(desired)) as { metadata: Record<string, unknown> };
+    return { ...copy, metadata: { ...copy.metadata, uid: 'secret-uid', resourceVersion: '7', creationTimestamp: '2026-01-01T00:00:00Z', ...extra } };
+  };
+
+  it('compares a Secret seen as metadata only by its digest, with the token by digest too', () => {
+    const meta = parseTokenSecretMeta(served());
+    expect(meta?.data).toBeUndefined();
+    expect(secretMatches(meta!, desired)).toBe(true);
+    expect(secretMatches(meta!, desiredSecret(OWNER, s, { ...c, token: { sha256: meta!.metadata.annotations[TOKEN_SHA256_ANNOTATION]! } }, SEAL))).toBe(true);
+    const relabelled = parseTokenSecretMeta(served({ labels: { ...desired.metadata!.labels, team: 'billing' } }));
+    expect(secretMatches(relabelled!, desired)).toBe(false);
+  });
+
+  it('keeps nothing of a Secret no UserGroup controls, and only the bookkeeping of one it does', () => {
+    const big = 'x'.repeat(200_000);
+    expect(parseTokenSecretMeta({ metadata: { name: 'n', namespace: 'ns', uid: 'u', resourceVersion: '1', labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE }, annotations: { big } } })).toBeUndefined();
+    const forged = parseTokenSecretMeta(served({ annotations: { ...desired.metadata!.annotations, big } }));
+    expect(JSON.stringify(forged).length).toBeLessThan(2_000);
+    expect(forged?.metadata.annotations[TOKEN_RECORD_ANNOTATION]).toBe(desired.metadata!.annotations![TOKEN_RECORD_ANNOTATION]);
   });
 
   it('is false when the desired content changed (a rotation)', () => {

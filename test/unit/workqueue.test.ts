@@ -158,6 +158,35 @@ describe('WorkQueue adds and gets', () => {
   });
 });
 
+describe('WorkQueue fairness between namespaces', () => {
+  it('serves namespaces round-robin: a 5,000-key backlog delays another namespace by one key', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 5_000; i++) q.add(`noisy/g${i}`);
+    q.add('quiet/rotate-me');
+    const first = [await q.get(), await q.get()];
+    expect(first).toEqual(['noisy/g0', 'quiet/rotate-me']);
+  });
+
+  it('keeps FIFO order within a namespace and alternates between busy ones', async () => {
+    const q = new WorkQueue();
+    for (const k of ['a/1', 'a/2', 'a/3', 'b/1', 'c/1', 'b/2']) q.add(k);
+    const got: (string | undefined)[] = [];
+    for (let i = 0; i < 6; i++) got.push(await q.get());
+    expect(got).toEqual(['a/1', 'b/1', 'c/1', 'a/2', 'b/2', 'a/3']);
+    expect(q.len()).toBe(0);
+  });
+
+  it('a namespace that comes back after draining takes its turn at the back', async () => {
+    const q = new WorkQueue();
+    q.add('a/1');
+    q.add('b/1');
+    q.add('b/2');
+    expect(await q.get()).toBe('a/1');
+    q.add('a/2');
+    expect([await q.get(), await q.get(), await q.get()]).toEqual(['b/1', 'a/2', 'b/2']);
+  });
+});
+
 describe('WorkQueue delayed and rate-limited adds', () => {
   it('delivers delayed keys in order of their ready time', async () => {
     const q = fakeClockQueue();

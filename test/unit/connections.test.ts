@@ -1,0 +1,141 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { objectKey, type ObjectMeta } from '../../src/api/meta.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupService } from '../../src/api/usergroupservice.js';
+import { API_KEY_SECRET_TYPE, Connections, type CallContext, type CallResult } from '../../src/controller/connections.js';
+import { parseEgressPolicy } from '../../src/service/egress-policy.js';
+
+/**
+ * The connection layer between reconciles and the service: egress policy, API-key opt-in, the breaker
+ * and the token bucket, against a real local HTTP server that counts what reaches it.
+ */
+let mode: 'ok' | '503' = 'ok';
+let requests = 0;
+let sockets = 0;
+let server: http.Server;
+let port = 0;
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    requests++;
+    req.resume();
+    req.on('end', () => {
+      if (mode === '503') {
+        res.writeHead(503, { 'content-type': 'application/json' }).end('{"success":0,"message":"down"}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ success: 1, user_group: { team_id: 1, token: `tok-${requests}-abcdefghijklmnop`, name: 'n', provided_id: 'g' } }));
+    });
+  });
+  server.on('connection', () => sockets++);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  port = (server.address() as AddressInfo).port;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+const meta = (namespace: string, name: string): ObjectMeta => ({
+  name, namespace, uid: `${namespace}-${name}`, resourceVersion: '1', generation: 1, creationTimestamp: '2026-01-01T00:00:00Z',
+  deletionTimestamp: undefined, labels: {}, annotations: {}, ownerReferences: [],
+});
+
+function service(namespace: string, name: string, url: string, secretName = 'key', allowInsecure = true): UserGroupService {
+  return { metadata: meta(namespace, name), spec: { ok: true, value: { url, apiKeySecretRef: { name: secretName, key: 'apiKey' }, allowInsecure } } };
+}
+
+function secret(namespace: string, name: string, type: string): ObservedSecret {
+  const parsed = parseSecret({ metadata: { ...meta(namespace, name) }, type, data: { apiKey: Buffer.from('the-api-key').toString('base64') } });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+function connections(options: { hosts?: string[]; http?: boolean; qps?: number; burst?: number; services?: UserGroupService[]; secrets?: ObservedSecret[] }) {
+  const services = new Map((options.services ?? []).map((s) => [objectKey(s.metadata), s]));
+  const secrets = new Map((options.secrets ?? []).map((s) => [objectKey(s.metadata), s]));
+  let secretReads = 0;
+  const egress = parseEgressPolicy(options.hosts ?? ['127.0.0.1'], options.http ?? true);
+  if (!egress.ok) throw new Error('bad policy');
+  const c = new Connections({
+    defaultService: undefined,
+    services: { get: (k) => services.get(k), list: () => [...services.values()] },
+    clusterServices: { get: () => undefined, list: () => [] },
+    namespaceLabels: () => ({}),
+    readSecret: async (ns, name) => {
+      secretReads++;
+      return secrets.get(`${ns}/${name}`);
+    },
+    clientOptions: { timeoutMs: 2_000 },
+    qps: options.qps ?? 1_000,
+    burst: options.burst ?? 1_000,
+    log: pino({ level: 'silent' }),
+    egress: egress.policy,
+    breaker: { threshold: 3, minFailingMs: 0, baseOpenMs: 60_000, maxOpenMs: 60_000 },
+  });
+  return { c, secretReads: () => secretReads };
+}
+
+const ctx = (key: string, wake: () => void = () => undefined): CallContext => ({ key, followUp: false, wake });
+const request = { userGroupId: 'g', name: 'G' };
+const deferredWhy = (r: CallResult): string | undefined => (!r.ok && 'deferred' in r ? r.deferred.why : undefined);
+
+describe('Connections of a namespace (UserGroupService)', () => {
+  it('refuses a host the policy does not list before reading the Secret or connecting', async () => {
+    const before = sockets;
+    const { c, secretReads } = connections({ hosts: ['analytics.example.com'], services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    expect(r).toMatchObject({ ok: false, reason: 'ServiceNotAllowed' });
+    expect(secretReads()).toBe(0);
+    expect(sockets).toBe(before);
+  });
+
+  it('refuses plain http unless the operator allows it, whatever allowInsecure says', async () => {
+    const { c } = connections({ http: false, services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ServiceNotAllowed', message: expect.stringContaining('--allow-http-services') });
+  });
+
+  it('sends no Secret that did not opt in by its type', async () => {
+    const before = requests;
+    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', 'Opaque')] });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ConnectionInvalid', message: expect.stringContaining(API_KEY_SECRET_TYPE) });
+    expect(requests).toBe(before);
+  });
+
+  it('defers calls beyond the rate limit instead of waiting, and keeps the reserved slot for its key', async () => {
+    mode = 'ok';
+    const { c } = connections({ qps: 0.5, burst: 1, services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    expect((await r.connection.upsert(request, ctx('t/a'))).ok).toBe(true);
+    const started = performance.now();
+    const second = await r.connection.upsert(request, ctx('t/b'));
+    expect(performance.now() - started).toBeLessThan(100);
+    expect(second).toMatchObject({ ok: false, deferred: { why: 'throttled' } });
+    const afterMs = !second.ok && 'deferred' in second ? second.deferred.afterMs : 0;
+    // The next token exists 2 s after the first was taken (less whatever the first call took).
+    expect(afterMs).toBeGreaterThan(1_000);
+    expect(afterMs).toBeLessThanOrEqual(2_000);
+    // Back early (a watch event): still deferred, and no second reservation pushed everyone else back.
+    const early = await r.connection.upsert(request, ctx('t/b'));
+    expect(!early.ok && 'deferred' in early ? early.deferred.afterMs : 0).toBeLessThanOrEqual(afterMs);
+    await new Promise((resolve) => setTimeout(resolve, afterMs + 10));
+    expect((await r.connection.upsert(request, ctx('t/b'))).ok).toBe(true);
+  });
+
+  it('stops calling a failing service (breaker), parks callers and wakes them when it answers again', async () => {
+    mode = '503';
+    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    const before = requests;
+    const outcomes: (string | undefined)[] = [];
+    for (let i = 0; i < 3; i++) outcomes.push(deferredWhy(await r.connection.upsert(request, ctx(`t/k${i}`))) ?? 'sent');
+    expect(outcomes).toEqual(['sent', 'sent', 'sent']);
+    expect(requests - before).toBe(3);
+    const woken: string[] = [];
+    for (let i = 0; i < 50; i++) expect(deferredWhy(await r.connection.upsert(request, ctx(`t/p${i}`, () => woken.push(`t/p${i}`))))).toBe('paused');
+    expect(requests - before).toBe(3);
+    expect(woken).toEqual([]);
+  });
+});
