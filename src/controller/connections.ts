@@ -5,7 +5,7 @@ import { objectKey } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { ServiceRef } from '../api/usergroup.js';
 import type { UserGroupService } from '../api/usergroupservice.js';
-import { CircuitBreaker, type CircuitBreakerOptions } from '../service/circuit-breaker.js';
+import { CircuitBreaker, type Admission, type CircuitBreakerOptions } from '../service/circuit-breaker.js';
 import { ServiceClient, type ServiceClientOptions } from '../service/client.js';
 import { validateServiceUrl } from '../service/connection.js';
 import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
@@ -38,6 +38,8 @@ export interface Connection {
   seal(message: string): string;
   upsert(request: UpsertRequest, context: CallContext): Promise<CallResult>;
   rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
+  /** A deferral when no call could go out now (the connection is paused or trying one call at a time). */
+  unavailable(context: CallContext): Deferral | undefined;
 }
 
 /** Who is calling: one reconcile of one UserGroup. */
@@ -243,6 +245,10 @@ export class Connections {
         ...about,
         seal: (message) => createHmac('sha256', recordKey).update(message).digest('hex'),
         upsert: (request, context) => this.call(at, about.description, context, () => client.upsert(request)),
+        unavailable: (context) => {
+          const turned = at.breaker.wouldTurnAway(context.key, context.wake);
+          return turned && !turned.ok ? this.deferral(turned, at, about.description) : undefined;
+        },
         rotate: (token, context) => this.call(at, about.description, context, () => client.rotate(token)),
       },
     };
@@ -260,15 +266,7 @@ export class Connections {
       return { ok: false, deferred: { why: 'throttled', afterMs: endpoint.pausedUntil - now + Math.random() * 1_000, message: `${description}: the service asked to wait (HTTP 429)` } };
     }
     const admission = endpoint.breaker.admit(context.key, context.wake, context.followUp);
-    if (!admission.ok) {
-      return {
-        ok: false,
-        deferred: admission.why === 'open'
-          // No counts or times in the message: it goes into status, and an unchanged status is not written again.
-          ? { why: 'paused', afterMs: admission.afterMs, message: 'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)', lastFailure: endpoint.lastFailure }
-          : { why: 'busy', afterMs: admission.afterMs, message: `${description} is failing; one call at a time until one succeeds` },
-      };
-    }
+    if (!admission.ok) return { ok: false, deferred: this.deferral(admission, endpoint, description) };
     if (!context.followUp) {
       const wait = this.reservation(endpoint, context.key, now);
       if (wait > 0) {
@@ -294,6 +292,13 @@ export class Connections {
       endpoint.pausedUntil = Math.max(endpoint.pausedUntil, performance.now() + result.failure.retryAfterMs);
     }
     return result;
+  }
+
+  private deferral(admission: Exclude<Admission, { ok: true }>, endpoint: Endpoint, description: string): Deferral {
+    return admission.why === 'open'
+      // No counts or times in the message: it goes into status, and an unchanged status is not written again.
+      ? { why: 'paused', afterMs: admission.afterMs, message: 'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)', lastFailure: endpoint.lastFailure }
+      : { why: 'busy', afterMs: admission.afterMs, message: `${description} is failing; one call at a time until one succeeds` };
   }
 
   /** 0 when the key may call now (a token now, or one it reserved earlier that is due); else ms to wait. */

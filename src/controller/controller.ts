@@ -8,6 +8,7 @@ import { parseSecretName, parseTokenSecretMeta, type ObservedSecret, type Secret
 import { parseUserGroup, type ServiceRef, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
 import type { ServiceClientOptions } from '../service/client.js';
+import type { SecretValue } from '../service/secret-value.js';
 import { InformerGroup } from '../kube/cache.js';
 import { ClaimWriter } from '../kube/claim-writer.js';
 import { EventRecorder } from '../kube/events.js';
@@ -81,8 +82,11 @@ export class Controller {
   private readonly index = new UserGroupIdIndex();
   /** Owner UserGroup uid → keys of the token Secrets it controls. */
   private readonly secretsByOwner = new KeyMultimap();
-  /** Token Secret key → the resourceVersion whose data the operator wrote or checked. */
-  private readonly verifiedSecrets = new Map<string, string>();
+  /**
+   * Token Secret key → the resourceVersion whose data this process wrote or checked, and the token itself
+   * when it knows it (a rotation then needs no read). Only tokens from the service, one per UserGroup.
+   */
+  private readonly verifiedSecrets = new Map<string, { readonly rv: string; readonly token: SecretValue | undefined }>();
   /** Holder UserGroup uid → names of the UserGroupClaims it holds. */
   private readonly claimsByHolder = new KeyMultimap();
   private readonly retries = new RetryPolicy();
@@ -159,8 +163,12 @@ export class Controller {
         replaceClaim: async (current, spec) => this.keepClaim(await claimWriter.replace(current, spec)),
         releaseClaim: (claim) => claimWriter.delete(claim),
         cachedSecret: (key) => this.secrets.get(key),
-        secretVerified: (key, rv) => this.verifiedSecrets.get(key) === rv,
-        markSecretVerified: (key, rv) => this.verifiedSecrets.set(key, rv),
+        secretVerified: (key, rv) => this.verifiedSecrets.get(key)?.rv === rv,
+        heldToken: (key, rv) => {
+          const known = this.verifiedSecrets.get(key);
+          return known?.rv === rv ? known.token : undefined;
+        },
+        markSecretVerified: (key, rv, token) => this.verifiedSecrets.set(key, { rv, token }),
         otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
         writeSecret: async (desired, rv) => {
@@ -224,7 +232,7 @@ export class Controller {
     // 10,000 Secrets first would cost more than it protects. From now on, a resourceVersion this process did
     // not write or check is someone else's change, and its data is read before it is believed.
     this.verifiedSecrets.clear();
-    for (const secret of this.secrets.list()) this.verifiedSecrets.set(objectKey(secret.metadata), secret.metadata.resourceVersion);
+    for (const secret of this.secrets.list()) this.verifiedSecrets.set(objectKey(secret.metadata), { rv: secret.metadata.resourceVersion, token: undefined });
     for (const ug of this.userGroups.list()) queue.add(objectKey(ug.metadata));
     this.workers = Array.from({ length: this.options.concurrency }, () => this.work(queue));
     this.log.info({ concurrency: this.options.concurrency }, 'workers started');
@@ -269,8 +277,8 @@ export class Controller {
     return counts;
   }
 
-  private enqueue(key: string): void {
-    this.queue?.add(key);
+  private enqueue(key: string, urgent = false): void {
+    this.queue?.add(key, urgent);
   }
 
   private wireEvents(): void {
@@ -282,7 +290,8 @@ export class Controller {
       } else if (type === 'updated' && old && !relevantChange(old, ug)) {
         return;
       }
-      this.enqueue(key);
+      // A rotation request has someone waiting on it (kubectl usergroup rotate): ahead of background work.
+      this.enqueue(key, type === 'updated' && old !== undefined && old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION]);
       // A claim's holder that went (or whose id moved) lets a waiting UserGroup of its namespace take the id over.
       const gone = type === 'deleted' || ug.metadata.deletionTimestamp !== undefined;
       const id = ug.spec.ok ? ug.spec.value.userGroupId : undefined;

@@ -44,7 +44,9 @@ export interface ReconcilerPorts {
    * else wrote it since and the data must be read before the metadata is believed about it.
    */
   readonly secretVerified: (key: string, resourceVersion: string) => boolean;
-  readonly markSecretVerified: (key: string, resourceVersion: string) => void;
+  /** The token this process wrote or read at that resourceVersion, if it still knows it (spares a read). */
+  readonly heldToken: (key: string, resourceVersion: string) => SecretValue | undefined;
+  readonly markSecretVerified: (key: string, resourceVersion: string, token: SecretValue | undefined) => void;
   /** Whether the metadata-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
   readonly otherSecretExists: (key: string) => boolean;
   readonly readSecret: (namespace: string, name: string) => Promise<ObservedSecret | undefined>;
@@ -164,6 +166,13 @@ class Run {
       return { kind: 'done' };
     }
 
+    // A connection that cannot be called now gets no claim written either: a flood of UserGroups on a dead
+    // connection then costs one status write each, and they are woken when it may be called again.
+    // (Only before a first claim: a synced UserGroup that needs no call must not be reported as failing.)
+    const existing = this.ports.claim(claimName(connection.account, spec.userGroupId));
+    const unavailable = existing === undefined ? connection.unavailable(this.context()) : undefined;
+    if (unavailable) return this.deferred(unavailable, 'sync', connection);
+
     const held = await this.holdClaim(spec, connection);
     if (!held.ok) return held.result;
 
@@ -250,12 +259,20 @@ class Run {
     // changed by someone else since the operator last wrote or checked it.
     if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
       const annotationRotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
-      if (annotationRotation.kind === 'rotate' || annotationRotation.kind === 'recover' || !this.ports.secretVerified(secretKey, inspection.resourceVersion)) {
-        observedSecret = await this.readSecret(spec);
-        inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
+      const verified = this.ports.secretVerified(secretKey, inspection.resourceVersion);
+      if (annotationRotation.kind === 'rotate' || annotationRotation.kind === 'recover' || !verified) {
+        // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
+        const known = verified ? this.ports.heldToken(secretKey, inspection.resourceVersion) : undefined;
+        const withKnown = known && inspectSecret({ ...inspection.secret, data: { [spec.tokenSecret.key]: Buffer.from(known.reveal(), 'utf8').toString('base64') } }, ug.metadata, spec, connection.seal);
+        if (withKnown?.state === 'owned' && withKnown.token) {
+          inspection = withKnown;
+        } else {
+          observedSecret = await this.readSecret(spec);
+          inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
+        }
       }
     }
-    if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion);
+    if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion, inspection.token);
     if (inspection.state === 'foreign') {
       return this.blocked(Reason.SecretConflict,
         `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
@@ -478,7 +495,7 @@ class Run {
       throw new SecretWriteRefused(message);
     }
     if (!written.ok) this.log.info({ secret: spec.tokenSecret.name, conflict: written.conflict }, 'token Secret changed while we worked; deciding again');
-    else this.ports.markSecretVerified(objectKey(written.secret.metadata), written.secret.metadata.resourceVersion);
+    else this.ports.markSecretVerified(objectKey(written.secret.metadata), written.secret.metadata.resourceVersion, tokenOf(desired, spec.tokenSecret.key));
     return written;
   }
 
@@ -565,6 +582,12 @@ function reasonFor(failure: ServiceFailure): Reason {
     case 'invalid-response':
       return Reason.InvalidResponse;
   }
+}
+
+/** The token a desired Secret carries (what was just written). */
+function tokenOf(desired: ReturnType<typeof desiredSecret>, key: string): SecretValue | undefined {
+  const encoded = desired.data?.[key];
+  return encoded === undefined ? undefined : new SecretValue(Buffer.from(encoded, 'base64').toString('utf8'));
 }
 
 function isDeferral(result: ServiceResult | Deferral): result is Deferral {

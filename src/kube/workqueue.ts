@@ -118,8 +118,12 @@ export class WorkQueue {
 
   // Keys that need processing: queued ones plus processed ones added again.
   readonly #dirty = new Set<string>();
-  // Dirty keys not being processed, by flow, each flow in the order its keys became ready.
+  // Dirty keys not being processed, by flow, each flow in the order its keys became ready. Urgent ones
+  // (someone is waiting: a rotation request) are served before the rest, fairly among themselves too. A key
+  // can sit in both lanes; the second entry is stale once it was handed out, and skipped.
   readonly #ready: FairFifo;
+  readonly #urgentLane: FairFifo;
+  readonly #urgent = new Set<string>();
   // Key → when it was handed to a worker.
   readonly #processing = new Map<string, number>();
   // Key → when it became dirty, for the queue latency metric.
@@ -139,10 +143,21 @@ export class WorkQueue {
     this.#metrics = options.metrics ?? {};
     this.#now = options.now ?? (() => performance.now());
     this.#ready = new FairFifo(options.flowOf ?? namespaceOf);
+    this.#urgentLane = new FairFifo(options.flowOf ?? namespaceOf);
   }
 
-  add(key: string): void {
-    if (this.#state !== 'running' || this.#dirty.has(key)) return;
+  /**
+   * `urgent`: someone is waiting for this key (a rotation request): it goes ahead of keys that are not,
+   * whichever namespace they are in. Fairness between namespaces holds within each lane.
+   */
+  add(key: string, urgent = false): void {
+    if (this.#state !== 'running') return;
+    if (urgent && !this.#urgent.has(key)) {
+      this.#urgent.add(key);
+      // Already waiting in the other lane: move it up (that entry goes stale).
+      if (this.#dirty.has(key) && !this.#processing.has(key)) this.#urgentLane.push(key);
+    }
+    if (this.#dirty.has(key)) return;
     this.#dirty.add(key);
     this.#addedAt.set(key, this.#now());
     if (!this.#processing.has(key)) this.#enqueue(key);
@@ -245,6 +260,8 @@ export class WorkQueue {
     this.#state = 'stopped';
     this.#clearDelayed();
     this.#ready.clear();
+    this.#urgentLane.clear();
+    this.#urgent.clear();
     this.#dirty.clear();
     this.#addedAt.clear();
     this.#settleShutdown();
@@ -291,7 +308,8 @@ export class WorkQueue {
 
   /** Ready keys waiting for a worker. */
   len(): number {
-    return this.#ready.length;
+    // Stale entries (a key moved up to the urgent lane) may count once more until skipped.
+    return this.#ready.length + this.#urgentLane.length;
   }
 
   /** Keys handed out and not yet done. */
@@ -318,23 +336,31 @@ export class WorkQueue {
     if (getter !== undefined) {
       // Hand over synchronously: the key is marked in flight before any other
       // get() can run, which is what keeps two workers off the same key.
-      this.#ready.push(key);
+      this.#lane(key).push(key);
       getter(this.#take());
       return;
     }
-    this.#ready.push(key);
-    this.#metrics.depth?.(this.#ready.length);
+    this.#lane(key).push(key);
+    this.#metrics.depth?.(this.len());
+  }
+
+  #lane(key: string): FairFifo {
+    return this.#urgent.has(key) ? this.#urgentLane : this.#ready;
   }
 
   #take(): string | undefined {
-    const key = this.#ready.shift();
-    if (key === undefined) return undefined;
+    let key: string | undefined;
+    do {
+      key = this.#urgentLane.shift() ?? this.#ready.shift();
+      if (key === undefined) return undefined;
+    } while (!this.#dirty.has(key) || this.#processing.has(key));
     const now = this.#now();
     this.#dirty.delete(key);
+    this.#urgent.delete(key);
     this.#processing.set(key, now);
     const addedAt = this.#addedAt.get(key) ?? now;
     this.#addedAt.delete(key);
-    this.#metrics.depth?.(this.#ready.length);
+    this.#metrics.depth?.(this.len());
     this.#metrics.queueLatency?.((now - addedAt) / 1000);
     return key;
   }

@@ -107,6 +107,20 @@ export class CircuitBreaker {
   }
 
   /**
+   * Would a call be turned away now? Then the caller waits (its wake-up registered) as admit() would make it;
+   * otherwise nothing happens and no slot is taken: for work that should not even start (a claim written)
+   * while the connection cannot be called.
+   */
+  wouldTurnAway(caller: string, wake: () => void): Admission | undefined {
+    const now = this.#now();
+    if (this.#state === 'open' && now < this.#openUntil) return this.#turnAway(caller, wake, 'open', this.#openUntil - now);
+    // A new connection's first call in flight is no reason to hold others back here: only one that is failing.
+    const failing = this.#state !== 'closed' || this.#failures >= 2 || (!this.#everSucceeded && this.#failures >= 1);
+    if (failing && this.#inFlight > 0) return this.#turnAway(caller, wake, this.#state === 'closed' ? 'busy' : 'open', this.#baseOpenMs);
+    return undefined;
+  }
+
+  /**
    * The outcome of an admitted call: 'success' for any answer that shows the service is there (even a
    * refusal of this request), 'failure' for a connection-level failure (no answer, 5xx, garbage).
    */

@@ -99,6 +99,8 @@ export interface World {
   adoption?: Adoption;
   /** Whether the cached Secret's resourceVersion counts as written or checked by the operator (default true). */
   verified?: boolean;
+  /** The token the operator remembers writing at the cached resourceVersion. */
+  heldToken?: string;
 }
 
 export interface Harness {
@@ -129,6 +131,7 @@ export function harness(world: World): Harness {
     adoption: world.adoption ?? 'Keep',
     apiKeySecret: 'ops/api-key',
     seal: SEAL,
+    unavailable: () => undefined,
     upsert: async (): Promise<ServiceResult> => {
       calls.push('PUT');
       return group(token, 'created' in world ? world.created : true);
@@ -152,6 +155,7 @@ export function harness(world: World): Harness {
   const ports: ReconcilerPorts = {
     // The harness's Secrets carry their data, so the metadata-only trust question never arises.
     secretVerified: () => world.verified ?? true,
+    heldToken: () => (world.heldToken === undefined ? undefined : new SecretValue(world.heldToken)),
     markSecretVerified: () => undefined,
     userGroup: (key) => all().find((u) => objectKey(u.metadata) === key),
     userGroupsWithId: (id) => all().filter((u) => u.spec.ok && u.spec.value.userGroupId === id),

@@ -56,4 +56,21 @@ describe('token Secrets cached as metadata only', () => {
     expect(h.writes.at(-1)?.annotations['usergroup.dev/rotation-handled']).toBe('r1');
     expect(h.writes.at(-1)?.token).toBe(h.serviceToken());
   });
+
+  it('a rotation of a Secret this process wrote uses the token it remembers (checked against the seal): no read', async () => {
+    const { world, live } = await synced();
+    const token = Buffer.from(live.data?.['token'] ?? '', 'base64').toString('utf8');
+    const h = harness({ ...world, heldToken: token, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls.slice(0, 2)).toEqual(['replace Secret', 'POST']);
+    expect(h.calls).not.toContain('GET Secret');
+  });
+
+  it('a remembered token that does not match the sealed digest is not used: the data is read', async () => {
+    const { world } = await synced();
+    const h = harness({ ...world, heldToken: 'not-the-token', ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls[0]).toBe('GET Secret');
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+  });
 });

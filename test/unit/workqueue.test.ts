@@ -187,6 +187,46 @@ describe('WorkQueue fairness between namespaces', () => {
   });
 });
 
+describe('WorkQueue urgent lane', () => {
+  it('serves urgent keys (a rotation someone waits for) before background work, fairly between namespaces', async () => {
+    const q = new WorkQueue();
+    for (let i = 0; i < 100; i++) q.add(`noisy/g${i}`);
+    q.add('quiet/r1', true);
+    q.add('noisy/r2', true);
+    q.add('quiet/r3', true);
+    expect([await q.get(), await q.get(), await q.get(), await q.get()]).toEqual(['quiet/r1', 'noisy/r2', 'quiet/r3', 'noisy/g0']);
+  });
+
+  it('moves a key already waiting in the background lane up, and hands it out once', async () => {
+    const q = new WorkQueue();
+    q.add('a/1');
+    q.add('a/2');
+    q.add('a/2', true);
+    expect(await q.get()).toBe('a/2');
+    q.done('a/2');
+    expect(await q.get()).toBe('a/1');
+    q.done('a/1');
+    expect(q.len()).toBe(1); // the stale entry of a/2, skipped when reached
+    let got: string | undefined = 'none';
+    void q.get().then((k) => (got = k));
+    await Promise.resolve();
+    expect(got).toBe('none');
+    q.add('b/1');
+    await Promise.resolve();
+    expect(got).toBe('b/1');
+  });
+
+  it('an urgent add while the key is processed queues it urgently after done()', async () => {
+    const q = new WorkQueue();
+    q.add('a/1');
+    expect(await q.get()).toBe('a/1');
+    q.add('b/1');
+    q.add('a/1', true);
+    q.done('a/1');
+    expect(await q.get()).toBe('a/1');
+  });
+});
+
 describe('WorkQueue delayed and rate-limited adds', () => {
   it('delivers delayed keys in order of their ready time', async () => {
     const q = fakeClockQueue();
