@@ -3,7 +3,7 @@ import { BREAKER_DEFAULTS } from '../../src/service/circuit-breaker.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { rotationBudgetMs } from './support/budgets.js';
-import { startCapturingProxy, type CapturingProxy, type Injector } from './support/hygiene.js';
+import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, type CapturingProxy, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
 import { sized } from './support/scale.js';
@@ -25,10 +25,9 @@ const CALL_TIMEOUT_MS = 2_000;
 const QPS = 10;
 const BURST = 20;
 const RECOVERY_TARGET_MS = 60_000;
-const SIM_FAULTS = { errorRate: 0.2, malformedJsonRate: 0.04, successZeroRate: 0.04, missingTokenRate: 0.04, emptyTokenRate: 0.04, hugeBodyRate: 0.02, slowDripRate: 0.02 };
-const ECHO_RATE = 0.12;
-/** Share of calls that fail: a call is good when neither the proxy nor the simulator injects a fault. */
-const FAILING = 1 - (1 - ECHO_RATE) * (1 - Object.values(SIM_FAULTS).reduce((a, b) => a + b, 0));
+const SIM_FAULTS = HYGIENE_SIM_FAULTS;
+const ECHO_RATE = HYGIENE_ECHO_RATE;
+const FAILING = HYGIENE_FAILING_SHARE;
 const BUDGET = rotationBudgetMs(FAILING, GROUPS * ROUNDS, CALL_TIMEOUT_MS);
 
 const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;

@@ -8,7 +8,7 @@ import { freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
-import { startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
+import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
 import { rotationBudgetMs } from './support/budgets.js';
 import { recordRow } from './support/report.js';
@@ -30,19 +30,9 @@ const GROUPS = sized(60, 12);
 const NEW_DURING_FAULTS = sized(10, 3);
 /** Rotation rounds made under the faults. */
 const FAULT_ROUNDS = sized(4, 2);
-/** Probability that the proxy answers a call itself with a message echoing secrets. */
-const ECHO_RATE = 0.12;
-const SIM_FAULTS = {
-  errorRate: 0.2,
-  malformedJsonRate: 0.04,
-  successZeroRate: 0.04,
-  missingTokenRate: 0.04,
-  emptyTokenRate: 0.04,
-  hugeBodyRate: 0.02,
-  slowDripRate: 0.02,
-};
-/** Share of calls that fail: a call is good when neither the proxy nor the simulator injects a fault. */
-const FAILING = 1 - (1 - ECHO_RATE) * (1 - Object.values(SIM_FAULTS).reduce((a, b) => a + b, 0));
+const ECHO_RATE = HYGIENE_ECHO_RATE;
+const SIM_FAULTS = HYGIENE_SIM_FAULTS;
+const FAILING = HYGIENE_FAILING_SHARE;
 /**
  * Each wait is for one round of rotations (or the syncs) under the faults: the budget in which every one of
  * them completes but with probability 1e-4, from the retry design (support/budgets.ts), plus 30 s for the

@@ -200,3 +200,18 @@ export class SecretScanner {
     return [...found.values()];
   }
 }
+
+/** The secret-hygiene scenario's fault mix at the simulator (scenario 10 measures retries under the same). */
+export const HYGIENE_SIM_FAULTS = {
+  errorRate: 0.2,
+  malformedJsonRate: 0.04,
+  successZeroRate: 0.04,
+  missingTokenRate: 0.04,
+  emptyTokenRate: 0.04,
+  hugeBodyRate: 0.02,
+  slowDripRate: 0.02,
+} as const;
+/** Probability that the proxy answers a call itself (echoing secrets, or a plain refusal). */
+export const HYGIENE_ECHO_RATE = 0.12;
+/** Share of calls that fail: a call is good when neither the proxy nor the simulator injects a fault. */
+export const HYGIENE_FAILING_SHARE = 1 - (1 - HYGIENE_ECHO_RATE) * (1 - Object.values(HYGIENE_SIM_FAULTS).reduce((a, b) => a + b, 0));
