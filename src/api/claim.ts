@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { API_VERSION, CLAIM_KIND, CLAIM_NAMESPACE_LABEL } from './constants.js';
+import { intern } from './intern.js';
 import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 
 /**
@@ -35,7 +36,7 @@ export function parseClaim(raw: unknown): Parsed<UserGroupClaim> {
   if (!isRecord(userGroup) || typeof userGroup['name'] !== 'string' || typeof userGroup['uid'] !== 'string') {
     return { ok: false, error: 'spec.userGroup needs a name and a uid' };
   }
-  return { ok: true, value: { metadata: meta.value, spec: { userGroupId, account, namespace, userGroup: { name: userGroup['name'], uid: userGroup['uid'] } } } };
+  return { ok: true, value: { metadata: meta.value, spec: { userGroupId, account: intern(account), namespace: intern(namespace), userGroup: { name: userGroup['name'], uid: userGroup['uid'] } } } };
 }
 
 /** One name per (account, userGroupId), so creating it is the atomic "first one wins". */

@@ -1,5 +1,6 @@
 import { Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace } from '../support/kube.js';
@@ -16,6 +17,8 @@ import { sized } from './support/scale.js';
  * never answers, and DUPLICATES UserGroups all declaring one userGroupId on the shared connection. While A's
  * backlog is being worked through, tenant B asks for ROTATIONS rotations at once. B's request → new token
  * must stay within 2 s at p99, with the benchmark's simulator latency (20 ms) and concurrency (16).
+ * On 2 cores the flood saturates the apiserver: the row splits the figure into the apiserver accepting the
+ * request (the annotation seen by a watch) and the operator's share after that.
  */
 
 const BLACKHOLED = sized(2_000, 200);
@@ -73,6 +76,16 @@ describe('9b. hostile tenant: fairness', () => {
     }
     const asked = new Map<string, number>();
     const latencies = new Map<string, number>();
+    // When the apiserver had accepted each request (the annotation seen by a watch, as the operator sees it):
+    // under the flood the apiserver itself takes a share of the 2 s before the operator can act.
+    const accepted = new Map<string, number>();
+    const stopUserGroupWatch = await new Watch(env.kc).watch(`/apis/${group}/${version}/namespaces/${env.namespace}/${plural}`, {},
+      (_type: string, obj: { metadata?: { name?: string; annotations?: Record<string, string> } }) => {
+        const name = obj.metadata?.name ?? '';
+        const at = asked.get(name);
+        if (at !== undefined && !accepted.has(name) && obj.metadata?.annotations?.[ROTATE_ANNOTATION] === 'fair-1') accepted.set(name, Date.now() - at);
+      },
+      () => undefined);
     // "New token" is the token Secret's final write (it records the request handled), seen through a watch
     // at the moment the apiserver sends it: no polling interval or list latency in the figure.
     let allDone: () => void = () => undefined;
@@ -102,6 +115,7 @@ describe('9b. hostile tenant: fairness', () => {
     }));
     await Promise.race([done, new Promise((r) => setTimeout(r, 120_000))]);
     stopWatch.abort();
+    stopUserGroupWatch.abort();
     await Promise.all(writers);
     const floodDone = Date.now() - floodStarted;
 
@@ -123,6 +137,8 @@ describe('9b. hostile tenant: fairness', () => {
     const sorted = [...latencies.values()].sort((x, y) => x - y);
     const p50 = percentile(sorted, 50);
     const p99 = percentile(sorted, 99);
+    const acceptedSorted = [...accepted.values()].sort((x, y) => x - y);
+    const operatorShare = [...latencies].map(([name, ms]) => ms - (accepted.get(name) ?? 0)).sort((x, y) => x - y);
     const tarpitConnections = tarpit.connections();
 
     recordRow({
@@ -133,7 +149,8 @@ describe('9b. hostile tenant: fairness', () => {
       tokensLost: 0,
       duplicateRotations: 0,
       wallMs: Date.now() - started,
-      notes: `B's request → new token (the Secret's final write, seen by a watch): p50 ${s(p50)}, p99 ${s(p99)}, max ${s(sorted[sorted.length - 1] ?? NaN)} (target p99 ≤ ${s(P99_TARGET_MS)}; simulator latency 20 ms, --concurrency 16); ` +
+      notes: `B's request → new token (the Secret's final write, seen by a watch): p50 ${s(p50)}, p99 ${s(p99)}, max ${s(sorted[sorted.length - 1] ?? NaN)} (target p99 ≤ ${s(P99_TARGET_MS)}; simulator latency 20 ms, --concurrency 16), of which the apiserver accepting the request: p50 ${s(percentile(acceptedSorted, 50))}, p99 ${s(percentile(acceptedSorted, 99))}, ` +
+        `and request accepted → new token (the operator's share): p50 ${s(percentile(operatorShare, 50))}, p99 ${s(percentile(operatorShare, 99))}; ` +
         `A's flood written in ${s(floodDone)}; A's UserGroups by reason: ${[...reasons].map(([r, n]) => `${r} ${n}`).join(', ')}; connections into the black hole: ${tarpitConnections} (for ${BLACKHOLED} UserGroups); controller ${c.exited() ? 'EXITED' : 'alive'}`,
     });
 
