@@ -309,6 +309,6 @@ function dropUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 
-export function readyCondition(status: UserGroupStatus): Condition | undefined {
+export function findReadyCondition(status: UserGroupStatus): Condition | undefined {
   return status.conditions?.find((c) => c.type === 'Ready');
 }

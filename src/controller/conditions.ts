@@ -32,7 +32,7 @@ export type Reason = (typeof Reason)[keyof typeof Reason];
  * The Ready condition as it should be now. lastTransitionTime only moves when the
  * status flips, as the Kubernetes API conventions ask.
  */
-export function readyCondition(
+export function nextReadyCondition(
   previous: Condition | undefined,
   status: ConditionStatus,
   reason: Reason,

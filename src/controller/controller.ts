@@ -19,8 +19,8 @@ import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
-import { Reconciler, regardingUserGroup, type ReconcileResult } from './reconciler.js';
-import { RetryPolicy } from './retry-policy.js';
+import { Reconciler, regardingUserGroup } from './reconciler.js';
+import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
@@ -89,7 +89,6 @@ export class Controller {
   private readonly verifiedSecrets = new Map<string, { readonly rv: string; readonly token: SecretValue | undefined }>();
   /** Holder UserGroup uid → names of the UserGroupClaims it holds. */
   private readonly claimsByHolder = new KeyMultimap();
-  private readonly retries = new RetryPolicy();
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
   private workAbort: AbortController | undefined;
@@ -225,7 +224,7 @@ export class Controller {
   /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
   startWorkers(): void {
     if (this.queue) return;
-    const queue = new WorkQueue(this.hooks.queue ? { metrics: this.hooks.queue } : {});
+    const queue = new WorkQueue({ rateLimiter: new RetryPolicy(), ...(this.hooks.queue ? { metrics: this.hooks.queue } : {}) });
     this.queue = queue;
     this.workAbort = new AbortController();
     // What is there when work starts (a restart, a takeover) is taken as the operator's own writing: reading
@@ -362,23 +361,17 @@ export class Controller {
         result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), this.workAbort?.signal, () => queue.add(key));
       } catch (err) {
         this.log.error({ usergroup: key, err: String(err) }, 'reconcile threw');
-        result = { kind: 'retry' };
+        result = { kind: 'failed', cause: 'crashed' };
       }
       const seconds = (performance.now() - started) / 1000;
-      if (result.kind === 'done') {
-        this.retries.forget(key);
-        if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
-        this.hooks.reconciled?.(result.requeueAfterMs !== undefined ? 'requeue' : 'success', seconds);
-      } else if (result.afterMs !== undefined) {
-        // The connection said when (Retry-After, its rate limit, its breaker): that replaces our guess and
-        // resets it, as controller-runtime's RequeueAfter does; the key's own failures are not the cause.
-        this.retries.forget(key);
-        queue.addAfter(key, result.afterMs);
-        this.hooks.reconciled?.('error', seconds);
+      const requeue = requeueFor(result);
+      if (requeue.kind === 'forget') {
+        queue.forget(key);
+        if (requeue.afterMs !== undefined) queue.addAfter(key, requeue.afterMs);
       } else {
-        queue.addAfter(key, Math.max(this.retries.delay(key, result.retryClass ?? 'transient'), result.minDelayMs ?? 0));
-        this.hooks.reconciled?.('error', seconds);
+        queue.addRateLimited(key, requeue.retryClass, requeue.atLeastMs);
       }
+      this.hooks.reconciled?.(result.kind === 'done' ? (result.resyncAfterMs !== undefined ? 'requeue' : 'success') : 'error', seconds);
       queue.done(key);
     }
   }

@@ -3,28 +3,19 @@ import { API_VERSION, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
 import { objectKey } from '../api/meta.js';
 import type { ObservedSecret } from '../api/secret.js';
-import { readyCondition as currentReady, type ConditionStatus, type ServiceRef, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
+import { findReadyCondition, type ConditionStatus, type ServiceRef, type UserGroup, type UserGroupSpec, type UserGroupStatus } from '../api/usergroup.js';
 import type { ClaimWriteResult } from '../kube/claim-writer.js';
 import type { ServiceFailure, ServiceResult, ServiceUserGroup, UpsertRequest } from '../service/types.js';
 import { SecretValue } from '../service/secret-value.js';
 import type { EventType } from '../kube/events.js';
 import type { SecretWriteResult } from '../kube/secret-writer.js';
 import { decideClaim } from './claim-decision.js';
-import { Reason, readyCondition } from './conditions.js';
+import { nextReadyCondition, Reason } from './conditions.js';
 import type { CallContext, CallResult, Connection, Deferral, Resolution } from './connections.js';
-import type { RetryClass } from './retry-policy.js';
-import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } from './decide.js';
+import type { FailureCause, ReconcileResult } from './retry-policy.js';
+import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor, type RotationDecision, type SyncDecision } from './decide.js';
 import { canonicalJson } from './hash.js';
-import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from './token-secret.js';
-
-/** What the work queue does next with the key, like controller-runtime's Result / error_policy. */
-export type ReconcileResult =
-  | { readonly kind: 'done'; readonly requeueAfterMs?: number }
-  /**
-   * Failed: retry with the per-key backoff of its class (see retry-policy.ts), but not sooner than
-   * minDelayMs; or exactly after afterMs (the connection said when).
-   */
-  | { readonly kind: 'retry'; readonly minDelayMs?: number; readonly afterMs?: number; readonly retryClass?: RetryClass };
+import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent, type SecretInspection } from './token-secret.js';
 
 export interface ReconcilerPorts {
   readonly userGroup: (key: string) => UserGroup | undefined;
@@ -68,8 +59,6 @@ export interface ReconcilerOptions {
   readonly log: Logger;
 }
 
-const SLOW_RETRY_MS = 60_000;
-
 /** A token Secret write the apiserver refused; already reported on the UserGroup. */
 class SecretWriteRefused extends Error {}
 
@@ -87,23 +76,78 @@ export class Reconciler {
     // Gone or going: nothing to do. The service has no delete; the Secret goes by garbage collection.
     if (!ug || ug.metadata.deletionTimestamp) return { kind: 'done' };
     const log = this.options.log.child({ usergroup: key, reconcileId });
-    const run = new Run(key, ug, this.ports, log, this.options, signal, wake);
+    const reconciliation = new Reconciliation(key, ug, this.ports, log, this.options, signal, wake);
     try {
-      return await run.execute();
+      return await reconciliation.run();
     } catch (err) {
-      if (err instanceof SecretWriteRefused) return { kind: 'retry', minDelayMs: 30_000 };
+      if (err instanceof SecretWriteRefused) return failed('secret-write-refused');
       if (signal?.aborted) {
         log.info('stopped before finishing: work was withdrawn (shutdown or lost leadership)');
-        return { kind: 'retry' };
+        return failed('crashed');
       }
       log.error({ err: errorText(err) }, 'reconcile failed');
-      return { kind: 'retry' };
+      return failed('crashed');
     }
   }
 }
 
+/** A create met a Secret neither cache knew of (a watch lagging behind a creation): decide again from a live read. */
+interface SecretAppeared {
+  readonly kind: 'secret-appeared';
+}
+const SECRET_APPEARED: SecretAppeared = { kind: 'secret-appeared' };
+
+/** The decisions of one reconcile, made from what it observed before any effect. */
+interface Plan {
+  readonly spec: UserGroupSpec;
+  readonly connection: Connection;
+  readonly claim: UserGroupClaim;
+  readonly request: UpsertRequest;
+  /** Digest of the request on this connection: status.syncedHash once it is synced. */
+  readonly hash: string;
+  readonly now: number;
+  /** The token Secret this UserGroup controls, as observed. */
+  readonly owned: Extract<SecretInspection, { state: 'owned' }> | undefined;
+  readonly sync: SyncDecision;
+  readonly rotation: RotationDecision;
+}
+
+/** What the steps have done so far; each step hands on a new one. */
+interface Progress {
+  /** The token to store: the held one, or what the service returned. */
+  readonly token: SecretValue | undefined;
+  /** The service's answer, when a call went out. */
+  readonly group: ServiceUserGroup | undefined;
+  /** Rotation bookkeeping as the Secret will record it. */
+  readonly handled: string | undefined;
+  readonly pending: string | undefined;
+  readonly rotatedAt: string | undefined;
+  readonly adopted: UserGroupStatus['adoption'];
+  /** The token Secret as stored now (after our own writes), if any. */
+  readonly secret: ObservedSecret | undefined;
+}
+
+/** A step hands on its progress, or ends the reconcile. */
+type Step = { readonly ok: true; readonly progress: Progress } | { readonly ok: false; readonly end: ReconcileResult | SecretAppeared };
+
+const end = (result: ReconcileResult | SecretAppeared): Step => ({ ok: false, end: result });
+
+/** Before any step: what the Secret holds, and what the status said was handled. */
+function startingPoint(plan: Plan, previous: UserGroupStatus): Progress {
+  const { owned } = plan;
+  return {
+    token: owned?.token,
+    group: undefined,
+    handled: owned?.handled ?? previous.rotation?.lastHandledRequest,
+    pending: owned?.pending,
+    rotatedAt: undefined,
+    adopted: undefined,
+    secret: owned?.secret,
+  };
+}
+
 /** One reconcile of one UserGroup: gathers what it needs, decides, and applies the effects. */
-class Run {
+class Reconciliation {
   private readonly previous: UserGroupStatus;
   /** Service calls that went out in this run: later ones are follow-ups, never held back for their turn. */
   private callsMade = 0;
@@ -140,9 +184,10 @@ class Run {
     return result;
   }
 
-  async execute(): Promise<ReconcileResult> {
+  /** The preconditions (a valid spec, not suspended, a connection the rules allow, the id's claim), then converge. */
+  async run(): Promise<ReconcileResult> {
     const { ug } = this;
-    if (!ug.spec.ok) return this.blocked(Reason.InvalidSpec, ug.spec.error, {});
+    if (!ug.spec.ok) return this.blocked(Reason.InvalidSpec, ug.spec.error);
     const spec = ug.spec.value;
     if (spec.suspend) {
       await this.writeStatus('False', Reason.Suspended, 'spec.suspend is true: the operator makes no call to the service', {});
@@ -156,12 +201,12 @@ class Run {
         return this.refused(resolution.reason, resolution.message, spec);
       }
       // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
-      return this.blocked(resolution.reason, resolution.message, { retry: { minDelayMs: 10_000 } });
+      return this.blocked(resolution.reason, resolution.message, 'connection-unresolved');
     }
     const connection = resolution.connection;
 
     // Refused adoption is final for this generation and policy: no claim and no PUT on every restart to hear it again.
-    const ready = currentReady(this.previous);
+    const ready = findReadyCondition(this.previous);
     if (connection.adoption === 'Refuse' && ready?.reason === Reason.AdoptionRefused && ready.observedGeneration === ug.metadata.generation) {
       return { kind: 'done' };
     }
@@ -179,9 +224,9 @@ class Run {
     // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
     // create meets AlreadyExists before any rotation or Secret write, and the second pass reads it live.
     const first = await this.converge(spec, connection, held.claim, false);
-    if (first !== 'exists') return first;
+    if (first.kind !== 'secret-appeared') return first;
     const second = await this.converge(spec, connection, held.claim, true);
-    return second === 'exists' ? { kind: 'retry' } : second;
+    return second.kind === 'secret-appeared' ? failed('lost-race') : second;
   }
 
   /**
@@ -206,7 +251,7 @@ class Run {
           return { ok: true, claim: decision.claim };
         case 'duplicate':
           return { ok: false, result: await this.blocked(Reason.DuplicateUserGroupId,
-            `userGroupId "${spec.userGroupId}" is already used by UserGroup ${decision.holder} on ${connection.description}; this one makes no call until that one is deleted`, {}) };
+            `userGroupId "${spec.userGroupId}" is already used by UserGroup ${decision.holder} on ${connection.description}; this one makes no call until that one is deleted`) };
         case 'claimed-elsewhere':
           return { ok: false, result: await this.refused(Reason.UserGroupIdClaimed,
             `userGroupId "${spec.userGroupId}" is held by another namespace on the account of ${connection.description} (UserGroupClaim ${decision.claimName}); only a cluster admin can release it`, spec) };
@@ -222,7 +267,7 @@ class Run {
         }
       }
     }
-    return { ok: false, result: { kind: 'retry' } };
+    return { ok: false, result: failed('lost-race') };
   }
 
   /** The claim's holder still exists: the same UserGroup (uid), in the cache, not being deleted. */
@@ -247,173 +292,198 @@ class Run {
     return undefined;
   }
 
-  /** Everything after the preconditions; 'exists' when a create found a Secret neither cache knew of. */
-  private async converge(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim, readLive: boolean): Promise<ReconcileResult | 'exists'> {
-    const { ug } = this;
-    const secretKey = objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name });
-    let observedSecret = readLive
-      ? await this.readSecret(spec)
-      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined);
-    let inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
-    // The cache has no data: read it when the held token is needed (a rotation) or the data may have been
-    // changed by someone else since the operator last wrote or checked it.
-    if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
-      const annotationRotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
-      const verified = this.ports.secretVerified(secretKey, inspection.resourceVersion);
-      if (annotationRotation.kind === 'rotate' || annotationRotation.kind === 'recover' || !verified) {
-        // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
-        const known = verified ? this.ports.heldToken(secretKey, inspection.resourceVersion) : undefined;
-        const withKnown = known && inspectSecret({ ...inspection.secret, data: { [spec.tokenSecret.key]: Buffer.from(known.reveal(), 'utf8').toString('base64') } }, ug.metadata, spec, connection.seal);
-        if (withKnown?.state === 'owned' && withKnown.token) {
-          inspection = withKnown;
-        } else {
-          observedSecret = await this.readSecret(spec);
-          inspection = inspectSecret(observedSecret, ug.metadata, spec, connection.seal);
-        }
-      }
-    }
-    if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion, inspection.token);
+  /**
+   * The steps after the preconditions, each handing on what it did: observe the token Secret → sync at the
+   * service → rotate if asked → store the token → report status.
+   */
+  private async converge(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim, readLive: boolean): Promise<ReconcileResult | SecretAppeared> {
+    const secretKey = objectKey({ namespace: this.ug.metadata.namespace, name: spec.tokenSecret.name });
+    const inspection = await this.observeSecret(spec, connection, secretKey, readLive);
     if (inspection.state === 'foreign') {
       return this.blocked(Reason.SecretConflict,
         `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
-        { retry: { minDelayMs: 30_000 } });
+        'secret-taken');
     }
-    const owned = inspection.state === 'owned' ? inspection : undefined;
+    const plan = this.plan(spec, connection, claim, inspection);
+    let step = await this.syncAtService(plan, startingPoint(plan, this.previous));
+    if (step.ok) step = await this.rotateIfAsked(plan, step.progress);
+    if (step.ok) step = await this.storeToken(plan, step.progress);
+    if (!step.ok) return step.end;
+    return this.reportSynced(plan, step.progress);
+  }
 
+  /**
+   * The token Secret as far as this reconcile must know it. The cache has no data: it is read when the held
+   * token is needed (a rotation) or the data may have been changed by someone else since the operator last
+   * wrote or checked it.
+   */
+  private async observeSecret(spec: UserGroupSpec, connection: Connection, secretKey: string, readLive: boolean): Promise<SecretInspection> {
+    const { ug } = this;
+    const observed = readLive
+      ? await this.readSecret(spec)
+      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined);
+    let inspection = inspectSecret(observed, ug.metadata, spec, connection.seal);
+    if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
+      const rotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
+      const verified = this.ports.secretVerified(secretKey, inspection.resourceVersion);
+      if (rotation.kind === 'rotate' || rotation.kind === 'recover' || !verified) {
+        // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
+        const known = verified ? this.ports.heldToken(secretKey, inspection.resourceVersion) : undefined;
+        const withKnown = known && inspectSecret({ ...inspection.secret, data: { [spec.tokenSecret.key]: Buffer.from(known.reveal(), 'utf8').toString('base64') } }, ug.metadata, spec, connection.seal);
+        inspection = withKnown?.state === 'owned' && withKnown.token
+          ? withKnown
+          : inspectSecret(await this.readSecret(spec), ug.metadata, spec, connection.seal);
+      }
+    }
+    if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion, inspection.token);
+    return inspection;
+  }
+
+  /** The decisions, from what was observed: no I/O. */
+  private plan(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim, secret: Exclude<SecretInspection, { state: 'foreign' }>): Plan {
     const request = upsertRequestFor(spec);
     const hash = syncHash(request, connection.id);
     const now = this.ports.now();
-    const resyncAt = nextResyncAt(this.previous.lastSyncTime, ug.metadata.uid, this.options.resyncPeriodMs);
-    const sync = decideSync({ status: this.previous, desiredHash: hash, secret: inspection, resyncDue: resyncAt !== undefined && now >= resyncAt });
-    const rotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
+    const resyncAt = nextResyncAt(this.previous.lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
+    return {
+      spec, connection, claim, request, hash, now,
+      owned: secret.state === 'owned' ? secret : undefined,
+      sync: decideSync({ status: this.previous, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt }),
+      rotation: decideRotation(this.ug.metadata.annotations[ROTATE_ANNOTATION], secret, this.previous.rotation?.lastHandledRequest),
+    };
+  }
 
-    const held = owned?.token;
-    let token = held;
-    let group: ServiceUserGroup | undefined;
-    let handled = owned?.handled ?? this.previous.rotation?.lastHandledRequest;
-    let pending = owned?.pending;
-    let rotatedAt: string | undefined;
-    let secretVersion = owned?.resourceVersion;
-    let secretNow: ObservedSecret | undefined = owned?.secret;
+  /** PUT when the plan says so (or a rotation may have happened before a crash), and adopt what was there. */
+  private async syncAtService(plan: Plan, progress: Progress): Promise<Step> {
+    const { spec, connection, sync, rotation } = plan;
+    if (sync.kind !== 'upsert' && rotation.kind !== 'recover') return { ok: true, progress };
+    const result = await this.upsert(connection, plan.request);
+    if (isDeferral(result)) return end(await this.deferred(result, 'sync', connection));
+    if (!result.ok) return end(await this.serviceFailed('sync', result.failure, connection));
+    const group = result.group;
+    let next: Progress = { ...progress, group, token: group.token };
+    this.log.info({ why: sync.kind === 'upsert' ? sync.why : 'rotation-recovery', created: group.created }, 'user group synced');
 
-    let adopted: UserGroupStatus['adoption'];
-    if (sync.kind === 'upsert' || rotation.kind === 'recover') {
-      const result = await this.upsert(connection, request);
-      if (isDeferral(result)) return this.deferred(result, 'sync', connection);
-      if (!result.ok) return this.serviceFailed('sync', result.failure, connection);
-      group = result.group;
-      token = result.group.token;
-      this.log.info({ why: sync.kind === 'upsert' ? sync.why : 'rotation-recovery', created: group.created }, 'user group synced');
+    // The group was there before this UserGroup ever synced it on this account: adoption, as the rules say.
+    // (No created indicator counts as "was there": the safe reading.)
+    if (group.created === true || (await this.syncedBefore(spec, connection, plan.hash, plan.owned?.trusted === true))) return { ok: true, progress: next };
+    if (connection.adoption === 'Refuse') return end(await this.adoptionRefused(spec, connection, plan.claim));
+    if (connection.adoption === 'Rotate') {
+      // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
+      const rotated = await this.rotate(connection, group.token);
+      if (isDeferral(rotated)) return end(await this.deferred(rotated, 'rotate', connection));
+      if (!rotated.ok) return end(await this.serviceFailed('rotate', rotated.failure, connection));
+      next = { ...next, token: rotated.group.token, rotatedAt: iso(this.ports.now()) };
+      this.ports.tokenRotated();
+    }
+    const adopted = { adoptedAt: iso(plan.now), tokenRotated: connection.adoption === 'Rotate' };
+    this.event('Normal', 'Adopted', 'Sync', `user group "${spec.userGroupId}" already existed at the service (${connection.description}): adopted${
+      adopted.tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'}`);
+    this.log.info({ tokenRotated: adopted.tokenRotated }, 'adopted an existing user group');
+    return { ok: true, progress: { ...next, adopted } };
+  }
 
-      // The group was there before this UserGroup ever synced it on this account: adoption, as the rules say.
-      // (No created indicator counts as "was there": the safe reading.)
-      if (group.created !== true && !(await this.syncedBefore(spec, connection, hash, owned?.trusted === true))) {
-        if (connection.adoption === 'Refuse') return this.adoptionRefused(spec, connection, claim);
-        if (connection.adoption === 'Rotate') {
-          // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
-          const rotated = await this.rotate(connection, group.token);
-          if (isDeferral(rotated)) return this.deferred(rotated, 'rotate', connection);
-          if (!rotated.ok) return this.serviceFailed('rotate', rotated.failure, connection);
-          token = rotated.group.token;
-          rotatedAt = iso(this.ports.now());
+  /**
+   * The exactly-once rotation protocol. The request is recorded as pending on the Secret before the POST, so a
+   * run that dies after the service rotated finds it pending and checks with a PUT (the syncAtService step)
+   * instead of rotating a second time; a value recorded as handled is never rotated again.
+   */
+  private async rotateIfAsked(plan: Plan, progress: Progress): Promise<Step> {
+    const { rotation, connection } = plan;
+    const held = plan.owned?.token;
+    switch (rotation.kind) {
+      case 'none':
+        return { ok: true, progress };
+      case 'record':
+        return { ok: true, progress: { ...progress, handled: rotation.value } };
+      case 'recover':
+        if (held && progress.token && !progress.token.equals(held)) {
+          // The rotation reached the service before we could store its result: the PUT returned the new token.
           this.ports.tokenRotated();
+          this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${rotation.value}" (completed after a restart)`);
+          return { ok: true, progress: { ...progress, handled: rotation.value, pending: undefined, rotatedAt: iso(plan.now) } };
         }
-        adopted = { adoptedAt: iso(now), tokenRotated: connection.adoption === 'Rotate' };
-        this.event('Normal', 'Adopted', 'Sync', `user group "${spec.userGroupId}" already existed at the service (${connection.description}): adopted${
-          adopted.tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'}`);
-        this.log.info({ tokenRotated: adopted.tokenRotated }, 'adopted an existing user group');
-      }
+        break;
+      case 'rotate':
+        // An adoption rotation made the token newer than any rotation request: that request is satisfied.
+        if (progress.adopted?.tokenRotated) return { ok: true, progress: { ...progress, handled: rotation.value } };
+        break;
     }
+    const value = rotation.value;
+    const token = progress.token;
+    if (!token) throw new Error('no trusted token to rotate');
+    const intent = await this.storeSecret(plan.spec, connection, { token, handled: progress.handled, pending: value }, progress.secret);
+    if (!intent.ok) return end(intent.conflict === 'exists' ? SECRET_APPEARED : failed('lost-race'));
+    this.intentStored = true;
+    let next: Progress = { ...progress, secret: intent.secret };
 
-    let rotateFor: string | undefined;
-    // An adoption rotation made the token newer than any rotation request: that request is satisfied.
-    if (rotation.kind === 'rotate' && adopted?.tokenRotated) handled = rotation.value;
-    else if (rotation.kind === 'rotate') rotateFor = rotation.value;
-    if (rotation.kind === 'record') handled = rotation.value;
-    if (rotation.kind === 'recover') {
-      if (held && token && !token.equals(held)) {
-        // The rotation reached the service before we could store its result: the PUT returned the new token.
-        handled = rotation.value;
-        pending = undefined;
-        rotatedAt = iso(now);
-        this.ports.tokenRotated();
-        this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${rotation.value}" (completed after a restart)`);
-      } else {
-        rotateFor = rotation.value;
-      }
+    const rotated = await this.rotate(connection, token);
+    if (isDeferral(rotated)) return end(await this.deferred(rotated, 'rotate', connection));
+    if (rotated.ok) {
+      this.ports.tokenRotated();
+      next = { ...next, token: rotated.group.token, rotatedAt: iso(this.ports.now()) };
+      this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${value}"`);
+      this.log.info({ request: value }, 'token rotated');
+    } else if (rotated.failure.kind === 'rejected') {
+      // The held token is not current (rotated elsewhere, or by us just before a crash). A PUT returns
+      // the current one; store it and call the request handled, so it is never rotated twice.
+      const current = await this.upsert(connection, plan.request);
+      if (isDeferral(current)) return end(await this.deferred(current, 'sync', connection));
+      if (!current.ok) return end(await this.serviceFailed('sync', current.failure, connection));
+      // Still the same token: the service refused the rotation itself. Not handled; retry it.
+      if (current.group.token.equals(token)) return end(await this.serviceFailed('rotate', rotated.failure, connection));
+      next = { ...next, group: current.group, token: current.group.token };
+      this.event('Warning', 'RotationRecovered', 'Rotate',
+        `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked request "${value}" handled`);
+      this.log.warn({ request: value }, 'rotation refused; recovered the current token');
+    } else {
+      return end(await this.serviceFailed('rotate', rotated.failure, connection));
     }
+    return { ok: true, progress: { ...next, handled: value, pending: undefined } };
+  }
 
-    if (rotateFor !== undefined) {
-      if (!token) throw new Error('no trusted token to rotate');
-      // Record the intent on the Secret first: if we die after the service rotates, the next run knows
-      // a rotation may have happened and checks with a PUT instead of rotating a second time.
-      const intent = await this.storeSecret(spec, connection, { token, handled, pending: rotateFor }, secretNow, secretVersion);
-      if (!intent.ok) return intent.conflict === 'exists' ? 'exists' : { kind: 'retry' };
-      secretNow = intent.secret;
-      secretVersion = intent.secret.metadata.resourceVersion;
-      this.intentStored = true;
-
-      const rotated = await this.rotate(connection, token);
-      if (isDeferral(rotated)) return this.deferred(rotated, 'rotate', connection);
-      if (rotated.ok) {
-        token = rotated.group.token;
-        this.ports.tokenRotated();
-        rotatedAt = iso(this.ports.now());
-        this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${rotateFor}"`);
-        this.log.info({ request: rotateFor }, 'token rotated');
-      } else if (rotated.failure.kind === 'rejected') {
-        // The held token is not current (rotated elsewhere, or by us just before a crash). A PUT returns
-        // the current one; store it and call the request handled, so it is never rotated twice.
-        const current = await this.upsert(connection, request);
-        if (isDeferral(current)) return this.deferred(current, 'sync', connection);
-        if (!current.ok) return this.serviceFailed('sync', current.failure, connection);
-        // Still the same token: the service refused the rotation itself. Not handled; retry it.
-        if (current.group.token.equals(token)) return this.serviceFailed('rotate', rotated.failure, connection);
-        group = current.group;
-        token = current.group.token;
-        this.event('Warning', 'RotationRecovered', 'Rotate',
-          `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked request "${rotateFor}" handled`);
-        this.log.warn({ request: rotateFor }, 'rotation refused; recovered the current token');
-      } else {
-        return this.serviceFailed('rotate', rotated.failure, connection);
-      }
-      handled = rotateFor;
-      pending = undefined;
-    }
-
+  /** Writes the token Secret as it should be now, and removes token Secrets of an earlier spec.tokenSecret.name. */
+  private async storeToken(plan: Plan, progress: Progress): Promise<Step> {
+    const { spec, connection, sync } = plan;
     // No call was made and the Secret holds the sealed token: its digest is enough to tell whether only
     // metadata (bookkeeping, the user's labels) must change, and then the token is read to write it.
-    const sealedDigest = owned?.trusted ? owned.tokenSha256 : undefined;
-    const content = token ?? (sealedDigest !== undefined ? { sha256: sealedDigest } : undefined);
+    const sealedDigest = plan.owned?.trusted ? plan.owned.tokenSha256 : undefined;
+    const content = progress.token ?? (sealedDigest !== undefined ? { sha256: sealedDigest } : undefined);
     if (!content) throw new Error('no token to store');
-    const stored = await this.storeSecret(spec, connection, { token: content, handled, pending }, secretNow, secretVersion);
-    if (!stored.ok) return stored.conflict === 'exists' ? 'exists' : { kind: 'retry' };
+    const stored = await this.storeSecret(spec, connection, { token: content, handled: progress.handled, pending: progress.pending }, progress.secret);
+    if (!stored.ok) return end(stored.conflict === 'exists' ? SECRET_APPEARED : failed('lost-race'));
     // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
-    for (const stale of this.ports.ownedSecrets(ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
+    for (const stale of this.ports.ownedSecrets(this.ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
       await this.ports.deleteSecret(stale);
       this.log.info({ secret: stale.metadata.name }, 'deleted the token Secret of an earlier spec.tokenSecret.name');
     }
+    const { group } = progress;
     if (group) {
       const restored = sync.kind === 'upsert' && (sync.why === 'secret-missing' || sync.why === 'secret-unreadable');
       this.event('Normal', 'Synced', 'Sync', restored
         ? `user group synced; token Secret ${spec.tokenSecret.name} restored`
         : `user group ${group.created ? 'created' : 'updated'} at the service (${connection.description}); token in Secret ${spec.tokenSecret.name}`);
     }
+    return { ok: true, progress: { ...progress, secret: stored.secret } };
+  }
 
-    const lastSyncTime = group ? iso(now) : this.previous.lastSyncTime;
-    const rotationStatus = dropUndefined({ lastHandledRequest: handled, lastRotationTime: rotatedAt ?? this.previous.rotation?.lastRotationTime });
-    await this.writeStatus('True', Reason.Synced, `user group synced; token in Secret ${spec.tokenSecret.name}`, {
+  /** Ready=True Synced with what the service said, and when to come back for the periodic resync. */
+  private async reportSynced(plan: Plan, progress: Progress): Promise<ReconcileResult> {
+    const { group } = progress;
+    const lastSyncTime = group ? iso(plan.now) : this.previous.lastSyncTime;
+    const rotationStatus = dropUndefined({ lastHandledRequest: progress.handled, lastRotationTime: progress.rotatedAt ?? this.previous.rotation?.lastRotationTime });
+    await this.writeStatus('True', Reason.Synced, `user group synced; token in Secret ${plan.spec.tokenSecret.name}`, {
       teamId: group ? group.teamId : this.previous.teamId,
       providedId: group ? group.providedId : this.previous.providedId,
       environmentTag: group ? group.environmentTag : this.previous.environmentTag,
-      tokenSecretName: spec.tokenSecret.name,
+      tokenSecretName: plan.spec.tokenSecret.name,
       lastSyncTime,
-      syncedHash: group ? hash : this.previous.syncedHash,
+      syncedHash: group ? plan.hash : this.previous.syncedHash,
       ...(Object.keys(rotationStatus).length > 0 ? { rotation: rotationStatus } : {}),
-      ...(adopted ? { adoption: adopted } : {}),
+      ...(progress.adopted ? { adoption: progress.adopted } : {}),
     });
     const nextResync = nextResyncAt(lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
-    return nextResync === undefined ? { kind: 'done' } : { kind: 'done', requeueAfterMs: Math.max(1_000, nextResync - this.ports.now()) };
+    return nextResync === undefined ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, nextResync - this.ports.now()) };
   }
 
   /**
@@ -446,7 +516,7 @@ class Run {
    */
   private async refused(reason: Reason, message: string, spec: UserGroupSpec): Promise<ReconcileResult> {
     const revoked = await this.revokeTokenSecrets(spec);
-    return this.blocked(reason, revoked.length > 0 ? `${message}; deleted token Secret ${revoked.join(', ')}` : message, {});
+    return this.blocked(reason, revoked.length > 0 ? `${message}; deleted token Secret ${revoked.join(', ')}` : message);
   }
 
   private async revokeTokenSecrets(spec: UserGroupSpec): Promise<string[]> {
@@ -471,7 +541,9 @@ class Run {
     return this.ports.readSecret(this.ug.metadata.namespace, spec.tokenSecret.name);
   }
 
-  private async storeSecret(spec: UserGroupSpec, connection: Connection, content: SecretContent, current: ObservedSecret | undefined, resourceVersion: string | undefined): Promise<SecretWriteResult> {
+  /** Writes the token Secret unless `current` (what is stored now, as far as we know) already matches. */
+  private async storeSecret(spec: UserGroupSpec, connection: Connection, content: SecretContent, current: ObservedSecret | undefined): Promise<SecretWriteResult> {
+    const resourceVersion = current?.metadata.resourceVersion;
     let desired = desiredSecret(this.ug.metadata, spec, content, connection.seal);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
     if (!(content.token instanceof SecretValue)) {
@@ -513,7 +585,7 @@ class Run {
       await this.writeStatus('False', reason, message, {});
       this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
     }
-    return { kind: 'retry', afterMs: deferral.afterMs };
+    return { kind: 'wait', afterMs: deferral.afterMs };
   }
 
   private async serviceFailed(operation: 'sync' | 'rotate', failure: ServiceFailure, connection: Connection): Promise<ReconcileResult> {
@@ -526,31 +598,23 @@ class Run {
     if (failure.kind === 'unauthorized') this.ports.invalidateConnection(connection);
     await this.writeStatus('False', reason, message, {});
     this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
-    switch (failure.kind) {
-      case 'rate-limited':
-        return failure.retryAfterMs !== undefined ? { kind: 'retry', afterMs: failure.retryAfterMs } : { kind: 'retry' };
-      case 'unauthorized':
-        return { kind: 'retry', minDelayMs: SLOW_RETRY_MS };
-      case 'rejected':
-        return { kind: 'retry', retryClass: 'persistent' };
-      default:
-        return { kind: 'retry', retryClass: 'transient' };
-    }
+    if (failure.kind === 'rate-limited' && failure.retryAfterMs !== undefined) return { kind: 'wait', afterMs: failure.retryAfterMs };
+    return failed(failure.kind === 'unauthorized' ? 'key-refused' : failure.kind === 'rejected' ? 'request-refused' : 'call-failed');
   }
 
-  /** A condition the user must fix: status + Event, and a retry only where nothing else will wake us. */
-  private async blocked(reason: Reason, message: string, options: { retry?: { minDelayMs: number } }): Promise<ReconcileResult> {
+  /** A condition the user must fix: status + Event, and a retry (`poll`) only where nothing else will wake us. */
+  private async blocked(reason: Reason, message: string, poll?: FailureCause): Promise<ReconcileResult> {
     this.log.info({ reason }, message);
     await this.writeStatus('False', reason, message, {});
     this.event('Warning', reason, 'Sync', message);
-    return options.retry ? { kind: 'retry', minDelayMs: options.retry.minDelayMs } : { kind: 'done' };
+    return poll ? failed(poll) : { kind: 'done' };
   }
 
   /** Writes status unless it already says exactly this (no write, no watch event, no loop). */
   private async writeStatus(status: ConditionStatus, reason: Reason, message: string, fields: UserGroupStatus): Promise<void> {
     const now = iso(this.ports.now());
     const generation = this.ug.metadata.generation;
-    const ready = readyCondition(currentReady(this.previous), status, reason, message, generation, now);
+    const ready = nextReadyCondition(findReadyCondition(this.previous), status, reason, message, generation, now);
     const next: UserGroupStatus = {
       ...this.previous,
       ...fields,
@@ -568,6 +632,8 @@ class Run {
     this.ports.event(this.ug, type, reason, action, note);
   }
 }
+
+const failed = (cause: FailureCause): ReconcileResult => ({ kind: 'failed', cause });
 
 function reasonFor(failure: ServiceFailure): Reason {
   switch (failure.kind) {

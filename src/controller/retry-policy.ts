@@ -1,11 +1,15 @@
-import { ItemBackoff, type RandomSource } from '../kube/backoff.js';
+import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backoff.js';
 
 /**
- * How long a UserGroup waits after its reconcile failed, by what failed. "The service is down" is not a
- * per-key matter: the connection's breaker (service/circuit-breaker.ts) and token bucket handle it, and
- * park keys without a retry schedule of their own. What is left per key is "this call failed":
+ * What the work queue does with a key after its reconcile: the one place that turns an outcome into a
+ * requeue, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler.
  *
- *  - transient (no answer, 5xx, a garbled answer, a conflict on our own writes): retried quickly,
+ * "The service is down" is not a per-key matter: the connection's breaker (service/circuit-breaker.ts) and
+ * token bucket handle it and say when the key may come back (`wait`). What is left per key is "this call
+ * failed", in two classes, each counting its own failures (a run of transient failures never makes a
+ * refusal wait minutes, and the other way round); both are forgotten after a success:
+ *
+ *  - transient (no answer, 5xx, a garbled answer, a lost race on our own writes, a reconcile that threw):
  *    100 ms doubling to a 2 s cap, jittered to [d/2, d]. A rotation needs up to three good calls in a row
  *    (PUT after an uncertain answer, POST, and the Secret write); if a share f of calls fails at random,
  *    an attempt succeeds with q ≥ (1-f)^2 (the Secret write is ours), and k attempts miss with (1-q)^k.
@@ -16,15 +20,74 @@ import { ItemBackoff, type RandomSource } from '../kube/backoff.js';
  *  - persistent (the service refused this request: 4xx, success 0): it will refuse again until the spec
  *    changes (which queues the key anyway), so 1 s doubling to 5 minutes; a one-off refusal costs 1 s.
  *
- * Each class counts its own failures, so a run of transient failures never makes a refusal wait minutes
- * (and the other way round); both are forgotten after a success.
+ * Some causes also have a floor: nothing watched tells us when they are fixed, so the key polls slowly.
  */
 export type RetryClass = 'transient' | 'persistent';
 
 export const RETRY_TRANSIENT = { baseMs: 100, capMs: 2_000 } as const;
 export const RETRY_PERSISTENT = { baseMs: 1_000, capMs: 5 * 60_000 } as const;
 
-export class RetryPolicy {
+/** Why a reconcile did not finish. */
+export type FailureCause =
+  /** A service call failed: no answer, 5xx, a garbled answer, a 429 without Retry-After. */
+  | 'call-failed'
+  /** Our write met a newer version, or a rival's claim or Secret: decided again on what won. */
+  | 'lost-race'
+  /** The reconcile threw (a bug), or was stopped by shutdown or lost leadership. */
+  | 'crashed'
+  /** The service refused this very request (4xx, success 0). */
+  | 'request-refused'
+  /** The service refused the API key (401/403). */
+  | 'key-refused'
+  /** The apiserver refused the token Secret (validation, quota, RBAC). */
+  | 'secret-write-refused'
+  /** A Secret of that name exists and is not ours. */
+  | 'secret-taken'
+  /** The connection cannot be resolved yet (its API-key Secret is missing: not watched). */
+  | 'connection-unresolved';
+
+/** What a reconcile came to, like controller-runtime's Result / error and kube-rs's Action. */
+export type ReconcileResult =
+  /** Converged; come back for the periodic resync after `resyncAfterMs`, if any. */
+  | { readonly kind: 'done'; readonly resyncAfterMs?: number }
+  /** Not now: the connection said when (Retry-After, its rate limit, its breaker). Not a failure of the key. */
+  | { readonly kind: 'wait'; readonly afterMs: number }
+  | { readonly kind: 'failed'; readonly cause: FailureCause };
+
+/** The retry of each cause: which backoff counts it, and a floor under the delay. */
+export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: RetryClass; readonly atLeastMs: number }>> = {
+  'call-failed': { retryClass: 'transient', atLeastMs: 0 },
+  'lost-race': { retryClass: 'transient', atLeastMs: 0 },
+  crashed: { retryClass: 'transient', atLeastMs: 0 },
+  'request-refused': { retryClass: 'persistent', atLeastMs: 0 },
+  // A key the service refused stays refused until someone rotates it: a minute between tries.
+  'key-refused': { retryClass: 'transient', atLeastMs: 60_000 },
+  'secret-write-refused': { retryClass: 'transient', atLeastMs: 30_000 },
+  'secret-taken': { retryClass: 'transient', atLeastMs: 30_000 },
+  'connection-unresolved': { retryClass: 'transient', atLeastMs: 10_000 },
+};
+
+/** What the queue does with the key. */
+export type Requeue =
+  /** Forget the key's failures; add it again after `afterMs` if given. */
+  | { readonly kind: 'forget'; readonly afterMs?: number }
+  /** One more failure of its class: the queue's backoff, but not sooner than `atLeastMs`. */
+  | { readonly kind: 'backoff'; readonly retryClass: RetryClass; readonly atLeastMs: number };
+
+export function requeueFor(result: ReconcileResult): Requeue {
+  switch (result.kind) {
+    case 'done':
+      return result.resyncAfterMs === undefined ? { kind: 'forget' } : { kind: 'forget', afterMs: result.resyncAfterMs };
+    case 'wait':
+      // Replaces our guess and resets it, as controller-runtime's RequeueAfter does.
+      return { kind: 'forget', afterMs: result.afterMs };
+    case 'failed':
+      return { kind: 'backoff', ...RETRY_TABLE[result.cause] };
+  }
+}
+
+/** The work queue's rate limiter: one jittered exponential backoff per retry class. */
+export class RetryPolicy implements RateLimiter<RetryClass> {
   readonly #transient: ItemBackoff;
   readonly #persistent: ItemBackoff;
 
@@ -33,13 +96,16 @@ export class RetryPolicy {
     this.#persistent = new ItemBackoff({ ...RETRY_PERSISTENT, ...(random ? { random } : {}) });
   }
 
-  /** Records one more failure of the key in its class; the delay before its retry. */
-  delay(key: string, retryClass: RetryClass): number {
+  when(key: string, retryClass: RetryClass = 'transient'): number {
     return (retryClass === 'persistent' ? this.#persistent : this.#transient).when(key);
   }
 
   forget(key: string): void {
     this.#transient.forget(key);
     this.#persistent.forget(key);
+  }
+
+  numRequeues(key: string): number {
+    return this.#transient.numRequeues(key) + this.#persistent.numRequeues(key);
   }
 }

@@ -1,11 +1,10 @@
 /**
- * Decides how long a key waits before its next retry. The work queue only
- * needs this much, so a token bucket (client-go's overall 10 qps / burst 100)
- * can later be combined with the per-key backoff without touching the queue.
+ * Decides how long a key waits before its next retry. The work queue only needs this much; `C` names
+ * classes of failure that count separately (the controller's retry policy has two).
  */
-export interface RateLimiter {
-  /** Records one more failure of the key and returns the delay in ms before its retry. */
-  when(key: string): number;
+export interface RateLimiter<C extends string = string> {
+  /** Records one more failure of the key (in its class) and returns the delay in ms before its retry. */
+  when(key: string, retryClass?: C): number;
   /** Clears the key's failure history (call it after a successful reconcile). */
   forget(key: string): void;
   /** How many times the key has failed since it was last forgotten. */

@@ -216,10 +216,13 @@ export class WorkQueue {
     this.#arm();
   }
 
-  /** Adds the key after the rate limiter's delay for it (one more failure). */
-  addRateLimited(key: string): void {
+  /**
+   * Adds the key after the rate limiter's delay for it (one more failure, of `retryClass` if the limiter
+   * counts classes), but not sooner than `atLeastMs`.
+   */
+  addRateLimited(key: string, retryClass?: string, atLeastMs = 0): void {
     if (this.#state !== 'running') return;
-    this.addAfter(key, this.#rateLimiter.when(key));
+    this.addAfter(key, Math.max(this.#rateLimiter.when(key, retryClass), atLeastMs));
   }
 
   /** Resets the key's failure count; call it when the key was processed successfully. */

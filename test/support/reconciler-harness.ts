@@ -5,7 +5,8 @@ import { objectKey } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
-import { Reconciler, type ReconcileResult, type ReconcilerPorts } from '../../src/controller/reconciler.js';
+import { Reconciler, type ReconcilerPorts } from '../../src/controller/reconciler.js';
+import type { ReconcileResult } from '../../src/controller/retry-policy.js';
 import type { desiredSecret } from '../../src/controller/token-secret.js';
 import type { SecretWriteResult } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
@@ -101,6 +102,8 @@ export interface World {
   verified?: boolean;
   /** The token the operator remembers writing at the cached resourceVersion. */
   heldToken?: string;
+  /** The token the fake service holds for the group at the start (default tok-1). */
+  serviceToken?: string;
 }
 
 export interface Harness {
@@ -116,7 +119,7 @@ export interface Harness {
 
 export function harness(world: World): Harness {
   const calls: string[] = [];
-  let token = 'tok-1';
+  let token = world.serviceToken ?? 'tok-1';
   let rotations = 0;
   const claims = world.claims ?? new Map([[claimName(ACCOUNT, 'acme-1'), claim({ holder: world.ug })]]);
   const statuses: UserGroupStatus[] = [];

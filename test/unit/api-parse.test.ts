@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { objectKey, parseMeta, splitKey } from '../../src/api/meta.js';
 import { parseSecret, secretValue } from '../../src/api/secret.js';
-import { parseUserGroup, readyCondition, type UserGroup } from '../../src/api/usergroup.js';
+import { parseUserGroup, findReadyCondition, type UserGroup } from '../../src/api/usergroup.js';
 import { parseUserGroupService } from '../../src/api/usergroupservice.js';
 import { UserGroupIdIndex } from '../../src/controller/usergroup-index.js';
 
@@ -219,7 +219,7 @@ describe('parseUserGroup', () => {
     };
     const u = ug({ userGroupId: 'x', name: 'X' }, { status });
     expect(u.status).toEqual(status);
-    expect(readyCondition(u.status)?.reason).toBe('Synced');
+    expect(findReadyCondition(u.status)?.reason).toBe('Synced');
   });
 
   it('tolerates a garbage status', () => {
@@ -241,7 +241,7 @@ describe('parseUserGroup', () => {
     );
     expect(u.status).toEqual({ conditions: [{ type: 'Ready', status: 'False', reason: '', message: '', lastTransitionTime: '' }] });
     expect(ug({ userGroupId: 'x', name: 'X' }, { status: { conditions: 'x', rotation: { lastHandledRequest: 5 } } }).status).toEqual({ rotation: {} });
-    expect(readyCondition({})).toBeUndefined();
+    expect(findReadyCondition({})).toBeUndefined();
   });
 });
 

@@ -19,14 +19,14 @@ describe('token Secret: create first, read only when a name is known to be taken
 
   it('a name the other-Secrets cache knows is read first; not ours → SecretConflict with no service call', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: true, live: secret(undefined, 'someone-elses') });
-    expect(await h.reconcile()).toMatchObject({ kind: 'retry', minDelayMs: 30_000 });
+    expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
     expect(h.calls).toEqual(['GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
     expect(h.writes).toEqual([]);
   });
 
   it('a foreign Secret no cache has seen yet: the create fails, a live read decides SecretConflict, nothing written', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(undefined, 'someone-elses') });
-    expect(await h.reconcile()).toMatchObject({ kind: 'retry', minDelayMs: 30_000 });
+    expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
     expect(h.calls).toEqual(['PUT', 'create Secret', 'GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
   });
 
@@ -49,7 +49,7 @@ describe('token Secret: create first, read only when a name is known to be taken
 
   it('a Secret that keeps appearing and vanishing gives up this round and retries with backoff', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(UID, 'stale-token'), vanishesOnRead: true });
-    expect(await h.reconcile()).toEqual({ kind: 'retry' });
+    expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'lost-race' });
     expect(h.calls.filter((c) => c === 'create Secret')).toHaveLength(2);
   });
 });

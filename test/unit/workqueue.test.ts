@@ -335,7 +335,7 @@ describe('WorkQueue delayed and rate-limited adds', () => {
     const when = vi.fn((_key: string) => 0);
     const q = new WorkQueue({ rateLimiter: { when, forget: () => undefined, numRequeues: () => 42 } });
     q.addRateLimited('ns/a');
-    expect(when).toHaveBeenCalledWith('ns/a');
+    expect(when).toHaveBeenCalledWith('ns/a', undefined);
     expect(q.len()).toBe(1);
     expect(q.numRequeues('ns/a')).toBe(42);
   });
@@ -527,5 +527,23 @@ describe('WorkQueue metrics', () => {
     q.done('ns/a');
     expect(q.unfinishedWorkSeconds()).toBe(0);
     expect(q.longestRunningProcessorSeconds()).toBe(0);
+  });
+});
+
+describe('WorkQueue retries by class, with a floor', () => {
+  it('passes the class to the rate limiter and never adds sooner than the floor', async () => {
+    const q = fakeClockQueue();
+    const when = vi.fn((_key: string, _retryClass?: string) => 10);
+    const classed = new WorkQueue({ rateLimiter: { when, forget: () => undefined, numRequeues: () => 0 }, now: () => Date.now() });
+    classed.addRateLimited('ns/a', 'persistent', 5_000);
+    expect(when).toHaveBeenCalledWith('ns/a', 'persistent');
+    await vi.advanceTimersByTimeAsync(4_999);
+    expect(classed.len()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(classed.len()).toBe(1);
+    // Without a floor the limiter's delay stands.
+    q.addRateLimited('ns/b');
+    await vi.advanceTimersByTimeAsync(5);
+    expect(q.len()).toBe(1);
   });
 });

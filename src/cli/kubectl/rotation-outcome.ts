@@ -1,5 +1,5 @@
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
-import { readyCondition, type UserGroup } from '../../api/usergroup.js';
+import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 
 /**
  * Ready=False reasons the controller retries on its own (README: backoff, Retry-After):
@@ -25,7 +25,7 @@ export function checkRotatable(ug: UserGroup): { ok: true } | { ok: false; messa
       message: `${ref} is suspended (spec.suspend: true): the operator makes no call to the service for it and would not rotate its token; set spec.suspend to false first`,
     };
   }
-  const ready = readyCondition(ug.status);
+  const ready = findReadyCondition(ug.status);
   if (ready?.status === 'False' && REFUSED_REASONS.has(ready.reason) && (ready.observedGeneration ?? ug.status.observedGeneration) === ug.metadata.generation) {
     return { ok: false, message: `${ref} gets no service call: ${ready.reason}: ${ready.message}` };
   }
@@ -95,7 +95,7 @@ export function judgeRotation(requested: string, requestedAtMs: number, nowMs: n
     return { kind: 'failed', reason: 'Suspended', message: 'spec.suspend was set to true: the operator will not rotate the token until it is false' };
   }
 
-  const ready = readyCondition(ug.status);
+  const ready = findReadyCondition(ug.status);
   const observed = ready?.observedGeneration ?? ug.status.observedGeneration;
   // A status about an older spec says nothing about what the controller does now.
   if (!ready || ready.status !== 'False' || observed !== ug.metadata.generation) return { kind: 'waiting', blocker: undefined, because: 'in-progress' };

@@ -1,5 +1,5 @@
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
-import { readyCondition, type UserGroup } from '../../api/usergroup.js';
+import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 import { ageOf } from './duration.js';
 import { formatTable } from './table.js';
 
@@ -45,7 +45,7 @@ export interface StatusCells {
 
 /** The cells of one UserGroup's row. */
 export function statusCells(ug: UserGroup, now: number): StatusCells {
-  const ready = readyCondition(ug.status);
+  const ready = findReadyCondition(ug.status);
   const observed = ready?.observedGeneration ?? ug.status.observedGeneration;
   // Until the controller reports on the latest spec, its verdict is about an older one: say so.
   const stale = ready !== undefined && observed !== undefined && observed < ug.metadata.generation;

@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION } from '../../src/api/constants.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupStatus } from '../../src/api/usergroup.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { SEAL } from '../support/fixtures.js';
+import { harness, userGroup, type Harness } from '../support/reconciler-harness.js';
+
+/**
+ * The exactly-once rotation protocol through the reconciler's ports (fake apiserver and service, no I/O):
+ * the request is recorded as pending on the Secret before the POST; a value the Secret records as handled is
+ * never rotated again; a pending value found after a crash is settled by a PUT; a POST refused because the held
+ * token is not current stores the current one. In every case the service sees at most one rotation per value.
+ */
+
+/** The status a first sync leaves (so that no PUT is due), from a real first reconcile. */
+async function syncedStatus(): Promise<UserGroupStatus> {
+  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
+  await h.reconcile();
+  const status = h.statuses.at(-1);
+  if (!status) throw new Error('no status written');
+  return status;
+}
+
+/** Our own token Secret, sealed, holding `token` with the given rotation bookkeeping. */
+function sealedSecret(token: string, book: { handled?: string; pending?: string } = {}): ObservedSecret {
+  const ug = userGroup();
+  if (!ug.spec.ok) throw new Error(ug.spec.error);
+  const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: book.handled, pending: book.pending }, SEAL);
+  const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '20' } });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+async function rotationWorld(init: { stored: ObservedSecret; serviceToken: string; request?: string }): Promise<Harness> {
+  const ug = userGroup({ annotations: { [ROTATE_ANNOTATION]: init.request ?? 'r1' }, status: await syncedStatus() });
+  return harness({ ug, cached: init.stored, live: init.stored, otherKnown: false, serviceToken: init.serviceToken });
+}
+
+const posts = (h: Harness): number => h.calls.filter((c) => c === 'POST').length;
+
+describe('rotation: exactly once, through the ports', () => {
+  it('rotate: the intent is recorded on the Secret before the one POST, then the new token as handled', async () => {
+    const h = await rotationWorld({ stored: sealedSecret('tok-1'), serviceToken: 'tok-1' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual(['replace Secret', 'POST', 'Event Normal TokenRotated', 'replace Secret', 'status Synced']);
+    expect(h.writes[0]).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_PENDING_ANNOTATION]: 'r1' } });
+    expect(h.writes[1]?.token).toBe('tok-r1');
+    expect(h.writes[1]?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
+    expect(h.writes[1]?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBe('r1');
+  });
+
+  it('record: the Secret already says the value was handled (status lagged): no call, status catches up', async () => {
+    const h = await rotationWorld({ stored: sealedSecret('tok-r1', { handled: 'r1' }), serviceToken: 'tok-r1' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual(['status Synced']);
+    expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBe('r1');
+  });
+
+  it('recover after a crash after the POST: the PUT returns the new token, which is stored as handled — no second POST', async () => {
+    const h = await rotationWorld({ stored: sealedSecret('tok-1', { pending: 'r1' }), serviceToken: 'tok-9' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(posts(h)).toBe(0);
+    expect(h.calls).toEqual(['PUT', 'Event Normal TokenRotated', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes.at(-1)?.token).toBe('tok-9');
+    expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
+    expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+  });
+
+  it('recover after a crash before the POST: the PUT returns the held token, so it rotates, once', async () => {
+    const h = await rotationWorld({ stored: sealedSecret('tok-1', { pending: 'r1' }), serviceToken: 'tok-1' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(posts(h)).toBe(1);
+    // The intent is on the Secret already: no second intent write before the POST.
+    expect(h.calls.slice(0, 2)).toEqual(['PUT', 'POST']);
+    expect(h.writes.at(-1)).toMatchObject({ token: 'tok-r1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
+    expect(h.serviceToken()).toBe('tok-r1');
+  });
+
+  it('rejected, then recovered: the held token is not current, the PUT returns the current one, stored and handled', async () => {
+    const h = await rotationWorld({ stored: sealedSecret('tok-old'), serviceToken: 'tok-1' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(posts(h)).toBe(1);
+    expect(h.calls).toEqual(['replace Secret', 'POST', 'PUT', 'Event Warning RotationRecovered', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
+    // The service's token was not rotated by us: the rejected POST changed nothing.
+    expect(h.serviceToken()).toBe('tok-1');
+  });
+
+  it('a value handled before is never rotated again, whatever the Secret says now', async () => {
+    const status = { ...(await syncedStatus()), rotation: { lastHandledRequest: 'r1' } };
+    const stored = sealedSecret('tok-1');
+    const h = harness({ ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status }), cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(posts(h)).toBe(0);
+  });
+
+  it('running the same reconcile again after a rotation changes nothing (idempotent)', async () => {
+    const first = await rotationWorld({ stored: sealedSecret('tok-1'), serviceToken: 'tok-1' });
+    await first.reconcile();
+    const stored = sealedSecret('tok-r1', { handled: 'r1' });
+    const again = harness({
+      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: first.statuses.at(-1) }), cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-r1',
+    });
+    expect(await again.reconcile()).toMatchObject({ kind: 'done' });
+    expect(again.calls).toEqual([]);
+  });
+});
