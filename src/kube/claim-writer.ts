@@ -1,6 +1,7 @@
 import { claimObject, parseClaim, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
 import { FIELD_MANAGER } from '../api/constants.js';
-import { KubeApiError, type KubeClient } from './http.js';
+import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
+import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
 /** Someone else wrote the claim first (a create found it, or a replace found a newer version): read it and decide again. */
@@ -11,45 +12,41 @@ export class ClaimWriter {
   constructor(private readonly client: KubeClient) {}
 
   async get(name: string): Promise<UserGroupClaim | undefined> {
-    const res = await this.client.request('GET', paths.claim(name));
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw failure('GET', paths.claim(name), res.status, res.body, 'reading a UserGroupClaim failed');
-    return parsed(res.body);
+    const res = await call(this.client, 'GET', paths.claim(name));
+    if (res.ok) return parsed(res.body);
+    if (isNotFound(res.error)) return undefined;
+    throw res.error;
   }
 
   async create(spec: ClaimSpec): Promise<ClaimWriteResult> {
-    const res = await this.client.request('POST', paths.claims(), { query: { fieldManager: FIELD_MANAGER }, body: claimObject(spec) });
-    if (res.status === 409) return { ok: false };
-    if (res.status < 200 || res.status >= 300) throw failure('POST', paths.claims(), res.status, res.body, 'creating a UserGroupClaim failed');
-    return { ok: true, claim: parsed(res.body) };
+    const res = await call(this.client, 'POST', paths.claims(), { query: { fieldManager: FIELD_MANAGER }, body: claimObject(spec) });
+    if (res.ok) return { ok: true, claim: parsed(res.body) };
+    // A 409 of either reason: another UserGroup created it first.
+    if (isAlreadyExists(res.error) || isConflict(res.error)) return { ok: false };
+    throw res.error;
   }
 
   /** Replaces exactly the version that was read: of two UserGroups taking over one claim, one wins. */
   async replace(current: UserGroupClaim, spec: ClaimSpec): Promise<ClaimWriteResult> {
     const body = claimObject(spec);
-    const path = paths.claim(current.metadata.name);
-    const res = await this.client.request('PUT', path, {
+    const res = await call(this.client, 'PUT', paths.claim(current.metadata.name), {
       query: { fieldManager: FIELD_MANAGER },
       body: { ...body, metadata: { ...(body['metadata'] as object), resourceVersion: current.metadata.resourceVersion } },
     });
-    if (res.status === 409 || res.status === 404) return { ok: false };
-    if (res.status < 200 || res.status >= 300) throw failure('PUT', path, res.status, res.body, 'taking over a UserGroupClaim failed');
-    return { ok: true, claim: parsed(res.body) };
+    if (res.ok) return { ok: true, claim: parsed(res.body) };
+    // Changed or released since it was read: read again and decide.
+    if (isConflict(res.error) || isNotFound(res.error)) return { ok: false };
+    throw res.error;
   }
 
   /** Releases a claim only if it is still that object (never one made since). */
   async delete(claim: UserGroupClaim): Promise<void> {
-    const path = paths.claim(claim.metadata.name);
-    const res = await this.client.request('DELETE', path, { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: claim.metadata.uid } } });
-    if (res.status !== 200 && res.status !== 202 && res.status !== 404 && res.status !== 409) {
-      throw failure('DELETE', path, res.status, res.body, 'releasing a UserGroupClaim failed');
-    }
+    const res = await call(this.client, 'DELETE', paths.claim(claim.metadata.name), {
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: claim.metadata.uid } },
+    });
+    // Gone already, or a newer claim of that name (the uid precondition failed): not ours to release.
+    if (!res.ok && !isNotFound(res.error) && !isConflict(res.error)) throw res.error;
   }
-}
-
-function failure(method: string, path: string, status: number, body: unknown, fallback: string): KubeApiError {
-  const err = body as { reason?: unknown; message?: unknown } | undefined;
-  return new KubeApiError(method, path, status, typeof err?.reason === 'string' ? err.reason : 'Unknown', typeof err?.message === 'string' ? err.message : fallback);
 }
 
 function parsed(body: unknown): UserGroupClaim {

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { KubeClient } from './http.js';
+import { isRetryable } from './api-error.js';
+import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
 export interface EventRegarding {
@@ -156,10 +157,10 @@ export class EventRecorder {
       let retryable: boolean;
       let detail: Record<string, unknown>;
       try {
-        const res = await this.client.request(method, path, { body, contentType });
-        if (res.status < 300) return 'ok';
-        retryable = res.status >= 500 || res.status === 429;
-        detail = { status: res.status };
+        const res = await call(this.client, method, path, { body, contentType });
+        if (res.ok) return 'ok';
+        retryable = isRetryable(res.error);
+        detail = { status: res.error.code, err: res.error.message };
       } catch (err) {
         retryable = true;
         detail = { err: String(err) };

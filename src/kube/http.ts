@@ -1,8 +1,8 @@
 import type * as NodeHttp from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import { isRecord } from '../api/meta.js';
 import { http } from '../platform/node-http.js';
+import { apiErrorFrom, type ApiError } from './api-error.js';
 import type { KubeAccess } from './kubeconfig.js';
 
 export interface KubeResponse {
@@ -32,19 +32,6 @@ export interface RequestOptions {
  * or WATCH for a watch opened with openStream, and the status code ("none" when no response arrived).
  */
 export type KubeRequestObserver = (verb: string, code: string) => void;
-
-/** A failed apiserver call: status and the Status object's reason/message. */
-export class KubeApiError extends Error {
-  constructor(
-    readonly method: string,
-    readonly path: string,
-    readonly status: number,
-    readonly reason: string,
-    message: string,
-  ) {
-    super(`${method} ${path}: ${status} ${reason}: ${message}`);
-  }
-}
 
 /** A response body longer than RequestOptions.maxBytes; nothing of it was kept. */
 export class ResponseTooLargeError extends Error {
@@ -90,7 +77,7 @@ export class KubeClient {
     return new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
   }
 
-  /** One request with a JSON body; resolves with any status (callers decide), rejects only on transport errors. */
+  /** One request with a JSON body; resolves with any status (call() below parses refusals), rejects only on transport errors. */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> {
     const req = await this.open(method, path, options, this.agent);
     const timeoutMs = options.timeoutMs ?? 30_000;
@@ -195,9 +182,18 @@ export class KubeClient {
   }
 }
 
-export function apiError(method: string, path: string, res: KubeResponse): KubeApiError {
-  const body = isRecord(res.body) ? res.body : {};
-  const reason = typeof body['reason'] === 'string' ? body['reason'] : 'Unknown';
-  const message = typeof body['message'] === 'string' ? body['message'] : typeof res.body === 'string' ? res.body.slice(0, 200) : '';
-  return new KubeApiError(method, path, res.status, reason, message);
+/** What call() needs of a KubeClient; test stand-ins implement just this. */
+export type KubeRequester = Pick<KubeClient, 'request'>;
+
+/** A 2xx answer, or the refusal parsed into an ApiError. */
+export type ApiResult = ({ readonly ok: true } & KubeResponse) | { readonly ok: false; readonly error: ApiError };
+
+/**
+ * request() with a non-2xx answer parsed once, here, into an ApiError: callers ask isNotFound(res.error)… instead
+ * of reading status codes, and the error they throw or report carries the apiserver's message. Rejects only on
+ * transport errors, as request() does.
+ */
+export async function call(client: KubeRequester, method: string, path: string, options?: RequestOptions): Promise<ApiResult> {
+  const res = await client.request(method, path, options);
+  return res.status >= 200 && res.status < 300 ? { ok: true, ...res } : { ok: false, error: apiErrorFrom(method, path, res.status, res.body) };
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { isRecord, objectKey } from '../api/meta.js';
-import { ResponseTooLargeError, type KubeClient, type KubeResponse } from './http.js';
+import { isGone } from './api-error.js';
+import { call, ResponseTooLargeError, type ApiResult, type KubeClient } from './http.js';
 import { DEFAULT_MAX_WATCH_LINE_BYTES, watchOnce, type WatchEnd } from './watch-stream.js';
 import { afterWatch } from './watch-retry.js';
 
@@ -175,9 +176,9 @@ export class Informer<T extends Cached> {
       const query: Record<string, string> = { limit: String(limit) };
       if (labelSelector) query['labelSelector'] = labelSelector;
       if (continueToken) query['continue'] = continueToken;
-      let page: KubeResponse;
+      let page: ApiResult;
       try {
-        page = await client.request('GET', path, { query, timeoutMs: 120_000, maxBytes, ...(this.options.metadataOnly ? { accept: METADATA_LIST } : {}) });
+        page = await call(client, 'GET', path, { query, timeoutMs: 120_000, maxBytes, ...(this.options.metadataOnly ? { accept: METADATA_LIST } : {}) });
       } catch (err) {
         if (!(err instanceof ResponseTooLargeError)) throw err;
         this.stats.oversizedPages++;
@@ -188,14 +189,15 @@ export class Informer<T extends Cached> {
         limit = next;
         continue;
       }
-      const { status, body } = page;
-      if (status === 410 && continueToken) {
+      if (!page.ok) {
+        if (!continueToken || !isGone(page.error)) throw page.error;
         // The continue token expired mid-list: start over.
         fresh.clear();
         continueToken = '';
         continue;
       }
-      if (status !== 200 || !isRecord(body)) throw new Error(`list ${path}: HTTP ${status}${isRecord(body) && typeof body['message'] === 'string' ? `: ${body['message']}` : ''}`);
+      const body = page.body;
+      if (!isRecord(body)) throw new Error(`list ${path}: HTTP ${page.status} but the answer is not a list`);
       const bytes = page.bytes ?? 0;
       this.stats.largestPageBytes = Math.max(this.stats.largestPageBytes, bytes);
       const metadata = isRecord(body['metadata']) ? body['metadata'] : {};

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { isRecord } from '../api/meta.js';
 import { microTime } from './events.js';
-import type { KubeClient } from './http.js';
+import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
+import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
 export interface LeaderElectionOptions {
@@ -124,19 +125,21 @@ export class LeaderElector {
   private async tryAcquireOrRenew(): Promise<boolean> {
     const { client, namespace, name, identity, leaseDurationMs } = this.options;
     const now = this.now();
-    const res = await client.request('GET', paths.lease(namespace, name), { timeoutMs: this.options.renewDeadlineMs });
-    if (res.status === 404) {
-      const created = await client.request('POST', paths.leases(namespace), {
+    const res = await call(client, 'GET', paths.lease(namespace, name), { timeoutMs: this.options.renewDeadlineMs });
+    if (!res.ok) {
+      if (!isNotFound(res.error)) throw res.error;
+      const created = await call(client, 'POST', paths.leases(namespace), {
         body: this.leaseBody(undefined, { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 }),
         timeoutMs: this.options.renewDeadlineMs,
       });
-      if (created.status >= 200 && created.status < 300) {
+      if (created.ok) {
         this.remember(parseLease(created.body), now);
         return true;
       }
-      return false;
+      // Another candidate created it first and leads; any other refusal is worth a log line (run() writes it).
+      if (isAlreadyExists(created.error)) return false;
+      throw created.error;
     }
-    if (res.status !== 200) throw new Error(`GET lease ${namespace}/${name}: HTTP ${res.status}`);
     const lease = parseLease(res.body);
     if (!lease) throw new Error(`lease ${namespace}/${name} cannot be parsed`);
     const key = JSON.stringify(lease.record);
@@ -155,12 +158,15 @@ export class LeaderElector {
       renewTime: microTime(now),
       leaseTransitions: takingOver && lease.record.holderIdentity !== '' ? lease.record.leaseTransitions + 1 : lease.record.leaseTransitions,
     };
-    const updated = await client.request('PUT', paths.lease(namespace, name), {
+    const updated = await call(client, 'PUT', paths.lease(namespace, name), {
       body: this.leaseBody(lease.resourceVersion, record),
       timeoutMs: this.options.renewDeadlineMs,
     });
-    if (updated.status === 409) return false;
-    if (updated.status < 200 || updated.status >= 300) throw new Error(`PUT lease ${namespace}/${name}: HTTP ${updated.status}`);
+    if (!updated.ok) {
+      // Another candidate wrote the Lease since we read it: it won this round.
+      if (isConflict(updated.error)) return false;
+      throw updated.error;
+    }
     this.remember(parseLease(updated.body), now);
     return true;
   }
@@ -171,11 +177,12 @@ export class LeaderElector {
     if (!lease || lease.record.holderIdentity !== this.options.identity) return;
     const now = this.now();
     try {
-      const res = await this.options.client.request('PUT', paths.lease(this.options.namespace, this.options.name), {
+      const res = await call(this.options.client, 'PUT', paths.lease(this.options.namespace, this.options.name), {
         body: this.leaseBody(lease.resourceVersion, { ...lease.record, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(now) }),
         timeoutMs: 5_000,
       });
-      if (res.status >= 200 && res.status < 300) this.options.log.info({ lease: this.options.name }, 'released the lease');
+      if (res.ok) this.options.log.info({ lease: this.options.name }, 'released the lease');
+      else this.options.log.warn({ err: res.error.message }, 'could not release the lease');
     } catch (err) {
       this.options.log.warn({ err: String(err) }, 'could not release the lease');
     }

@@ -1,7 +1,8 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../api/constants.js';
 import { parseSecret, type ObservedSecret } from '../api/secret.js';
-import { KubeApiError, type KubeClient } from './http.js';
+import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
+import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
 export type SecretWriteResult =
@@ -17,18 +18,17 @@ export class SecretWriter {
   constructor(private readonly client: KubeClient) {}
 
   async get(namespace: string, name: string): Promise<ObservedSecret | undefined> {
-    const res = await this.client.request('GET', paths.secret(namespace, name));
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw new KubeApiError('GET', paths.secret(namespace, name), res.status, 'Unknown', 'reading a Secret failed');
-    return parsed(res.body);
+    const res = await call(this.client, 'GET', paths.secret(namespace, name));
+    if (res.ok) return parsed(res.body);
+    if (isNotFound(res.error)) return undefined;
+    throw res.error;
   }
 
   /** Deletes a Secret only if it is still the object with this uid (never a newer one of the same name). */
   async delete(namespace: string, name: string, uid: string): Promise<void> {
-    const res = await this.client.request('DELETE', paths.secret(namespace, name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid } } });
-    if (res.status !== 200 && res.status !== 202 && res.status !== 404 && res.status !== 409) {
-      throw new KubeApiError('DELETE', paths.secret(namespace, name), res.status, 'Unknown', 'deleting a Secret failed');
-    }
+    const res = await call(this.client, 'DELETE', paths.secret(namespace, name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid } } });
+    // Gone already, or a newer object of that name (the uid precondition failed): either way not ours to delete.
+    if (!res.ok && !isNotFound(res.error) && !isConflict(res.error)) throw res.error;
   }
 
   /** Creates the Secret when `resourceVersion` is undefined, else replaces that exact version. */
@@ -36,25 +36,20 @@ export class SecretWriter {
     const namespace = desired.metadata?.namespace ?? '';
     const name = desired.metadata?.name ?? '';
     const query = { fieldManager: FIELD_MANAGER };
+    // The error of a refused write holds the apiserver's Status only, never this request's body: it holds the token.
     const res =
       resourceVersion === undefined
-        ? await this.client.request('POST', paths.secrets(namespace), { query, body: desired })
-        : await this.client.request('PUT', paths.secret(namespace, name), {
+        ? await call(this.client, 'POST', paths.secrets(namespace), { query, body: desired })
+        : await call(this.client, 'PUT', paths.secret(namespace, name), {
             query,
             body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
           });
-    if (res.status === 409) {
-      return resourceVersion === undefined
-        ? { ok: false, conflict: 'exists', message: `Secret ${namespace}/${name} already exists` }
-        : { ok: false, conflict: 'changed', message: `Secret ${namespace}/${name} changed underneath us` };
-    }
-    if (res.status < 200 || res.status >= 300) {
-      // Never include the request body: it holds the token.
-      const err = res.body as { reason?: unknown; message?: unknown } | undefined;
-      throw new KubeApiError(resourceVersion === undefined ? 'POST' : 'PUT', paths.secret(namespace, name), res.status,
-        typeof err?.reason === 'string' ? err.reason : 'Unknown', typeof err?.message === 'string' ? err.message : 'writing a Secret failed');
-    }
-    return { ok: true, secret: parsed(res.body) };
+    if (res.ok) return { ok: true, secret: parsed(res.body) };
+    // A 409 of either reason means someone wrote first (AlreadyExists answers a create, Conflict a replace).
+    if (!isAlreadyExists(res.error) && !isConflict(res.error)) throw res.error;
+    return resourceVersion === undefined
+      ? { ok: false, conflict: 'exists', message: `Secret ${namespace}/${name} already exists` }
+      : { ok: false, conflict: 'changed', message: `Secret ${namespace}/${name} changed underneath us` };
   }
 }
 

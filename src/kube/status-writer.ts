@@ -1,6 +1,7 @@
 import { FIELD_MANAGER } from '../api/constants.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../api/usergroup.js';
-import { apiError, type KubeClient } from './http.js';
+import { isNotFound } from './api-error.js';
+import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
 /**
@@ -14,13 +15,15 @@ export class StatusWriter {
   async patch(namespace: string, name: string, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[] = []): Promise<UserGroup | undefined> {
     const body: Record<string, unknown> = { ...status };
     for (const field of clear) if (!(field in status)) body[field] = null;
-    const res = await this.client.request('PATCH', paths.userGroupStatus(namespace, name), {
+    const res = await call(this.client, 'PATCH', paths.userGroupStatus(namespace, name), {
       query: { fieldManager: FIELD_MANAGER },
       body: { status: body },
       contentType: 'application/merge-patch+json',
     });
-    if (res.status === 404) return undefined;
-    if (res.status < 200 || res.status >= 300) throw apiError('PATCH', paths.userGroupStatus(namespace, name), res);
+    if (!res.ok) {
+      if (isNotFound(res.error)) return undefined;
+      throw res.error;
+    }
     const parsed = parseUserGroup(res.body);
     return parsed.ok ? parsed.value : undefined;
   }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { isRecord } from '../api/meta.js';
-import { apiError, type KubeResponse, type RequestOptions } from '../kube/http.js';
+import { call, type ApiResult, type KubeResponse, type RequestOptions } from '../kube/http.js';
 import { TokenBucket } from '../service/token-bucket.js';
 import type { Handler, RouteResponse } from './http-server.js';
 
@@ -241,16 +241,16 @@ export class MetricsAuthorizer {
 
   /** One review POST; the parsed status, or undefined (logged) when the call failed or the answer is not a review. */
   async #call<T>(kind: ReviewKind, path: string, body: unknown, parse: (body: unknown) => T | undefined): Promise<T | undefined> {
-    let res: KubeResponse;
+    let res: ApiResult;
     try {
-      res = await this.#client.request('POST', path, { body, timeoutMs: this.#timeoutMs });
+      res = await call(this.#client, 'POST', path, { body, timeoutMs: this.#timeoutMs });
     } catch (err) {
       this.#warn(kind, err instanceof Error ? err.message : String(err));
       return undefined;
     }
-    if (res.status !== 200 && res.status !== 201) {
-      // apiError reads only the Status object's reason and message; the answer's spec would echo the token.
-      this.#warn(kind, apiError('POST', path, res).message);
+    if (!res.ok) {
+      // The error holds only a Status's reason and message: a review answer's spec would echo the token.
+      this.#warn(kind, res.error.message);
       return undefined;
     }
     const parsed = parse(res.body);

@@ -1,4 +1,5 @@
-import { KubeApiError, KubeClient } from '../../kube/http.js';
+import { ApiError, isUnauthorized } from '../../kube/api-error.js';
+import { KubeClient } from '../../kube/http.js';
 import { parsePluginArgs, type ClusterFlags } from './args.js';
 import type { Io } from './io.js';
 import { resolveCluster, type ResolvedCluster } from './kubeconfig.js';
@@ -40,20 +41,26 @@ export async function runPlugin(argv: readonly string[], io: Io): Promise<number
     }
     return await statusCommand({ namespace: cluster.namespace, name: command.name, allNamespaces: command.allNamespaces, wide: command.wide }, deps);
   } catch (err) {
-    io.err(`error: ${describeFailure(err, command.cluster, cluster)}\n`);
+    io.err(`${describeFailure(err, command.cluster, cluster)}\n`);
     return 1;
   } finally {
     client.close();
   }
 }
 
-/** An apiserver refusal speaks for itself; a transport failure also says where we tried to go. */
+/** An apiserver refusal speaks for itself, in kubectl's words; a transport failure also says where we tried to go. */
 function describeFailure(err: unknown, flags: ClusterFlags, cluster: ResolvedCluster): string {
-  if (err instanceof KubeApiError) return err.message;
+  if (err instanceof ApiError) return serverError(err);
   const transport = err instanceof Error && (typeof (err as NodeJS.ErrnoException).code === 'string' || /timed out/.test(err.message));
-  if (!transport) return errorText(err);
+  if (!transport) return `error: ${errorText(err)}`;
   const context = flags.context ?? cluster.access.context;
-  return `cannot talk to the apiserver at ${cluster.access.server} (${context === undefined ? 'in-cluster' : `context "${context}"`}): ${errorText(err)}`;
+  return `error: cannot talk to the apiserver at ${cluster.access.server} (${context === undefined ? 'in-cluster' : `context "${context}"`}): ${errorText(err)}`;
+}
+
+/** What kubectl prints for an apiserver refusal (cmdutil.StandardErrorMessage), so the plugin reads like kubectl. */
+function serverError(err: ApiError): string {
+  if (isUnauthorized(err)) return `error: You must be logged in to the server (${err.serverMessage})`;
+  return err.reason === 'Unknown' ? `Error from server: ${err.serverMessage}` : `Error from server (${err.reason}): ${err.serverMessage}`;
 }
 
 function errorText(err: unknown): string {

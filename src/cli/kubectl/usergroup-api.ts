@@ -1,6 +1,7 @@
 import { isRecord } from '../../api/meta.js';
 import { parseUserGroup, type UserGroup } from '../../api/usergroup.js';
-import { apiError, type KubeClient } from '../../kube/http.js';
+import { isConflict, isNotFound } from '../../kube/api-error.js';
+import { call, type KubeClient } from '../../kube/http.js';
 import { paths } from '../../kube/paths.js';
 import { watchOnce, type WatchEnd } from '../../kube/watch-stream.js';
 
@@ -40,17 +41,15 @@ export class KubeUserGroupAccess implements UserGroupAccess {
   constructor(private readonly client: KubeClient) {}
 
   async get(namespace: string, name: string): Promise<UserGroup | undefined> {
-    const path = objectPath(namespace, name);
-    const res = await this.client.request('GET', path);
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw apiError('GET', path, res);
-    return parseOrThrow(res.body);
+    const res = await call(this.client, 'GET', objectPath(namespace, name));
+    if (res.ok) return parseOrThrow(res.body);
+    if (isNotFound(res.error)) return undefined;
+    throw res.error;
   }
 
   async list(namespace: string | undefined): Promise<{ items: UserGroup[]; skipped: string[] }> {
-    const path = paths.userGroups(namespace);
-    const res = await this.client.request('GET', path);
-    if (res.status !== 200) throw apiError('GET', path, res);
+    const res = await call(this.client, 'GET', paths.userGroups(namespace));
+    if (!res.ok) throw res.error;
     const raw = isRecord(res.body) && Array.isArray(res.body['items']) ? res.body['items'] : [];
     const items: UserGroup[] = [];
     const skipped: string[] = [];
@@ -63,14 +62,13 @@ export class KubeUserGroupAccess implements UserGroupAccess {
   }
 
   async annotate(namespace: string, name: string, key: string, value: string, resourceVersion: string): Promise<AnnotateResult> {
-    const path = objectPath(namespace, name);
     // resourceVersion in a merge patch is a precondition: the checks made on the object we read still hold.
     const body = { metadata: { resourceVersion, annotations: { [key]: value } } };
-    const res = await this.client.request('PATCH', path, { body, contentType: 'application/merge-patch+json' });
-    if (res.status === 409) return { kind: 'conflict' };
-    if (res.status === 404) return { kind: 'not-found' };
-    if (res.status !== 200) throw apiError('PATCH', path, res);
-    return { kind: 'annotated', ug: parseOrThrow(res.body) };
+    const res = await call(this.client, 'PATCH', objectPath(namespace, name), { body, contentType: 'application/merge-patch+json' });
+    if (res.ok) return { kind: 'annotated', ug: parseOrThrow(res.body) };
+    if (isConflict(res.error)) return { kind: 'conflict' };
+    if (isNotFound(res.error)) return { kind: 'not-found' };
+    throw res.error;
   }
 
   watchOne(namespace: string, name: string, options: WatchOneOptions): Promise<WatchEnd> {
