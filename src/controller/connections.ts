@@ -11,7 +11,7 @@ import { validateServiceUrl } from '../service/connection.js';
 import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
 import { SecretValue } from '../service/secret-value.js';
 import { TokenBucket } from '../service/token-bucket.js';
-import type { ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
+import type { ServiceCallResult, ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './conditions.js';
 import { sha256Hex } from './hash.js';
@@ -48,7 +48,11 @@ export interface CallContext {
   readonly key: string;
   /** A later call of a reconcile that already made one: it is never deferred (that would strand the first). */
   readonly followUp: boolean;
-  /** Aborted when the worker must stop (shutdown, lost leadership): no call starts after it. */
+  /**
+   * Aborted when the worker must stop (shutdown, lost leadership). No call starts after it, one in flight is
+   * cut off (its connection closed), and either way the call throws the signal's reason: an answer that comes
+   * after it is not acted on, since another leader may already be acting on the same groups.
+   */
   readonly signal?: AbortSignal | undefined;
   /** Queues the key again; run when a deferred call may go out. */
   readonly wake: () => void;
@@ -244,12 +248,12 @@ export class Connections {
         account,
         ...about,
         seal: (message) => createHmac('sha256', recordKey).update(message).digest('hex'),
-        upsert: (request, context) => this.call(at, about.description, context, () => client.upsert(request)),
+        upsert: (request, context) => this.call(at, about.description, context, (signal) => client.upsert(request, { signal })),
         unavailable: (context) => {
           const turned = at.breaker.wouldTurnAway(context.key, context.wake);
           return turned && !turned.ok ? this.deferral(turned, at, about.description) : undefined;
         },
-        rotate: (token, context) => this.call(at, about.description, context, () => client.rotate(token)),
+        rotate: (token, context) => this.call(at, about.description, context, (signal) => client.rotate(token, { signal })),
       },
     };
   }
@@ -258,8 +262,9 @@ export class Connections {
    * One call through the connection's gates: its breaker (is the service there?), then its token bucket
    * (may this account call now?). A caller that may not go now is deferred, never kept waiting.
    */
-  private async call(endpoint: Endpoint, description: string, context: CallContext, send: () => Promise<ServiceResult>): Promise<CallResult> {
-    context.signal?.throwIfAborted();
+  private async call(endpoint: Endpoint, description: string, context: CallContext, send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>): Promise<CallResult> {
+    const { signal } = context;
+    signal?.throwIfAborted();
     const now = performance.now();
     endpoint.lastUsed = now;
     if (!context.followUp && now < endpoint.pausedUntil) {
@@ -277,12 +282,17 @@ export class Connections {
       // A follow-up goes now and is charged to the bucket: later first calls wait for it.
       endpoint.bucket.reserve();
     }
-    let result: ServiceResult;
+    let result: ServiceCallResult;
     try {
-      result = await send();
+      result = await send(signal);
     } catch (err) {
       endpoint.breaker.record('failure');
       throw err;
+    }
+    if ('aborted' in result) {
+      // Withdrawn by us, not failed by the service: its slot is freed without a verdict.
+      endpoint.breaker.release();
+      throw withdrawn(signal);
     }
     const failed = connectionLevelFailure(result);
     endpoint.breaker.record(failed ? 'failure' : 'success');
@@ -291,6 +301,8 @@ export class Connections {
       // The account is limited, not this key: every caller of the connection waits.
       endpoint.pausedUntil = Math.max(endpoint.pausedUntil, performance.now() + result.failure.retryAfterMs);
     }
+    // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
+    signal?.throwIfAborted();
     return result;
   }
 
@@ -345,6 +357,11 @@ export class Connections {
     this.apiKeys.set(key, { secret, at: Date.now() });
     return secret;
   }
+}
+
+/** The signal's reason, as throwIfAborted would throw it; a call is only aborted through its signal. */
+function withdrawn(signal: AbortSignal | undefined): unknown {
+  return signal?.reason ?? new DOMException('service call withdrawn', 'AbortError');
 }
 
 /**

@@ -148,7 +148,10 @@ export class CircuitBreaker {
     }
   }
 
-  /** An admitted caller that did not make its call after all (rate-limited): frees its slot, no verdict. */
+  /**
+   * An admitted caller that ends without a verdict: it did not make its call after all (rate-limited), or
+   * withdrew it before an answer came (shutdown, lost leadership). Frees its slot; says nothing of the service.
+   */
   release(): void {
     this.#inFlight = Math.max(0, this.#inFlight - 1);
     if (this.#state !== 'closed' || this.#failures >= 2 || !this.#everSucceeded) this.#wakeOne();

@@ -3,7 +3,7 @@ import { redactSecrets } from './redact.js';
 import { parseOversizedResponse, parseServiceResponse } from './response.js';
 import type { SecretValue } from './secret-value.js';
 import { describeTransportError } from './transport-error.js';
-import type { ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
+import type { AbortedCall, ServiceCallResult, ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
 
 export type ServiceOperation = 'upsert' | 'rotate';
 
@@ -16,8 +16,17 @@ export interface ServiceConnection {
 export interface ServiceCallSample {
   operation: ServiceOperation;
   status: number | undefined;
-  outcome: ServiceFailureKind | 'ok';
+  outcome: ServiceFailureKind | 'ok' | 'aborted';
   durationMs: number;
+}
+
+/** What one call may carry besides its request. */
+export interface CallOptions {
+  /**
+   * Withdraws the call (shutdown, lost leadership): one in flight is cut off at once, its connection closed,
+   * instead of running to the timeout; one not yet sent is not sent. Either way it ends as `aborted`.
+   */
+  readonly signal?: AbortSignal | undefined;
 }
 
 export interface ServiceClientOptions {
@@ -28,10 +37,8 @@ export interface ServiceClientOptions {
   /** Larger answers are not read to the end. Default 1 MiB. */
   maxResponseBytes?: number;
   userAgent?: string;
-  /** Called once per call, for metrics. */
+  /** Called once per call sent, for metrics. */
   observe?: (sample: ServiceCallSample) => void;
-  /** Aborts in-flight calls (e.g. on shutdown); they end as `unavailable`. */
-  signal?: AbortSignal;
 }
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -39,6 +46,7 @@ export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 const DEFAULT_USER_AGENT = 'usergroup-operator';
+const ABORTED: AbortedCall = Object.freeze({ ok: false, aborted: true });
 
 /** The exact JSON object sent by PUT /api/user; optional fields appear only when defined. */
 export function buildUpsertBody(req: UpsertRequest): Record<string, unknown> {
@@ -76,8 +84,9 @@ function positive(name: string, value: number, integer: boolean): number {
 }
 
 /**
- * The client of the analytics service's user-group API. Every call resolves to a ServiceResult; nothing
- * throws, and no failure message can carry the API key or a token.
+ * The client of the analytics service's user-group API. Every call resolves to a ServiceResult, or to
+ * AbortedCall when its signal withdrew it first; nothing throws, and no failure message can carry the API
+ * key or a token.
  */
 export class ServiceClient {
   readonly #endpoint: URL;
@@ -87,7 +96,6 @@ export class ServiceClient {
   readonly #maxResponseBytes: number;
   readonly #userAgent: string;
   readonly #observe: ((sample: ServiceCallSample) => void) | undefined;
-  readonly #signal: AbortSignal | undefined;
 
   constructor(connection: ServiceConnection, options: ServiceClientOptions = {}) {
     this.#endpoint = endpointOf(connection.url);
@@ -97,17 +105,20 @@ export class ServiceClient {
     this.#maxResponseBytes = positive('maxResponseBytes', options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, true);
     this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.#observe = options.observe;
-    this.#signal = options.signal;
   }
 
-  /** Creates or updates a user group: PUT {url}/api/user. */
-  upsert(req: UpsertRequest): Promise<ServiceResult> {
-    return this.#call('upsert', 'PUT', () => JSON.stringify(buildUpsertBody(req)), []);
+  /** Creates or updates a user group: PUT {url}/api/user. Only a call given a signal can end as aborted. */
+  upsert(req: UpsertRequest): Promise<ServiceResult>;
+  upsert(req: UpsertRequest, options: CallOptions): Promise<ServiceCallResult>;
+  upsert(req: UpsertRequest, options: CallOptions = {}): Promise<ServiceCallResult> {
+    return this.#call('upsert', 'PUT', () => JSON.stringify(buildUpsertBody(req)), [], options.signal);
   }
 
-  /** Rotates a user group's token: POST {url}/api/user with the token currently held. */
-  rotate(currentToken: SecretValue): Promise<ServiceResult> {
-    return this.#call('rotate', 'POST', () => JSON.stringify({ current_token: currentToken.reveal() }), [currentToken]);
+  /** Rotates a user group's token: POST {url}/api/user with the token currently held. Aborted: as upsert. */
+  rotate(currentToken: SecretValue): Promise<ServiceResult>;
+  rotate(currentToken: SecretValue, options: CallOptions): Promise<ServiceCallResult>;
+  rotate(currentToken: SecretValue, options: CallOptions = {}): Promise<ServiceCallResult> {
+    return this.#call('rotate', 'POST', () => JSON.stringify({ current_token: currentToken.reveal() }), [currentToken], options.signal);
   }
 
   async #call(
@@ -115,13 +126,23 @@ export class ServiceClient {
     method: 'PUT' | 'POST',
     body: () => string,
     extraSecrets: readonly SecretValue[],
-  ): Promise<ServiceResult> {
+    signal: AbortSignal | undefined,
+  ): Promise<ServiceCallResult> {
+    if (signal?.aborted) {
+      return ABORTED;
+    }
     const started = performance.now();
     const secrets = [this.#apiKey, ...extraSecrets];
     let status: number | undefined;
     let result: ServiceResult;
     try {
-      const outcome = await this.#send(method, body());
+      const outcome = await this.#send(method, body(), signal);
+      // Cut off by the signal: whatever error got reports is the abort itself, not the service's doing. An
+      // answer that came in full before the abort is still returned: it is a fact the caller may weigh.
+      if (outcome.kind === 'failed' && signal?.aborted) {
+        this.#report({ operation, status: outcome.status, outcome: 'aborted', durationMs: performance.now() - started });
+        return ABORTED;
+      }
       status = outcome.status;
       result = this.#classify(outcome, secrets);
     } catch (error) {
@@ -132,7 +153,7 @@ export class ServiceClient {
         failure: {
           kind: 'unavailable',
           status,
-          message: `client error: ${describeTransportError(error, { timeoutMs: this.#timeoutMs, aborted: false, secrets })}`,
+          message: `client error: ${describeTransportError(error, { timeoutMs: this.#timeoutMs, secrets })}`,
         },
       };
     }
@@ -149,10 +170,7 @@ export class ServiceClient {
     return result;
   }
 
-  async #send(method: 'PUT' | 'POST', body: string): Promise<ExchangeOutcome> {
-    if (this.#signal?.aborted) {
-      return { kind: 'failed', status: undefined, error: undefined };
-    }
+  #send(method: 'PUT' | 'POST', body: string, signal: AbortSignal | undefined): Promise<ExchangeOutcome> {
     return exchange({
       url: this.#endpoint,
       method,
@@ -166,7 +184,7 @@ export class ServiceClient {
       timeoutMs: this.#timeoutMs,
       connectTimeoutMs: this.#connectTimeoutMs,
       maxResponseBytes: this.#maxResponseBytes,
-      signal: this.#signal,
+      signal,
     });
   }
 
@@ -182,11 +200,7 @@ export class ServiceClient {
           failure: {
             kind: 'unavailable',
             status: outcome.status,
-            message: describeTransportError(outcome.error, {
-              timeoutMs: this.#timeoutMs,
-              aborted: this.#signal?.aborted ?? false,
-              secrets,
-            }),
+            message: describeTransportError(outcome.error, { timeoutMs: this.#timeoutMs, secrets }),
           },
         };
     }

@@ -10,6 +10,7 @@ export interface ExchangeRequest {
   /** Budget for DNS and for the TCP (and TLS) handshake: a black-holed address fails in this, not in timeoutMs. */
   connectTimeoutMs: number;
   maxResponseBytes: number;
+  /** Cuts the exchange off: got destroys the request, and with it the connection (the server sees it close). */
   signal: AbortSignal | undefined;
 }
 

@@ -43,11 +43,8 @@ function stringProperty(value: unknown, key: 'code' | 'message'): string | undef
  */
 export function describeTransportError(
   error: unknown,
-  context: { timeoutMs: number; aborted: boolean; secrets: readonly (SecretValue | undefined)[] },
+  context: { timeoutMs: number; secrets: readonly (SecretValue | undefined)[] },
 ): string {
-  if (context.aborted) {
-    return 'request aborted';
-  }
   // got's TimeoutError, recognised by shape so that this module does not load got (see http-exchange.ts).
   const event = timeoutEvent(error);
   if (event !== undefined) {

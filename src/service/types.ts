@@ -40,5 +40,16 @@ export type ServiceFailureKind = ServiceFailure['kind'];
 
 export type ServiceResult = { ok: true; group: ServiceUserGroup } | { ok: false; failure: ServiceFailure };
 
+/**
+ * A call its caller withdrew (its signal fired: shutdown, lost leadership) before an answer came. It says
+ * nothing about the service, so it is no failure; the request may or may not have been applied there.
+ */
+export interface AbortedCall {
+  readonly ok: false;
+  readonly aborted: true;
+}
+
+export type ServiceCallResult = ServiceResult | AbortedCall;
+
 /** The headers of a response as node:http reports them. */
 export type ResponseHeaders = Readonly<Record<string, string | string[] | undefined>>;

@@ -17,7 +17,7 @@ export const plural = 'usergroups';
 export interface UserGroupObject {
   apiVersion?: string;
   kind?: string;
-  metadata: { name: string; namespace?: string; uid?: string; generation?: number; annotations?: Record<string, string>; creationTimestamp?: string; deletionTimestamp?: string; finalizers?: string[] };
+  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number; annotations?: Record<string, string>; creationTimestamp?: string; deletionTimestamp?: string; finalizers?: string[] };
   spec: Record<string, unknown>;
   status?: {
     observedGeneration?: number;

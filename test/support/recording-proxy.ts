@@ -11,6 +11,10 @@ export interface RecordedRequest {
   readonly body: string;
   /** The upstream's status code (undefined if the upstream could not be reached). */
   status: number | undefined;
+  /** When the whole request had arrived (Date.now()). */
+  readonly receivedAt: number;
+  /** When the client closed the connection before the answer was passed back (Date.now()), if it did. */
+  clientClosedAt: number | undefined;
 }
 
 export interface RecordingProxy {
@@ -27,7 +31,7 @@ export interface RecordingProxy {
 
 /**
  * A transparent HTTP proxy in front of the service simulator that records every
- * request (method, path, headers, raw body). The recorded headers hold the API key
+ * request (method, path, headers, raw body) and whether the client hung up before its answer. The recorded headers hold the API key
  * and bodies may hold tokens: kept in memory only, for assertions.
  */
 export async function startRecordingProxy(target: string): Promise<RecordingProxy> {
@@ -39,7 +43,10 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
     req.on('error', () => res.destroy());
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const record: RecordedRequest = { method: req.method ?? '', path: req.url ?? '/', headers: { ...req.headers }, body: body.toString('utf8'), status: undefined };
+      const record: RecordedRequest = {
+        method: req.method ?? '', path: req.url ?? '/', headers: { ...req.headers }, body: body.toString('utf8'), status: undefined,
+        receivedAt: Date.now(), clientClosedAt: undefined,
+      };
       requests.push(record);
       const headers = { ...req.headers, host: upstream.host, 'content-length': String(body.length) };
       delete headers['transfer-encoding'];
@@ -51,6 +58,12 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
           upstreamRes.pipe(res);
         },
       );
+      // A client that goes away is passed on, as a real proxy would: the upstream sees it too.
+      res.on('close', () => {
+        if (res.writableFinished) return;
+        record.clientClosedAt = Date.now();
+        forward.destroy();
+      });
       forward.on('error', () => {
         if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ success: 0, message: 'recording proxy: upstream unreachable' }));

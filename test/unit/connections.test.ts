@@ -6,15 +6,21 @@ import { objectKey, type ObjectMeta } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupService } from '../../src/api/usergroupservice.js';
 import { API_KEY_SECRET_TYPE, Connections, type CallContext, type CallResult } from '../../src/controller/connections.js';
+import type { ServiceClientOptions } from '../../src/service/client.js';
 import { parseEgressPolicy } from '../../src/service/egress-policy.js';
+import { SecretValue } from '../../src/service/secret-value.js';
 
 /**
  * The connection layer between reconciles and the service: egress policy, API-key opt-in, the breaker
  * and the token bucket, against a real local HTTP server that counts what reaches it.
  */
-let mode: 'ok' | '503' = 'ok';
+let mode: 'ok' | '503' | 'hold' = 'ok';
 let requests = 0;
 let sockets = 0;
+/** Held requests (mode 'hold') whose connection the client closed. */
+let closedByClient = 0;
+/** Resolved, in order, by the requests the server starts holding. */
+const onHeld: (() => void)[] = [];
 let server: http.Server;
 let port = 0;
 
@@ -23,6 +29,11 @@ beforeAll(async () => {
     requests++;
     req.resume();
     req.on('end', () => {
+      if (mode === 'hold') {
+        res.on('close', () => { closedByClient++; });
+        onHeld.shift()?.();
+        return;
+      }
       if (mode === '503') {
         res.writeHead(503, { 'content-type': 'application/json' }).end('{"success":0,"message":"down"}');
         return;
@@ -34,7 +45,10 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   port = (server.address() as AddressInfo).port;
 });
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => new Promise<void>((resolve) => {
+  server.close(() => resolve());
+  server.closeAllConnections();
+}));
 
 const meta = (namespace: string, name: string): ObjectMeta => ({
   name, namespace, uid: `${namespace}-${name}`, resourceVersion: '1', generation: 1, creationTimestamp: '2026-01-01T00:00:00Z',
@@ -51,7 +65,7 @@ function secret(namespace: string, name: string, type: string): ObservedSecret {
   return parsed.value;
 }
 
-function connections(options: { hosts?: string[]; http?: boolean; qps?: number; burst?: number; services?: UserGroupService[]; secrets?: ObservedSecret[] }) {
+function connections(options: { hosts?: string[]; http?: boolean; qps?: number; burst?: number; services?: UserGroupService[]; secrets?: ObservedSecret[]; clientOptions?: ServiceClientOptions }) {
   const services = new Map((options.services ?? []).map((s) => [objectKey(s.metadata), s]));
   const secrets = new Map((options.secrets ?? []).map((s) => [objectKey(s.metadata), s]));
   let secretReads = 0;
@@ -66,7 +80,7 @@ function connections(options: { hosts?: string[]; http?: boolean; qps?: number; 
       secretReads++;
       return secrets.get(`${ns}/${name}`);
     },
-    clientOptions: { timeoutMs: 2_000 },
+    clientOptions: options.clientOptions ?? { timeoutMs: 2_000 },
     qps: options.qps ?? 1_000,
     burst: options.burst ?? 1_000,
     log: pino({ level: 'silent' }),
@@ -139,3 +153,74 @@ describe('Connections of a namespace (UserGroupService)', () => {
     expect(woken).toEqual([]);
   });
 });
+
+describe('a call withdrawn by its signal (shutdown, lost leadership)', () => {
+  const nextHeld = (): Promise<void> => new Promise((resolve) => { onHeld.push(resolve); });
+  /** Undefined once the server holds the call; else why it never got there (deferred by the breaker, say). */
+  const reachesServer = (call: Promise<CallResult>, held: Promise<void>): Promise<string | undefined> =>
+    Promise.race([held.then(() => undefined), call.then((res) => deferredWhy(res) ?? 'answered')]);
+
+  it('is cut off at once, throws the signal\'s reason, and is no failure for the breaker', async () => {
+    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)], clientOptions: { timeoutMs: 30_000 } });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    // One answer first: a connection that never had one takes one call at a time anyway.
+    mode = 'ok';
+    expect((await r.connection.upsert(request, ctx('t/first'))).ok).toBe(true);
+    mode = 'hold';
+    const before = { requests, closedByClient };
+    // More withdrawn calls in a row than the breaker's threshold (3, no minimum duration): were they counted
+    // as failures, the connection would be paused, or held to one call at a time while one is out.
+    for (let i = 0; i < 5; i++) {
+      const withdraw = new AbortController();
+      const held = nextHeld();
+      const call = (i % 2 === 0 ? r.connection.upsert(request, { ...ctx(`t/w${i}`), signal: withdraw.signal }) : r.connection.rotate(new SecretValue('tok-held-abcdefghijklmnop'), { ...ctx(`t/w${i}`), signal: withdraw.signal }));
+      expect(await reachesServer(call, held), `call ${i}`).toBeUndefined();
+      const reason = new Error(`withdrawn ${i}`);
+      const abortedAt = performance.now();
+      withdraw.abort(reason);
+      await expect(call).rejects.toBe(reason);
+      expect(performance.now() - abortedAt).toBeLessThan(500);
+    }
+    expect(requests - before.requests).toBe(5);
+    await eventually(() => closedByClient - before.closedByClient === 5);
+    // Nothing says the service is failing: calls go out, several at once (two failures in a row would allow
+    // one; three would pause the connection), and an answer comes back.
+    const parallel = [nextHeld(), nextHeld()];
+    const withdrawBoth = new AbortController();
+    const both = [0, 1].map((i) => r.connection.upsert(request, { ...ctx(`t/p${i}`), signal: withdrawBoth.signal }));
+    expect(await reachesServer(Promise.race(both), Promise.all(parallel).then(() => undefined))).toBeUndefined();
+    expect(requests - before.requests).toBe(7);
+    withdrawBoth.abort();
+    for (const call of both) await expect(call).rejects.toMatchObject({ name: 'AbortError' });
+    mode = 'ok';
+    expect((await r.connection.upsert(request, ctx('t/after'))).ok).toBe(true);
+  });
+
+  it('an already aborted signal sends nothing', async () => {
+    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    const before = requests;
+    await expect(r.connection.upsert(request, { ...ctx('t/gone'), signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' });
+    expect(requests).toBe(before);
+  });
+
+  it('an answer that comes in after the signal fired is not handed to the reconcile', async () => {
+    mode = 'ok';
+    const withdraw = new AbortController();
+    // The signal fires while the client reports the finished call: the answer is complete, but too late.
+    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)], clientOptions: { timeoutMs: 2_000, observe: () => withdraw.abort() } });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    await expect(r.connection.rotate(new SecretValue('tok-late-abcdefghijklmnop'), { ...ctx('t/late'), signal: withdraw.signal })).rejects.toMatchObject({ name: 'AbortError' });
+  });
+});
+
+async function eventually(check: () => boolean, timeoutMs = 2_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

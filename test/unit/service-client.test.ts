@@ -22,7 +22,7 @@ type Handler = (req: IncomingMessage, res: ServerResponse, received: Received) =
 const servers: Server[] = [];
 const allResults: ServiceResult[] = [];
 
-async function startServer(handler: Handler): Promise<{ url: string; received: Received[] }> {
+async function startServer(handler: Handler): Promise<{ url: string; received: Received[]; server: Server }> {
   const received: Received[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -36,7 +36,7 @@ async function startServer(handler: Handler): Promise<{ url: string; received: R
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, received };
+  return { url: `http://127.0.0.1:${port}`, received, server };
 }
 
 function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
@@ -276,21 +276,6 @@ describe('ServiceClient transport failures', () => {
     expect(failure(track(await client(srv.url).upsert(upsertReq))).kind).toBe('unavailable');
   });
 
-  it('a client signal aborted mid-request ends as unavailable', async () => {
-    const srv = await startServer(() => undefined);
-    const controller = new AbortController();
-    setTimeout(() => controller.abort(), 50);
-    const f = failure(track(await client(srv.url, { signal: controller.signal }).upsert(upsertReq)));
-    expect(f).toEqual({ kind: 'unavailable', status: undefined, message: 'request aborted' });
-  });
-
-  it('an already aborted signal sends nothing', async () => {
-    const srv = await startServer((_req, res) => sendJson(res, 200, okGroup()));
-    const f = failure(track(await client(srv.url, { signal: AbortSignal.abort() }).upsert(upsertReq)));
-    expect(f).toMatchObject({ kind: 'unavailable', message: 'request aborted' });
-    expect(srv.received).toHaveLength(0);
-  });
-
   it('an API key that cannot be a header value fails without leaking it', async () => {
     const srv = await startServer((_req, res) => sendJson(res, 200, okGroup()));
     const badKey = `${API_KEY}\r\nX-Injected: 1`;
@@ -298,6 +283,69 @@ describe('ServiceClient transport failures', () => {
     track(result);
     expect(failure(result).kind).toBe('unavailable');
     expect(srv.received).toHaveLength(0);
+  });
+});
+
+/** A server that holds every request it gets, and notes when the client closes the connection of one. */
+async function startHoldingServer(): Promise<{ url: string; connections: () => number; held: Promise<void>; closed: Promise<number> }> {
+  let connections = 0;
+  let onHeld: () => void = () => undefined;
+  let onClosed: (at: number) => void = () => undefined;
+  const held = new Promise<void>((resolve) => { onHeld = resolve; });
+  const closed = new Promise<number>((resolve) => { onClosed = resolve; });
+  const srv = await startServer((_req, res) => {
+    // Never answered: only the client can end it (or afterEach, long after the test looked).
+    res.on('close', () => onClosed(performance.now()));
+    onHeld();
+  });
+  srv.server.on('connection', () => { connections += 1; });
+  return { url: srv.url, connections: () => connections, held, closed };
+}
+
+describe('ServiceClient calls withdrawn by their signal', () => {
+  it.each(['upsert', 'rotate'] as const)('%s: aborted while the server holds it returns at once as aborted, and the connection is closed', async (operation) => {
+    const srv = await startHoldingServer();
+    const samples: ServiceCallSample[] = [];
+    const c = client(srv.url, { timeoutMs: 30_000, observe: (s) => samples.push(s) });
+    const withdraw = new AbortController();
+    const call = operation === 'upsert' ? c.upsert(upsertReq, { signal: withdraw.signal }) : c.rotate(new SecretValue(OLD_TOKEN), { signal: withdraw.signal });
+    await srv.held;
+    const abortedAt = performance.now();
+    withdraw.abort();
+    const result = await call;
+    const returnedMs = performance.now() - abortedAt;
+    const closedMs = (await srv.closed) - abortedAt;
+    expect(result).toEqual({ ok: false, aborted: true });
+    // Not the 30 s timeout: the abort itself ends the call, and the server sees its connection go.
+    expect(returnedMs).toBeLessThan(500);
+    expect(closedMs).toBeLessThan(500);
+    // It was sent, so it is reported, as neither a success nor a failure of the service.
+    expect(samples).toEqual([{ operation, status: undefined, outcome: 'aborted', durationMs: expect.any(Number) }]);
+  });
+
+  it('an already aborted signal sends nothing and reports nothing', async () => {
+    const srv = await startHoldingServer();
+    const samples: ServiceCallSample[] = [];
+    const c = client(srv.url, { observe: (s) => samples.push(s) });
+    expect(await c.upsert(upsertReq, { signal: AbortSignal.abort() })).toEqual({ ok: false, aborted: true });
+    expect(await c.rotate(new SecretValue(OLD_TOKEN), { signal: AbortSignal.abort() })).toEqual({ ok: false, aborted: true });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(srv.connections()).toBe(0);
+    expect(samples).toEqual([]);
+  });
+
+  it('a signal that fires after the answer changes nothing: the answer is returned', async () => {
+    const srv = await startServer((_req, res) => sendJson(res, 200, okGroup()));
+    const withdraw = new AbortController();
+    const result = await client(srv.url).upsert(upsertReq, { signal: withdraw.signal });
+    withdraw.abort();
+    expect(result).toMatchObject({ ok: true, group: { teamId: 3 } });
+  });
+
+  it('a timeout is still a failure of the service, not an abort', async () => {
+    const srv = await startHoldingServer();
+    const result = await client(srv.url, { timeoutMs: 200 }).upsert(upsertReq, { signal: new AbortController().signal });
+    expect(result).toMatchObject({ ok: false, failure: { kind: 'unavailable', message: 'request timed out after 200 ms' } });
   });
 });
 

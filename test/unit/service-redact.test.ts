@@ -29,7 +29,7 @@ describe('sanitizeText', () => {
 });
 
 describe('describeTransportError', () => {
-  const context = { timeoutMs: 1000, aborted: false, secrets: [KEY] };
+  const context = { timeoutMs: 1000, secrets: [KEY] };
 
   it('reads only code and message, never the rest of the error object', () => {
     const gotLike = Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443'), {
@@ -53,9 +53,5 @@ describe('describeTransportError', () => {
 
   it.each([undefined, null, 'string error', 42])('copes with %j', (value) => {
     expect(describeTransportError(value, context)).toBe('request failed');
-  });
-
-  it('says aborted when the caller aborted', () => {
-    expect(describeTransportError(new Error('whatever'), { ...context, aborted: true })).toBe('request aborted');
   });
 });
