@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { freePorts } from '../../src/devcluster/controlplane.js';
+import { httpGet } from '../support/http-get.js';
 import { ProcWatcher, type ProcSample } from './proc.js';
 import { pollUntil } from './stats.js';
 
@@ -161,19 +161,6 @@ function tail(file: string, size: number, bytes = 64): string {
   } finally {
     fs.closeSync(fd);
   }
-}
-
-function httpGet(port: number, urlPath: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
-  });
 }
 
 /** One sample line of the Prometheus text format. */

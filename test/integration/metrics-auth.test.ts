@@ -5,6 +5,7 @@ import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { eventually, kubectl } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
 
@@ -21,25 +22,6 @@ const TTL_MS = 10_000;
 /** Its review budget: burst and calls per second (MetricsAuthorizer's defaults). */
 const BURST = 20;
 const PER_SECOND = 2;
-
-interface Answer {
-  readonly status: number;
-  readonly body: string;
-  readonly headers: http.IncomingHttpHeaders;
-}
-
-function get(port: number, urlPath: string, authorization?: string): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000, agent: false, headers: authorization === undefined ? {} : { authorization } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
-  });
-}
 
 /** Sum of a Prometheus counter's samples whose labels include all of `labels`. */
 function counter(text: string, name: string, labels: Readonly<Record<string, string>> = {}): number {
@@ -81,7 +63,7 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
     sent.add(token);
     return token;
   }
-  const scrape = (token?: string): Promise<Answer> => get(metricsPort, '/metrics', token === undefined ? undefined : `Bearer ${token}`);
+  const scrape = (token?: string): Promise<HttpAnswer> => httpGet(metricsPort, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
 
   beforeAll(async () => {
     env = await TestEnv.create('metrics-auth');
@@ -116,7 +98,7 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
     const forged = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06YWRtaW4ifQ.c2lnbmF0dXJl';
     sent.add(forged);
     for (const authorization of [undefined, `Basic ${Buffer.from('admin:admin').toString('base64')}`, `Bearer ${garbage}`, `Bearer ${forged}`]) {
-      const res = await get(metricsPort, '/metrics', authorization);
+      const res = await httpGet(metricsPort, '/metrics', { authorization });
       expect(res.status, String(authorization)).toBe(401);
       expect(res.headers['www-authenticate']).toMatch(/^Bearer /);
       expect(res.body).not.toContain('usergroup_');
@@ -147,8 +129,8 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
   });
 
   it('/healthz and /readyz stay open (the kubelet\'s probes carry no token)', async () => {
-    expect((await get(healthPort, '/healthz')).status).toBe(200);
-    expect((await get(healthPort, '/readyz')).status).toBe(200);
+    expect((await httpGet(healthPort, '/healthz')).status).toBe(200);
+    expect((await httpGet(healthPort, '/readyz')).status).toBe(200);
   });
 
   it('repeated scrapes cost one TokenReview (and one SubjectAccessReview) per token per TTL, as the apiserver counts them', async () => {
@@ -223,7 +205,7 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
       ...Array.from({ length: CONCURRENCY }, async () => {
         while (next < FLOOD) {
           next++;
-          const res = await get(metricsPort, '/metrics', `Bearer flood-${randomBytes(12).toString('hex')}`);
+          const res = await httpGet(metricsPort, '/metrics', { authorization: `Bearer flood-${randomBytes(12).toString('hex')}` });
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         }
       }),

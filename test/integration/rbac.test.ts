@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,23 +7,14 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { ControlPlane, freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
 import { CHART_DIR } from '../support/manifests.js';
 import { TestEnv } from '../support/operator.js';
 
 /** GET /metrics on loopback, with a bearer token or none. */
-function scrape(port: number, token: string | undefined): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: '/metrics', timeout: 10_000, agent: false, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error('GET /metrics timed out')));
-  });
-}
+const scrape = (port: number, token: string | undefined): Promise<HttpAnswer> =>
+  httpGet(port, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
 
 /** Tokens are compared by hash, so a failing assertion never prints one. */
 const sha256 = (value: string | undefined): string => createHash('sha256').update(value ?? '').digest('hex');

@@ -1,11 +1,11 @@
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import { RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { httpGet } from '../support/http-get.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
@@ -52,18 +52,6 @@ const snapshot = (s: V1Secret): Snapshot => ({
   data: JSON.stringify(s.data ?? {}),
   ownerReferences: s.metadata?.ownerReferences?.length ?? 0,
 });
-
-function httpGet(port: number, urlPath: string, bearer?: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: 10_000, headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-    });
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
-  });
-}
 
 /**
  * Tokens of two ServiceAccounts of the env's namespace (TokenRequest API): one bound to a ClusterRole allowing get on
@@ -155,7 +143,7 @@ describe('7. secret hygiene', () => {
     // /metrics as Prometheus reads it (--metrics-auth, the default): with the token of a ServiceAccount allowed to
     // get /metrics, and with one that is not (its refusal is logged). Both tokens are searched for like the others.
     const scraper = await metricsScraperTokens(env);
-    const firstScrapes = [(await httpGet(metricsPort, '/metrics', scraper.allowed)).status, (await httpGet(metricsPort, '/metrics', scraper.refused)).status];
+    const firstScrapes = [(await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.allowed}` })).status, (await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.refused}` })).status];
 
     const harvest = async (): Promise<void> => {
       const secrets = (await core.listNamespacedSecret({ namespace: env.namespace })).items;
@@ -252,7 +240,7 @@ describe('7. secret hygiene', () => {
     const environMode = (fs.statSync(`/proc/${c.pid}/environ`).mode & 0o777).toString(8);
     findings.push(...scanner.scan('/proc/<pid>/cmdline', cmdline.join(' ')));
     findings.push(...scanner.scan('/proc/<pid>/environ', environ.join('\n')));
-    const metrics = await httpGet(metricsPort, '/metrics', scraper.allowed);
+    const metrics = await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.allowed}` });
     findings.push(...scanner.scan('/metrics', metrics.body));
 
     // API objects.

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { ApiException, CoreV1Api, CustomObjectsApi, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { sha256 } from './hash.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, tokenKubeConfig } from './kube.js';
 import { group, TestEnv, version, type OperatorHandle, type TenantRuleObject, type UserGroupObject } from './operator.js';
 import { startRecordingProxy, type RecordingProxy } from './recording-proxy.js';
@@ -12,7 +12,7 @@ import { startRecordingProxy, type RecordingProxy } from './recording-proxy.js';
  * front of the simulator that counts every call per userGroupId and per token.
  */
 
-export const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+export { sha256 };
 export const TOKEN_SHA256 = 'usergroup.dev/token-sha256';
 
 /** A tenant: a namespace and clients that authenticate as its ServiceAccount, nothing more. */
