@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { API_VERSION, CLAIM_KIND, CLAIM_NAMESPACE_LABEL } from './constants.js';
 import { intern } from './intern.js';
-import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /**
  * Which namespace holds a userGroupId on one service account. Cluster-scoped and written only by the

@@ -1,5 +1,6 @@
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
-import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /**
  * A shared, cluster-scoped connection to the service, owned by cluster admins (tenants have no RBAC on it).

@@ -1,4 +1,5 @@
-import { isRecord, stringMap, type Parsed } from './meta.js';
+import { stringMap, type Parsed } from './meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /** A metav1.LabelSelector, parsed: matchLabels and matchExpressions must all hold. */
 export interface LabelSelector {

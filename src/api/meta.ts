@@ -1,4 +1,5 @@
 import { intern } from './intern.js';
+import { isRecord } from '../platform/json-value.js';
 
 /** The parts of metadata the operator reads, parsed once from what the apiserver sends. */
 export interface ObjectMeta {
@@ -23,10 +24,6 @@ export interface OwnerReference {
 }
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Shared by every parsed object without labels, annotations, …: thousands of cached objects need no copy each. */
 const EMPTY: Readonly<Record<string, string>> = Object.freeze({});

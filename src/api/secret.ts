@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { GROUP, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION, TOKEN_RECORD_ANNOTATION, TOKEN_SHA256_ANNOTATION, USERGROUP_KIND } from './constants.js';
-import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /**
  * A Secret as the operator sees it. Read live it has its data; from the token-Secret cache it is

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
-import { isRecord, parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
+import { parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
+import { dropUndefined, isRecord } from '../platform/json-value.js';
 
 export interface UserGroupSpec {
   readonly userGroupId: string;
@@ -303,10 +304,6 @@ function parseCondition(raw: unknown): Condition[] {
       observedGeneration: typeof observedGeneration === 'number' ? observedGeneration : undefined,
     }),
   ];
-}
-
-function dropUndefined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 
 export function findReadyCondition(status: UserGroupStatus): Condition | undefined {

@@ -1,4 +1,5 @@
-import { isRecord, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /** A namespaced connection to the service for teams with their own account. */
 export interface UserGroupService {

@@ -1,5 +1,6 @@
 import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
+import { parseGoDuration } from './go-duration.js';
 
 /** The controller's configuration, parsed and validated once at start. */
 export interface RunConfig {
@@ -232,13 +233,8 @@ function isInvalid(value: unknown): value is Invalid {
   return typeof value === 'object' && value !== null && 'invalid' in value;
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** Go-style durations: 500ms, 30s, 5m, 10h, 1h30m. */
+/** A duration flag's value: Go syntax (500ms, 30s, 5m, 1h30m), surrounding blanks ignored, whole milliseconds. */
 export function parseDuration(raw: string): number | undefined {
-  const parts = raw.trim().match(/^((\d+(\.\d+)?)(ms|s|m|h))+$/);
-  if (!parts) return /^0$/.test(raw.trim()) ? 0 : undefined;
-  let total = 0;
-  for (const m of raw.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) total += Number(m[1]) * (UNIT_MS[m[2] ?? ''] ?? 0);
-  return Math.round(total);
+  const ms = parseGoDuration(raw.trim());
+  return ms === undefined ? undefined : Math.round(ms);
 }

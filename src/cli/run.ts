@@ -69,6 +69,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
     },
   );
   metrics.userGroupCounts = () => controller.countByReadyReason();
+  metrics.queueInFlight = () => controller.queueInFlight();
 
   const health = await serve(config.healthAddr, {
     '/healthz': async () => {

@@ -24,6 +24,7 @@ import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
+import { sleep } from '../platform/sleep.js';
 
 /** What the controller does with each of its caches alike, whatever they hold. */
 interface CacheLifecycle {
@@ -248,7 +249,10 @@ export class Controller {
     this.queue = undefined;
     if (graceMs > 0) {
       queue.shutDown();
-      const drained = await Promise.race([Promise.all(this.workers).then(() => true), delay(graceMs).then(() => false)]);
+      // The grace timer is cancelled once the workers are done, so it never holds the process up.
+      const grace = new AbortController();
+      const drained = await Promise.race([Promise.all(this.workers).then(() => true), sleep(graceMs, grace.signal).then(() => false)]);
+      grace.abort();
       if (!drained) this.log.warn({ graceMs }, 'reconciles still running after the grace period; aborting them');
     } else {
       queue.shutDown();
@@ -266,6 +270,12 @@ export class Controller {
   }
 
   /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */
+  /** The work queue's in-flight work (for the workqueue gauges); undefined while the workers are stopped. */
+  queueInFlight(): { unfinishedSeconds: number; longestSeconds: number } | undefined {
+    const queue = this.queue;
+    return queue && { unfinishedSeconds: queue.unfinishedWorkSeconds(), longestSeconds: queue.longestRunningProcessorSeconds() };
+  }
+
   countByReadyReason(): Map<string, number> {
     const counts = new Map<string, number>();
     for (const ug of this.userGroups.list()) {
@@ -410,6 +420,3 @@ function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: s
   return parsed.ok ? parsed.value : undefined;
 }
 
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
-}

@@ -16,6 +16,8 @@ import type { FailureCause, ReconcileResult } from './retry-policy.js';
 import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor, type RotationDecision, type SyncDecision } from './decide.js';
 import { canonicalJson } from './hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent, type SecretInspection } from './token-secret.js';
+import { errorText } from '../platform/error-text.js';
+import { dropUndefined } from '../platform/json-value.js';
 
 export interface ReconcilerPorts {
   readonly userGroup: (key: string) => UserGroup | undefined;
@@ -681,13 +683,6 @@ function iso(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
-function dropUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 export const regardingUserGroup = (ug: UserGroup): { apiVersion: string; kind: string; namespace: string; name: string; uid: string } => ({
   apiVersion: API_VERSION,

@@ -104,8 +104,4 @@ export class RetryPolicy implements RateLimiter<RetryClass> {
     this.#transient.forget(key);
     this.#persistent.forget(key);
   }
-
-  numRequeues(key: string): number {
-    return this.#transient.numRequeues(key) + this.#persistent.numRequeues(key);
-  }
 }

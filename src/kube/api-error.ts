@@ -1,4 +1,4 @@
-import { isRecord } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /**
  * The apiserver's refusals as one typed error, in the spirit of k8s.io/apimachinery/pkg/api/errors: a non-2xx

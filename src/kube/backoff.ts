@@ -7,8 +7,6 @@ export interface RateLimiter<C extends string = string> {
   when(key: string, retryClass?: C): number;
   /** Clears the key's failure history (call it after a successful reconcile). */
   forget(key: string): void;
-  /** How many times the key has failed since it was last forgotten. */
-  numRequeues(key: string): number;
 }
 
 /** A source of numbers in [0, 1), like Math.random. */
@@ -72,10 +70,6 @@ export class ItemBackoff implements RateLimiter {
 
   forget(key: string): void {
     this.#failures.delete(key);
-  }
-
-  numRequeues(key: string): number {
-    return this.#failures.get(key) ?? 0;
   }
 
   #nominal(failures: number): number {

@@ -1,9 +1,11 @@
 import type { Logger } from 'pino';
-import { isRecord, objectKey } from '../api/meta.js';
+import { objectKey } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 import { isGone } from './api-error.js';
 import { call, ResponseTooLargeError, type ApiResult, type KubeClient } from './http.js';
 import { DEFAULT_MAX_WATCH_LINE_BYTES, watchOnce, type WatchEnd } from './watch-stream.js';
 import { afterWatch } from './watch-retry.js';
+import { sleep } from '../platform/sleep.js';
 
 export interface Cached {
   readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string };
@@ -114,7 +116,7 @@ export class Informer<T extends Cached> {
   upsertLocal(object: T): void {
     const key = objectKey(object.metadata);
     const existing = this.store.get(key);
-    if (!existing || !isOlder(object.metadata.resourceVersion, existing.metadata.resourceVersion)) this.store.set(key, object);
+    if (!existing || !isOlderResourceVersion(object.metadata.resourceVersion, existing.metadata.resourceVersion)) this.store.set(key, object);
   }
 
   private async run(): Promise<void> {
@@ -262,7 +264,7 @@ export class Informer<T extends Cached> {
         // re-run that reconcile at once (e.g. ignoring the Retry-After it is waiting out).
         if (old && old.metadata.resourceVersion === item.metadata.resourceVersion) return;
         // A write-through of our own may already hold a newer version: never go back in time.
-        if (!old || !isOlder(item.metadata.resourceVersion, old.metadata.resourceVersion)) this.store.set(key, item);
+        if (!old || !isOlderResourceVersion(item.metadata.resourceVersion, old.metadata.resourceVersion)) this.store.set(key, item);
         this.emit(old ? 'updated' : 'added', this.store.get(key) ?? item, old);
       },
     });
@@ -317,20 +319,8 @@ const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.
 const METADATA_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 /** resourceVersions are opaque, but etcd-backed ones are increasing integers; compare only when both are. */
-function isOlder(candidate: string, current: string): boolean {
+function isOlderResourceVersion(candidate: string, current: string): boolean {
   if (!/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
   return BigInt(candidate) < BigInt(current);
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
-}

@@ -7,7 +7,7 @@ import path from 'node:path';
 // Type only: the library costs ~90 MiB RSS once loaded, so only exec/auth-provider users load it (below).
 import type { KubeConfig } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
-import { isRecord } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 
 /** TLS material for the apiserver connection, named as node:tls names it. */
 export interface KubeTls {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isRecord } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 import { microTime } from './events.js';
 import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
 import { call, type KubeClient } from './http.js';

@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import { isRecord } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 import type { KubeClient } from './http.js';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK';

@@ -8,8 +8,9 @@ import { FairFifo, Fifo, namespaceOf } from './fair-fifo.js';
  * retry → workqueue_retries_total, queueLatency → workqueue_queue_duration_seconds,
  * workDuration → workqueue_work_duration_seconds. The two gauges client-go
  * updates from a ticker (unfinished work, longest running processor) are
- * pulled instead through WorkQueue.unfinishedWorkSeconds() and
- * longestRunningProcessorSeconds(), so the queue runs no timer of its own.
+ * read at scrape time through WorkQueue.unfinishedWorkSeconds() and
+ * longestRunningProcessorSeconds() (observability/metrics.ts), so the queue
+ * runs no timer of its own.
  */
 export interface WorkQueueMetrics {
   /** The number of ready keys, after every change. */
@@ -228,10 +229,6 @@ export class WorkQueue {
   /** Resets the key's failure count; call it when the key was processed successfully. */
   forget(key: string): void {
     this.#rateLimiter.forget(key);
-  }
-
-  numRequeues(key: string): number {
-    return this.#rateLimiter.numRequeues(key);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { isRecord } from '../api/meta.js';
+import { isRecord } from '../platform/json-value.js';
 import { call, type ApiResult, type KubeResponse, type RequestOptions } from '../kube/http.js';
 import { TokenBucket } from '../service/token-bucket.js';
 import type { Handler, RouteResponse } from './http-server.js';

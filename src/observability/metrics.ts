@@ -41,6 +41,29 @@ export class Metrics {
       },
     });
   })();
+  /** Set by the controller: its work queue's in-flight work, read at scrape time (undefined while not leading). */
+  queueInFlight: () => { readonly unfinishedSeconds: number; readonly longestSeconds: number } | undefined = () => undefined;
+  // client-go updates these two from a ticker; here they are read when scraped, so the queue runs no timer.
+  readonly queueUnfinished = (() => {
+    const inFlight = (): number => this.queueInFlight()?.unfinishedSeconds ?? 0;
+    return new Gauge({
+      name: 'workqueue_unfinished_work_seconds', help: 'Seconds of work in progress not yet done (all in-flight keys together); growing means stuck workers.',
+      labelNames: ['name'], registers: [this.registry],
+      collect() {
+        this.set({ name: 'usergroup' }, inFlight());
+      },
+    });
+  })();
+  readonly queueLongest = (() => {
+    const longest = (): number => this.queueInFlight()?.longestSeconds ?? 0;
+    return new Gauge({
+      name: 'workqueue_longest_running_processor_seconds', help: 'Seconds the longest-running in-flight key has been worked on.',
+      labelNames: ['name'], registers: [this.registry],
+      collect() {
+        this.set({ name: 'usergroup' }, longest());
+      },
+    });
+  })();
   readonly leader = new Gauge({ name: 'usergroup_leader', help: '1 while this process is the leader (or runs without leader election).', registers: [this.registry] });
   readonly events = new Counter({ name: 'usergroup_events_total', help: 'Kubernetes Events emitted by type and reason.', labelNames: ['type', 'reason'], registers: [this.registry] });
   readonly eventsDropped = new Counter({ name: 'usergroup_events_dropped_total', help: 'Events not written because too many Event writes were queued (as client-go drops them).', labelNames: ['type', 'reason'], registers: [this.registry] });

@@ -2,15 +2,12 @@ import { sanitizeText } from './redact.js';
 import { parseRetryAfter } from './retry-after.js';
 import { SecretValue } from './secret-value.js';
 import type { ResponseHeaders, ServiceFailure, ServiceResult, ServiceUserGroup } from './types.js';
+import { isRecord } from '../platform/json-value.js';
 
 /** The most of a service-supplied message we repeat; the rest only bloats status fields and Events. */
 export const SERVICE_MESSAGE_LIMIT = 500;
 
 type JsonObject = Record<string, unknown>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function fail(failure: ServiceFailure): ServiceResult {
   return { ok: false, failure };
@@ -36,7 +33,7 @@ function parseJson(body: string): { ok: true; value: unknown } | { ok: false } {
 
 /** The service's own explanation, if the body carries one; the raw body itself is never repeated. */
 function serviceMessage(parsed: unknown): string | undefined {
-  if (!isObject(parsed)) {
+  if (!isRecord(parsed)) {
     return undefined;
   }
   const { message, error } = parsed;
@@ -45,7 +42,7 @@ function serviceMessage(parsed: unknown): string | undefined {
       ? message
       : typeof error === 'string'
         ? error
-        : isObject(error) && typeof error.message === 'string'
+        : isRecord(error) && typeof error.message === 'string'
           ? error.message
           : undefined;
   if (candidate === undefined) {
@@ -58,7 +55,7 @@ function serviceMessage(parsed: unknown): string | undefined {
 
 function echoedToken(parsed: JsonObject): SecretValue | undefined {
   const group = parsed.user_group;
-  return isObject(group) && typeof group.token === 'string' ? new SecretValue(group.token) : undefined;
+  return isRecord(group) && typeof group.token === 'string' ? new SecretValue(group.token) : undefined;
 }
 
 function withServiceMessage(summary: string, body: string): string {
@@ -117,7 +114,7 @@ function parseUserGroup(raw: JsonObject, token: string): ServiceUserGroup {
     created: parseBooleanLike(raw.new_user_group),
     environmentTag: optionalString(raw.api_environment_tag),
   };
-  if (isObject(raw.properties)) {
+  if (isRecord(raw.properties)) {
     group.properties = { ...raw.properties };
   }
   return group;
@@ -133,7 +130,7 @@ function parseSuccessBody(status: number, headers: ResponseHeaders, body: string
     });
   }
   const doc = parsed.value;
-  if (!isObject(doc)) {
+  if (!isRecord(doc)) {
     return fail({
       kind: 'invalid-response',
       status,
@@ -156,7 +153,7 @@ function parseSuccessBody(status: number, headers: ResponseHeaders, body: string
     });
   }
   const raw = doc.user_group;
-  if (!isObject(raw)) {
+  if (!isRecord(raw)) {
     return fail({
       kind: 'invalid-response',
       status,

@@ -9,14 +9,14 @@ describe('ItemBackoff', () => {
   it('doubles from a 5 ms base per failure (random 0 gives the nominal delay)', () => {
     const backoff = new ItemBackoff({ random: () => 0 });
     expect(delays(backoff, 'ns/a', 6)).toEqual([5, 10, 20, 40, 80, 160]);
-    expect(backoff.numRequeues('ns/a')).toBe(6);
+    // Six failures counted: the seventh waits 2^6 × base.
+    expect(backoff.when('ns/a')).toBe(320);
   });
 
   it('forget resets the failure count to the base delay', () => {
     const backoff = new ItemBackoff({ random: () => 0 });
     delays(backoff, 'ns/a', 4);
     backoff.forget('ns/a');
-    expect(backoff.numRequeues('ns/a')).toBe(0);
     expect(backoff.when('ns/a')).toBe(5);
   });
 
@@ -24,9 +24,10 @@ describe('ItemBackoff', () => {
     const backoff = new ItemBackoff({ random: () => 0 });
     delays(backoff, 'ns/a', 3);
     expect(backoff.when('ns/b')).toBe(5);
-    expect(backoff.numRequeues('ns/a')).toBe(3);
-    expect(backoff.numRequeues('ns/b')).toBe(1);
-    expect(backoff.numRequeues('ns/never')).toBe(0);
+    // ns/a's three failures are its own: its fourth waits 40 ms, ns/b's second 10 ms, a new key the base.
+    expect(backoff.when('ns/a')).toBe(40);
+    expect(backoff.when('ns/b')).toBe(10);
+    expect(backoff.when('ns/never')).toBe(5);
   });
 
   it('never exceeds the cap, however many failures', () => {
@@ -61,8 +62,7 @@ describe('ItemBackoff', () => {
 
   it('keeps delays within bounds with the default Math.random', () => {
     const backoff = new ItemBackoff({ baseMs: 5, capMs: 1000 });
-    for (let i = 0; i < 500; i++) {
-      const failures = backoff.numRequeues('ns/a');
+    for (let failures = 0; failures < 500; failures++) {
       const nominal = Math.min(1000, 5 * 2 ** failures);
       const d = backoff.when('ns/a');
       expect(d).toBeGreaterThanOrEqual(nominal / 2);

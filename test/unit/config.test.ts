@@ -216,11 +216,13 @@ describe('parseDuration', () => {
     ['2m30s500ms', 150_500],
     ['0', 0],
     [' 30s ', 30_000],
+    // Go's time.ParseDuration takes a trailing dot, so the flags do too (one parser for flags and kubectl).
+    ['1.s', 1_000],
   ])('%j → %d ms', (raw, ms) => {
     expect(parseDuration(raw)).toBe(ms);
   });
 
-  it.each(['10', 'abc', '-1s', '', 's', '1d', '1.s', '1 s', '5mm'])('rejects %j', (raw) => {
+  it.each(['10', 'abc', '-1s', '', 's', '1d', '1 s', '5mm'])('rejects %j', (raw) => {
     expect(parseDuration(raw)).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { parseGoDuration } from './duration.js';
+import { parseGoDuration } from '../go-duration.js';
 
 /** Where to find the cluster, as kubectl's global flags say it. Unset = the kubeconfig's choice. */
 export interface ClusterFlags {

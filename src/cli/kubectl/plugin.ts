@@ -7,6 +7,7 @@ import { rotateCommand } from './rotate.js';
 import { statusCommand } from './status.js';
 import { usage } from './usage.js';
 import { KubeUserGroupAccess } from './usergroup-api.js';
+import { errorText } from '../../platform/error-text.js';
 
 /**
  * `kubectl usergroup …` (kubectl execs kubectl-usergroup with the arguments after
@@ -63,10 +64,3 @@ function serverError(err: ApiError): string {
   return err.reason === 'Unknown' ? `Error from server: ${err.serverMessage}` : `Error from server (${err.reason}): ${err.serverMessage}`;
 }
 
-function errorText(err: unknown): string {
-  if (err instanceof Error) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code && !err.message.includes(code) ? `${code}: ${err.message}` : err.message;
-  }
-  return String(err);
-}

@@ -1,9 +1,10 @@
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup } from '../../api/usergroup.js';
-import { formatGoDuration } from './duration.js';
+import { formatGoDuration } from '../go-duration.js';
 import type { Io } from './io.js';
 import { checkRotatable, judgeRotation, newRequestValue, type RotationProgress } from './rotation-outcome.js';
 import type { Observation, UserGroupAccess } from './usergroup-api.js';
+import { sleep } from '../../platform/sleep.js';
 
 export interface RotateRequest {
   readonly namespace: string;
@@ -163,14 +164,3 @@ function notFound(request: RotateRequest, io: Io): number {
   return 1;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
-}

@@ -1,4 +1,4 @@
-import { isRecord } from '../../api/meta.js';
+import { isRecord } from '../../platform/json-value.js';
 import { parseUserGroup, type UserGroup } from '../../api/usergroup.js';
 import { isConflict, isNotFound } from '../../kube/api-error.js';
 import { call, type KubeClient } from '../../kube/http.js';
