@@ -141,6 +141,11 @@ describe('/metrics, /healthz and /readyz', () => {
     expect(s.value('workqueue_depth', { name: 'usergroup' })).toBe(0);
     expect(s.type('workqueue_adds_total')).toBe('counter');
     expect(s.value('workqueue_adds_total', { name: 'usergroup' })).toBeGreaterThanOrEqual(5);
+    // Read at scrape time from the queue (client-go's ticker gauges): idle now, so no work in flight.
+    expect(s.type('workqueue_unfinished_work_seconds')).toBe('gauge');
+    expect(s.value('workqueue_unfinished_work_seconds', { name: 'usergroup' })).toBe(0);
+    expect(s.type('workqueue_longest_running_processor_seconds')).toBe('gauge');
+    expect(s.value('workqueue_longest_running_processor_seconds', { name: 'usergroup' })).toBe(0);
     expect(s.type('workqueue_retries_total')).toBe('counter');
     expect(s.value('workqueue_retries_total', { name: 'usergroup' })).toBeGreaterThanOrEqual(1);
     const waited = s.histogram('workqueue_queue_duration_seconds', { name: 'usergroup' });
