@@ -107,7 +107,7 @@ function parseRule(raw: unknown, at: string): Parsed<TenantRule> {
 }
 
 function placeholderProblem(template: string): string | undefined {
-  const other = template.replaceAll(NAMESPACE_PLACEHOLDER, '').match(/[{}]/);
+  const other = /[{}]/.exec(template.replaceAll(NAMESPACE_PLACEHOLDER, ''));
   return other ? `only ${NAMESPACE_PLACEHOLDER} may appear in braces` : undefined;
 }
 

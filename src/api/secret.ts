@@ -45,7 +45,7 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
   const meta = parseMeta(raw['metadata']);
   if (!meta.ok) return undefined;
   const controller = meta.value.ownerReferences.find((o) => o.controller);
-  if (!controller || controller.kind !== USERGROUP_KIND || controller.apiVersion.split('/')[0] !== GROUP) return undefined;
+  if (controller?.kind !== USERGROUP_KIND || controller.apiVersion.split('/')[0] !== GROUP) return undefined;
   const { labels, annotations } = meta.value;
   const kept: Record<string, string> = {};
   for (const k of BOOKKEEPING) {

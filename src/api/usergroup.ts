@@ -239,7 +239,7 @@ const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 const secretKey = /^[-._a-zA-Z0-9]+$/;
 
 function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretSpec> {
-  const spec = raw === undefined || raw === null ? {} : raw;
+  const spec = raw ?? {};
   if (!isRecord(spec)) return { ok: false, error: 'spec.tokenSecret must be an object' };
   const name = spec['name'] ?? objectName;
   const key = spec['key'] ?? DEFAULT_TOKEN_KEY;

@@ -77,7 +77,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     const parsed = parseRunConfig(flags, {});
     if (parsed.ok !== true) throw new Error('internal: the dev configuration does not parse');
     const logFile = path.join(dir, 'operator.log');
-    const log = createLogger('info', fs.createWriteStream(logFile, { flags: 'a' }) as unknown as NodeJS.WritableStream & { write(s: string): boolean });
+    const log = createLogger('info', fs.createWriteStream(logFile, { flags: 'a' }));
     operator = await startOperator(parsed.config, log, await loadKubeConfig(cp.kubeconfigPath));
     say(`controller running, default connection: ClusterUserGroupService ${manifests.defaultService ?? '(none)'} (logs: ${logFile})\n`);
 
@@ -87,7 +87,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
       'kubectl -n team-a annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite',
       "kubectl -n team-a get secret acme -o jsonpath='{.data.token}' | base64 -d",
     ];
-    const interactive = process.stdout.isTTY === true;
+    const interactive = process.stdout.isTTY;
     let last = '';
     const render = (): void => {
       const groups = operator!.controller.userGroups.list();
@@ -129,7 +129,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
  * ClusterUserGroupService becomes the controller's default.
  */
 export function localExamples(dir: string, simUrl: string, apiKey: string): { yaml: string; defaultService: string | undefined } {
-  type Doc = { kind?: unknown; metadata?: { name?: unknown }; spec?: Record<string, unknown> };
+  interface Doc { kind?: unknown; metadata?: { name?: unknown }; spec?: Record<string, unknown> }
   const docs: Doc[] = fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()
     .flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(dir, f), 'utf8')).map((d) => d.toJS() as Doc | null))
     .filter((d): d is Doc => d !== null && typeof d === 'object');

@@ -15,8 +15,8 @@ import { packageVersion } from './version.js';
 import { parseRunConfig, usage, type RunConfig } from './config.js';
 
 export interface Io {
-  out(text: string): void;
-  err(text: string): void;
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
 }
 
 /** `--kubeconfig`, else $KUBECONFIG, ~/.kube/config, in-cluster: kubectl's order. */
@@ -72,14 +72,14 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   metrics.queueInFlight = () => controller.queueInFlight();
 
   const health = await serve(config.healthAddr, {
-    '/healthz': async () => {
+    '/healthz': () => {
       const failing = controller.watchFailingForMs();
-      return failing < WATCH_FAILURE_TOLERANCE_MS
+      return Promise.resolve(failing < WATCH_FAILURE_TOLERANCE_MS
         ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
-        : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` };
+        : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` });
     },
     // A standby with synced caches is ready too: it can take over at once.
-    '/readyz': async () => (controller.synced
+    '/readyz': () => Promise.resolve(controller.synced
       ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
       : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' }),
   });

@@ -45,7 +45,7 @@ export function nextReadyCondition(
     status,
     reason,
     message: message.slice(0, 32_768),
-    lastTransitionTime: previous && previous.status === status && previous.lastTransitionTime ? previous.lastTransitionTime : now,
+    lastTransitionTime: previous?.status === status && previous.lastTransitionTime ? previous.lastTransitionTime : now,
     observedGeneration: generation,
   };
 }

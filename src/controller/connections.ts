@@ -35,7 +35,7 @@ export interface Connection {
   /** The Secret the API key came from, "namespace/name" (to forget it after a 401). */
   readonly apiKeySecret: string;
   /** MAC of a token record under a key derived from this account's API key (see token-secret.ts). */
-  seal(message: string): string;
+  readonly seal: (message: string) => string;
   upsert(request: UpsertRequest, context: CallContext): Promise<CallResult>;
   rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
   /** A deferral when no call could go out now (the connection is paused or trying one call at a time). */

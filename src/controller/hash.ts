@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
 
+// JSON.stringify gives undefined for undefined (its lib type says string).
+const stringify: (value: unknown) => string | undefined = JSON.stringify;
+
 /** JSON with object keys sorted at every level, so equal values hash equally whatever their key order. */
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
@@ -9,7 +12,7 @@ export function canonicalJson(value: unknown): string {
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
-  return JSON.stringify(value) ?? 'null';
+  return stringify(value) ?? 'null';
 }
 
 export function sha256Hex(text: string): string {

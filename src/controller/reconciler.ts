@@ -275,7 +275,7 @@ class Reconciliation {
   /** The claim's holder still exists: the same UserGroup (uid), in the cache, not being deleted. */
   private holderAlive(claim: UserGroupClaim): boolean {
     const holder = this.ports.userGroup(objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name }));
-    return holder !== undefined && holder.metadata.uid === claim.spec.userGroup.uid && !holder.metadata.deletionTimestamp;
+    return holder?.metadata.uid === claim.spec.userGroup.uid && !holder.metadata.deletionTimestamp;
   }
 
   /**
@@ -617,14 +617,13 @@ class Reconciliation {
     const now = iso(this.ports.now());
     const generation = this.ug.metadata.generation;
     const ready = nextReadyCondition(findReadyCondition(this.previous), status, reason, message, generation, now);
-    const next: UserGroupStatus = {
+    const clear = (Object.keys(fields) as (keyof UserGroupStatus)[]).filter((k) => fields[k] === undefined);
+    const next = dropUndefined<UserGroupStatus>({
       ...this.previous,
       ...fields,
       observedGeneration: generation,
       conditions: [...(this.previous.conditions ?? []).filter((c) => c.type !== 'Ready'), ready],
-    };
-    const clear = (Object.keys(fields) as (keyof UserGroupStatus)[]).filter((k) => fields[k] === undefined);
-    for (const k of clear) delete (next as Record<string, unknown>)[k];
+    });
     if (canonicalJson(next) === canonicalJson(this.previous)) return;
     this.signal?.throwIfAborted();
     await this.ports.patchStatus(this.ug, next, clear);

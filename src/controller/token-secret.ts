@@ -50,7 +50,7 @@ export type SecretInspection =
 export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectMeta, spec: UserGroupSpec, seal: Seal): SecretInspection {
   if (!secret) return { state: 'missing' };
   const controller = secret.metadata.ownerReferences.find((o) => o.controller);
-  if (!controller || controller.uid !== owner.uid) return { state: 'foreign', ownerKind: controller?.kind };
+  if (controller?.uid !== owner.uid) return { state: 'foreign', ownerKind: controller?.kind };
   const sealed = sealedRecord(secret, owner, spec.userGroupId, spec.tokenSecret.key, seal);
   const stored = secret.data === undefined ? undefined : secretValue(secret, spec.tokenSecret.key);
   const token = sealed !== undefined && stored !== undefined && sha256Hex(stored) === sealed ? new SecretValue(stored) : undefined;

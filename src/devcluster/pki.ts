@@ -89,6 +89,6 @@ function issue(dir: string, name: string, req: CertRequest): void {
     execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (err) {
     const stderr = (err as { stderr?: Buffer }).stderr?.toString() ?? '';
-    throw new Error(`openssl could not issue the ${name} certificate (is Debian's openssl installed?): ${stderr || String(err)}`);
+    throw new Error(`openssl could not issue the ${name} certificate (is Debian's openssl installed?): ${stderr || String(err)}`, { cause: err });
   }
 }

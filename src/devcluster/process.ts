@@ -24,7 +24,7 @@ export class ManagedProcess {
   }
 
   get running(): boolean {
-    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+    return this.child?.exitCode === null && this.child.signalCode === null;
   }
 
   start(): void {

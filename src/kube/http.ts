@@ -64,7 +64,7 @@ export class KubeClient {
     this.agent = makeAgent();
   }
 
-  static async create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
+  static create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
     const tls = access.tls;
     const material: https.AgentOptions = {};
     if (tls.ca !== undefined) material.ca = tls.ca;
@@ -74,7 +74,7 @@ export class KubeClient {
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = access.server.startsWith('http:');
     const make = (options: https.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe);
+    return Promise.resolve(new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe));
   }
 
   /** One request with a JSON body; resolves with any status (call() below parses refusals), rejects only on transport errors. */

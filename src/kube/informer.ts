@@ -138,6 +138,7 @@ export class Informer<T extends Cached> {
       }
       delay = this.options.retryInitialMs ?? 500;
       let failures = 0;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() may abort during the awaits below
       while (!this.abort.signal.aborted) {
         this.delivered = false;
         const end = await this.watch();
@@ -172,7 +173,7 @@ export class Informer<T extends Cached> {
     const maxBytes = this.options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES;
     const fresh = new Map<string, T>();
     let continueToken = '';
-    let listVersion = '';
+    let listVersion: string;
     let limit = pageSize;
     for (;;) {
       const query: Record<string, string> = { limit: String(limit) };

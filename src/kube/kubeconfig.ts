@@ -184,6 +184,8 @@ function readConfigFile(file: string): ConfigFile {
   try {
     doc = parseYaml(readFileSync(file, 'utf8'));
   } catch (err) {
+    // No cause attached: a parser's error object can quote the file, and kubeconfigs hold credentials.
+    // eslint-disable-next-line preserve-caught-error
     throw new Error(`cannot load kubeconfig ${file}: ${err instanceof Error ? err.message : String(err)}`);
   }
   // An empty file is an empty config, as for kubectl.
@@ -259,7 +261,7 @@ function material(entry: Entry, field: string): Buffer | undefined {
   try {
     return readFileSync(resolved);
   } catch (err) {
-    throw new Error(`cannot read ${field} ${resolved} of ${entry.kind} "${entry.name}": ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new Error(`cannot read ${field} ${resolved} of ${entry.kind} "${entry.name}": ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
   }
 }
 
@@ -297,7 +299,7 @@ function tokenFileAuthorization(file: string, fallback: string | undefined, now:
     if (first) last = first;
     else if (last === undefined) throw new Error('the file is empty');
   } catch (err) {
-    if (last === undefined) throw new Error(`cannot read the token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err))}`);
+    if (last === undefined) throw new Error(`cannot read the token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err))}`, { cause: err });
   }
   const header = (token: string | undefined): string | undefined => (token === undefined ? undefined : `Bearer ${token}`);
   return refreshing(now, { value: header(last), at: now() }, async () => {
@@ -350,7 +352,7 @@ function readIfPresent(file: string): Buffer | undefined {
     return readFileSync(file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new Error(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new Error(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
   }
 }
 

@@ -143,7 +143,7 @@ export class LeaderElector {
     const lease = parseLease(res.body);
     if (!lease) throw new Error(`lease ${namespace}/${name} cannot be parsed`);
     const key = JSON.stringify(lease.record);
-    if (!this.observed || this.observed.key !== key) this.observed = { key, at: now };
+    if (this.observed?.key !== key) this.observed = { key, at: now };
     this.current = lease;
 
     const held = lease.record.holderIdentity !== '' && lease.record.holderIdentity !== identity;
@@ -174,7 +174,7 @@ export class LeaderElector {
   /** client-go's ReleaseOnCancel: clear the holder so a standby need not wait out the lease. */
   private async release(): Promise<void> {
     const lease = this.current;
-    if (!lease || lease.record.holderIdentity !== this.options.identity) return;
+    if (lease?.record.holderIdentity !== this.options.identity) return;
     const now = this.now();
     try {
       const res = await call(this.options.client, 'PUT', paths.lease(this.options.namespace, this.options.name), {

@@ -42,6 +42,8 @@ export class SecretWriter {
         ? await call(this.client, 'POST', paths.secrets(namespace), { query, body: desired })
         : await call(this.client, 'PUT', paths.secret(namespace, name), {
             query,
+            // client-node's V1Secret is a plain data class: the spread copy is what goes on the wire.
+            // eslint-disable-next-line @typescript-eslint/no-misused-spread
             body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
           });
     if (res.ok) return { ok: true, secret: parsed(res.body) };

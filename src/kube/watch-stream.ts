@@ -97,6 +97,7 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
             return;
           }
           for (const line of complete) {
+            // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- a handler may have finished the watch
             if (settled) return;
             const trimmed = line.trim();
             if (trimmed) handleLine(trimmed);

@@ -15,7 +15,7 @@ export type Handler = (req: IncomingMessage) => Promise<RouteResponse>;
 
 /** A tiny HTTP server for /metrics or /healthz + /readyz; "0" disables it. */
 export async function serve(address: string, routes: Readonly<Record<string, Handler>>): Promise<{ server: Server | undefined; port: number | undefined; close(): Promise<void> }> {
-  if (address === '0') return { server: undefined, port: undefined, close: async () => undefined };
+  if (address === '0') return { server: undefined, port: undefined, close: () => Promise.resolve() };
   const i = address.lastIndexOf(':');
   const host = address.slice(0, i).replace(/^\[|\]$/g, '') || undefined;
   const port = Number(address.slice(i + 1));

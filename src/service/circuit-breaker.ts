@@ -181,7 +181,7 @@ export class CircuitBreaker {
       this.#reopenTimer = undefined;
       this.#wakeOne();
     }, Math.max(0, this.#openUntil - this.#now()));
-    this.#reopenTimer.unref?.();
+    this.#reopenTimer.unref();
   }
 
   #turnAway(caller: string, wake: () => void, why: 'open' | 'busy', afterMs: number): Admission {
@@ -205,7 +205,7 @@ export class CircuitBreaker {
         this.#batonTimer = undefined;
         if (this.#inFlight === 0 && !(this.#state === 'open' && this.#now() < this.#openUntil)) this.#wakeOne();
       }, BATON_MS);
-      this.#batonTimer.unref?.();
+      this.#batonTimer.unref();
     }
     wake();
   }

@@ -10,6 +10,7 @@ const REDACTED = '[redacted]';
 const CREDENTIAL_LIKE = /[A-Za-z0-9+/=_-]{32,}/g;
 
 // Control characters would let a service-supplied message forge extra lines in our logs and Events.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]+/g;
 
 /** Replaces every occurrence of each known secret with "[redacted]". */

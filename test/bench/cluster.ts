@@ -149,9 +149,11 @@ export class BenchCluster {
   watch(collection: string, resourceVersion: string, onEvent: (event: WatchEvent) => void, options: { labelSelector?: string; onError?: (message: string) => void } = {}): { stop(): void } {
     const abort = new AbortController();
     let rv = resourceVersion;
+    // A function, not the property: stop() aborts while a watch is awaited, which narrowing cannot see.
+    const stopped = (): boolean => abort.signal.aborted;
     void (async () => {
       let failures = 0;
-      while (!abort.signal.aborted) {
+      while (!stopped()) {
         const end = await watchOnce(this.client, collection, {
           resourceVersion: rv,
           ...(options.labelSelector ? { labelSelector: options.labelSelector } : {}),
@@ -165,7 +167,7 @@ export class BenchCluster {
             if (event.type !== 'BOOKMARK') onEvent(event);
           },
         });
-        if (abort.signal.aborted || end.kind === 'closed') continue;
+        if (stopped() || end.kind === 'closed') continue;
         if (end.kind === 'gone' || ++failures > 5) {
           options.onError?.(`watch of ${collection} ended: ${end.kind === 'failed' ? end.message : end.kind}`);
           return;
@@ -195,9 +197,10 @@ export function totalCalls(stats: SimStats): number {
 
 /** metadata.name, metadata.annotations[key] and friends of a raw object. */
 export function meta(object: Json): { name: string; generation: number; annotations: Record<string, string>; uid: string } {
-  const m = isRecord(object['metadata']) ? object['metadata'] : {};
+  const m: Json = isRecord(object['metadata']) ? object['metadata'] : {};
   const annotations = isRecord(m['annotations']) ? (m['annotations'] as Record<string, string>) : {};
-  return { name: String(m['name'] ?? ''), generation: Number(m['generation'] ?? 0), annotations, uid: String(m['uid'] ?? '') };
+  const text = (v: unknown): string => (typeof v === 'string' ? v : '');
+  return { name: text(m['name']), generation: Number(m['generation'] ?? 0), annotations, uid: text(m['uid']) };
 }
 
 /** Ready=True for the object's current generation. */

@@ -52,7 +52,7 @@ export function summarise(profile: Profile, top = 25): string {
     const seen = new Set<string>();
     for (let cur: number | undefined = id; cur !== undefined; cur = parent.get(cur)) {
       const f = byId.get(cur)?.callFrame;
-      if (!f || !/\/dist\//.test(f.url)) continue;
+      if (!f?.url.includes('/dist/')) continue;
       const key = `${f.functionName || '(anonymous)'} ${area(f.url, f.functionName)}`;
       if (seen.has(key)) continue;
       seen.add(key);

@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { ArgoCd } from '../support/argocd.js';
 import { eventually } from '../support/kube.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /**
  * The Argo CD health check and rotate action (deploy/argocd), judged by Argo CD's own code (its settings
@@ -53,8 +54,8 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     }
   });
   afterAll(async () => {
-    argo?.close();
-    await env?.close();
+    ifAssigned(argo)?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('is Progressing before any controller has written status, Healthy once Synced', async () => {
@@ -158,7 +159,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const live = await env.getUserGroup('rot');
     expect(await rotateDisabled(live)).toBe(false);
     const patch = await argo.patch(live);
-    expect(patch).toEqual({ metadata: { annotations: { [ROTATE]: expect.stringMatching(TIMESTAMP) } } });
+    expect(patch).toEqual({ metadata: { annotations: { [ROTATE]: expect.stringMatching(TIMESTAMP) as unknown } } });
     const requested = (patch as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ROTATE] ?? '';
     await env.patchUserGroup('rot', patch);
 

@@ -7,6 +7,7 @@ import { DEFAULT_MAX_PAGE_BYTES, Informer } from '../../src/kube/informer.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * Issue 15, against the real apiserver: what admission cannot refuse (properties nested under a top-level
@@ -29,7 +30,7 @@ describe('bounded memory: UserGroups over the size limits', () => {
       await Promise.all(Array.from({ length: Math.min(8, BIG - i) }, (_, j) => env.createUserGroup(`big-${i + j}`, bigSpec(i + j))));
     }
   });
-  afterAll(async () => env?.close());
+  afterAll(async () => ifAssigned(env)?.close());
 
   it(`lists ${BIG} UserGroups of 1 MB each in pages of at most 8 MiB, keeps none of their payload, and watches one more`, async () => {
     const client = await KubeClient.create(await kubeAccessFromKubeConfig(env.kc), 'bounded-memory-test');

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/observability/log.js';
 import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /**
  * Connections: the operator's default ClusterUserGroupService, or a UserGroupService (URL + API-key Secret)
@@ -102,8 +103,8 @@ describe('connections: UserGroupService in the namespace', () => {
     await env.startOperator();
   });
   afterAll(async () => {
-    await env?.close();
-    await team?.stop();
+    await ifAssigned(env)?.close();
+    await ifAssigned(team)?.stop();
   });
 
   it('syncs a UserGroup with spec.serviceRef at that service and account, not at the default one', async () => {
@@ -274,9 +275,9 @@ describe('connections: a UserGroupService is only usable from its own namespace'
     await env.startOperator({ args: ['--namespaces', `${env.namespace},${elsewhere}`] });
   });
   afterAll(async () => {
-    await env?.close();
+    await ifAssigned(env)?.close();
     if (elsewhere) await deleteNamespace(elsewhere).catch(() => undefined);
-    await team?.stop();
+    await ifAssigned(team)?.stop();
   });
 
   it('does not resolve serviceRef to a UserGroupService of the same name in another namespace', async () => {
@@ -329,7 +330,7 @@ describe('connections: a controller without a default connection', () => {
   });
   afterAll(async () => {
     await operator?.stop();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('reports ConnectionNotFound for a UserGroup without serviceRef, and syncs one with serviceRef', async () => {

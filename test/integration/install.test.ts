@@ -31,7 +31,7 @@ const only = (objects: K8sObject[], kind: string): K8sObject[] => objects.filter
 function one(objects: K8sObject[], kind: string): K8sObject {
   const found = only(objects, kind);
   expect(found, kind).toHaveLength(1);
-  return found[0] as K8sObject;
+  return found[0]!;
 }
 
 interface PodSpec {

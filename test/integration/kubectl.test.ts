@@ -10,6 +10,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { eventually, kubectl, type CommandResult } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /** `npm run build` output; npm test builds before it runs the tests. */
 const PLUGIN = path.join(repoRoot, 'dist/cli/kubectl-usergroup.js');
@@ -105,7 +106,7 @@ describe('kubectl wait on the Ready condition', () => {
   });
 
   afterAll(async () => {
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('kubectl wait --for=condition=Ready returns once the controller syncs a new group', async () => {
@@ -150,8 +151,8 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
   });
 
   afterAll(async () => {
-    env?.sim.setFaults({});
-    await env?.close();
+    ifAssigned(env)?.sim.setFaults({});
+    await ifAssigned(env)?.close();
   });
 
   it('kubectl get ug shows the printer columns with the real values', async () => {
@@ -160,7 +161,7 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     const { header, rows } = kubectlTable(res.stdout);
     expect(header).toEqual(['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'AGE']);
     const byName = new Map(rows.map((r) => [r['NAME'], r]));
-    const age = expect.stringMatching(/^\d+(s|m\d*s?)$/);
+    const age = expect.stringMatching(/^\d+(s|m\d*s?)$/) as unknown;
     expect(byName.get('alpha')).toEqual({ NAME: 'alpha', USERGROUPID: 'alpha-1', READY: 'True', REASON: 'Synced', SECRET: 'alpha-token', AGE: age });
     // No Secret for a group that never synced: status.tokenSecretName is unset and the cell stays empty.
     expect(byName.get('orphan')).toEqual({ NAME: 'orphan', USERGROUPID: 'orphan-1', READY: 'False', REASON: 'ConnectionNotFound', SECRET: '', AGE: age });

@@ -6,6 +6,7 @@ import { eventually, kubectl } from '../support/kube.js';
 import { LEADER_ARGS, LEASE_MS, readLease, RETRY_MS } from '../support/leader-lease.js';
 import { TestEnv } from '../support/operator.js';
 import { totalCalls, waitInSync, waitRotationHandled } from '../support/service-sync.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * Leader election between two controller processes (--leader-elect): one leads, the standby takes over
@@ -37,7 +38,7 @@ describe('leader election with two controller processes', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('one leader syncs; after SIGKILL the standby takes over within the lease, the rotation requested meanwhile happens once', async () => {
@@ -122,7 +123,7 @@ describe('a leader that cannot renew stops at once', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('SIGSTOPped leader: the standby takes over; after SIGCONT the old leader stops working and makes no call', async () => {

@@ -5,6 +5,7 @@ import { killAllControllers, msgIs, msgMatches, signalAndWait, waitLog, type Log
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /**
  * A leader that loses its Lease while a service call is out must not let that call run on: the request is cut
@@ -47,8 +48,8 @@ describe('a leader that loses its Lease', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await proxy?.stop();
-    await env?.close();
+    await ifAssigned(proxy)?.stop();
+    await ifAssigned(env)?.close();
   });
 
   it('cuts off its in-flight PUT at once, writes nothing after, and the group converges once it leads again', async () => {

@@ -4,6 +4,7 @@ import { killAllControllers, msgIs, signalAndWait, waitLog } from '../support/co
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
 import { waitInSync, waitRotationHandled } from '../support/service-sync.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * The log lines of a controller process: JSON, one per step, with the UserGroup and a reconcile id,
@@ -21,7 +22,7 @@ describe('logs', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('one JSON line per step with the UserGroup key and a reconcile id; nothing secret in them', async () => {

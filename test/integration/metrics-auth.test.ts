@@ -8,6 +8,7 @@ import { killAllControllers, msgIs, waitLog, type ControllerProcess } from '../s
 import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { eventually, kubectl } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * /metrics behind a TokenReview and a SubjectAccessReview, as `usergroup-operator run` serves it by default
@@ -28,7 +29,7 @@ function counter(text: string, name: string, labels: Readonly<Record<string, str
   let sum = 0;
   for (const line of text.split('\n')) {
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([^ ]+)/.exec(line);
-    if (!match || match[1] !== name) continue;
+    if (match?.[1] !== name) continue;
     const have = new Map([...(match[2] ?? '').matchAll(/([a-zA-Z_]+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
     if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) sum += Number(match[3]);
   }
@@ -87,9 +88,9 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
 
   afterAll(async () => {
     await killAllControllers();
-    await rbac?.deleteClusterRoleBinding({ name: reader }).catch(() => undefined);
-    await rbac?.deleteClusterRole({ name: reader }).catch(() => undefined);
-    await env?.close();
+    await ifAssigned(rbac)?.deleteClusterRoleBinding({ name: reader }).catch(() => undefined);
+    await ifAssigned(rbac)?.deleteClusterRole({ name: reader }).catch(() => undefined);
+    await ifAssigned(env)?.close();
   });
 
   it('401 without a token, with another scheme, or with a token the apiserver does not know', async () => {

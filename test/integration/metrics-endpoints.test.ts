@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningOperator } from '../../src/cli/run.js';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { freePorts } from '../../src/devcluster/controlplane.js';
+import { asError } from '../support/errors.js';
 import { httpGet } from '../support/http-get.js';
 import { apiserverPort, eventually, kubeconfigVia } from '../support/kube.js';
 import { LEADER_ARGS, RETRY_MS } from '../support/leader-lease.js';
@@ -13,6 +14,7 @@ import { TestEnv, type OperatorHandle } from '../support/operator.js';
 import { parsePrometheus, parseValue, type Family, type Sample } from '../support/prometheus-text.js';
 import { waitInSync, waitRotationHandled } from '../support/service-sync.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * What an in-process controller serves on its metrics and health ports: the series on /metrics (parsed
@@ -90,7 +92,7 @@ describe('/metrics, /healthz and /readyz', () => {
     if (!handle.operator) throw new Error('in-process handle without operator');
     op = handle.operator;
   });
-  afterAll(async () => env?.close());
+  afterAll(async () => ifAssigned(env)?.close());
 
   it('exposes the expected series, parsed as Prometheus text, with sensible values', async () => {
     expect(op.metricsPort).toBeGreaterThan(0);
@@ -228,10 +230,10 @@ describe('/metrics, /healthz and /readyz', () => {
     kc.loadFromFile(kubeconfigVia(env.kubeconfigPath, proxy.port));
     const [healthPort] = await freePorts(1);
     let started: OperatorHandle | undefined;
-    let startError: unknown;
+    let startError: Error | undefined;
     const starting = env.startOperator({ kc, args: ['--metrics-addr', '0', '--health-addr', `127.0.0.1:${healthPort}`] }).then(
       (s) => { started = s; },
-      (err: unknown) => { startError = err; },
+      (err: unknown) => { startError = asError(err); },
     );
     try {
       const notReady = await eventually('the health server to answer', async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 describe('operator basics', () => {
   let env: TestEnv;
@@ -7,7 +8,7 @@ describe('operator basics', () => {
     env = await TestEnv.create('basic');
     await env.startOperator();
   });
-  afterAll(async () => env?.close());
+  afterAll(async () => ifAssigned(env)?.close());
 
   it('creates the group at the service and stores its token in an owned Secret', async () => {
     await env.createUserGroup('acme', { userGroupId: 'acme-1', name: 'Acme' });

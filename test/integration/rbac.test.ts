@@ -11,6 +11,7 @@ import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
 import { CHART_DIR } from '../support/manifests.js';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /** GET /metrics on loopback, with a bearer token or none. */
 const scrape = (port: number, token: string | undefined): Promise<HttpAnswer> =>
@@ -28,7 +29,7 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
   });
   afterAll(async () => {
     await killAllControllers();
-    await cp?.stop();
+    await ifAssigned(cp)?.stop();
   });
 
   const admin = (args: readonly string[], input?: string): Promise<CommandResult> =>

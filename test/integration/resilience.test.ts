@@ -8,6 +8,7 @@ import { killAllControllers, msgIs, signalAndWait, waitLog } from '../support/co
 import { eventually, kubeconfigVia } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * These tests restart kube-apiserver and compact etcd, so they run on a private control plane:
@@ -65,7 +66,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
 
   afterAll(async () => {
     await killAllControllers();
-    await cp?.stop();
+    await ifAssigned(cp)?.stop();
   });
 
   it('kube-apiserver restarted mid-run: everything converges and later changes are still seen', async () => {
@@ -78,11 +79,12 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
 
       // Background churn (creates and renames) that keeps going through the restart; failures while the
       // apiserver is down are expected and ignored: the final check compares with what the apiserver holds.
-      let churning = true;
+      // Cleared once the restart is over: a property, as narrowing cannot see the write from outside the loop.
+      const state = { churning: true };
       let churned = 0;
       let failed = 0;
       const churn = (async () => {
-        for (let n = 0; churning; n++) {
+        for (let n = 0; state.churning; n++) {
           try {
             if (n % 2 === 0) await env.createUserGroup(`c${n}`, { userGroupId: `ch-${n}`, name: `C ${n}` });
             else await env.patchUserGroup(`r${n % 8}`, { spec: { name: `R ${n % 8} v${n}` } });
@@ -105,7 +107,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       await eventually('the rename made after the restart to reach the service', async () => (env.simGroup('re-0')?.name === 'R 0 after restart' ? true : undefined), 120_000);
       console.log(`[resilience] apiserver restart took ${restartedAt - restartStart} ms; a UserGroup created right after it was Synced ${recoveryMs} ms after the restart completed`);
       await sleep(2_000);
-      churning = false;
+      state.churning = false;
       await churn;
       console.log(`[resilience] churn during the restart: ${churned} writes accepted, ${failed} refused`);
       expect(churned).toBeGreaterThan(5);
@@ -208,7 +210,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       const tookMs = Date.now() - frozenAt;
       const silentLines = c.logs.slice(linesBefore).filter(msgIs('watch went silent; reconnecting'));
       const firstSilent = silentLines.find((l) => l.json?.['informer'] === 'usergroups');
-      const stalled = c.logs.slice(linesBefore).filter((l) => /timed out after/.test(String(l.json?.['err'])));
+      const stalled = c.logs.slice(linesBefore).filter((l) => String(l.json?.['err']).includes('timed out after'));
       console.log(`[resilience] after freezing ${frozen} proxied connections: the usergroups watch was dropped as silent after ${(firstSilent?.at ?? NaN) - frozenAt} ms; a UserGroup created then was Synced after ${tookMs} ms (watch inactivity timeout 3s); ${stalled.length} apiserver requests timed out on frozen pooled connections meanwhile: ${stalled.map((l) => String(l.json?.['err'])).join('; ')}`);
       expect(frozen).toBeGreaterThan(0);
       // The watchdog drops the frozen watch after the inactivity timeout (plus slack for a busy machine).

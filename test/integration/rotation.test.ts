@@ -47,7 +47,7 @@ async function waitInSync(env: TestEnv, name: string, userGroupId: string, timeo
   const token = await eventually(`Secret ${name} to hold the service's token of ${userGroupId}`, async () => {
     const token = await tokenOf(env, name);
     const sim = env.simGroup(userGroupId);
-    return token && sim && sha256(token) === sim.tokenSha256 ? token : undefined;
+    return token && sha256(token) === sim?.tokenSha256 ? token : undefined;
   }, timeoutMs);
   return { ug, token };
 }
@@ -61,7 +61,7 @@ async function waitHandled(env: TestEnv, name: string, userGroupId: string, valu
     const secret = await env.getSecret(name);
     const token = await tokenOf(env, name);
     const sim = env.simGroup(userGroupId);
-    if (!token || !sim || sha256(token) !== sim.tokenSha256) return undefined;
+    if (!token || sha256(token) !== sim?.tokenSha256) return undefined;
     if (secret?.metadata?.annotations?.[PENDING] !== undefined) return undefined;
     return { ug, token };
   }, timeoutMs);

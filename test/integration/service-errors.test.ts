@@ -48,7 +48,7 @@ async function waitSynced(env: TestEnv, name: string, userGroupId: string, timeo
     const secret = await env.getSecret(name);
     const token = await tokenOf(env, name);
     const sim = env.simGroup(userGroupId);
-    return token && sim && sha256(token) === sim.tokenSha256 && secret?.metadata?.annotations?.[TOKEN_SHA] === sim.tokenSha256 ? token : undefined;
+    return token && sha256(token) === sim?.tokenSha256 && secret?.metadata?.annotations?.[TOKEN_SHA] === sim.tokenSha256 ? token : undefined;
   }, timeoutMs);
 }
 
@@ -157,7 +157,7 @@ describe('service errors', () => {
       const secret = await env.getSecret('rot-unavailable');
       const t = await tokenOf(env, 'rot-unavailable');
       const sim = env.simGroup('err-5xx-rotate');
-      return ug.status?.rotation?.lastHandledRequest === 'r1' && ready?.reason === 'Synced' && t && sim && sha256(t) === sim.tokenSha256 && secret?.metadata?.annotations?.[PENDING] === undefined ? t : undefined;
+      return ug.status?.rotation?.lastHandledRequest === 'r1' && ready?.reason === 'Synced' && t && sha256(t) === sim?.tokenSha256 && secret?.metadata?.annotations?.[PENDING] === undefined ? t : undefined;
     }, 90_000);
     expect(token).not.toBe(original);
     await sleep(2_000);

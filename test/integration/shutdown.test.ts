@@ -6,6 +6,7 @@ import { eventually } from '../support/kube.js';
 import { LEADER_ARGS, LEASE_MS, readLease } from '../support/leader-lease.js';
 import { TestEnv } from '../support/operator.js';
 import { totalCalls, waitInSync } from '../support/service-sync.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /*
  * SIGTERM to a leading controller process in the middle of a load: it finishes what is in flight, releases
@@ -23,7 +24,7 @@ describe('graceful shutdown on SIGTERM under load', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it('exits 0 within the grace period, releases the Lease, leaves no half-written Secret; a new controller converges', async () => {

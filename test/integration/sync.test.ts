@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, kubectl } from '../support/kube.js';
 import { group, plural, TestEnv, version, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
+import { ifAssigned } from '../support/teardown.js';
 
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'usergroup-operator' };
 
@@ -48,8 +49,8 @@ describe('sync to the service (default connection through a recording proxy)', (
 
   afterAll(async () => {
     watchAbort?.abort();
-    await env?.close();
-    await proxy?.stop();
+    await ifAssigned(env)?.close();
+    await ifAssigned(proxy)?.stop();
   });
 
   it('PUTs exactly {user_group_id, name} for a spec without optional fields, with Authorization: Token <key>', async () => {
@@ -147,7 +148,7 @@ describe('sync to the service (default connection through a recording proxy)', (
     // ...and still the only calls since the restart are the probe's one create.
     const after = env.calls();
     expect(totalCalls(after)).toEqual({ upsert: before.upsert + 1, rotate: before.rotate });
-    expect(proxy.requests.slice(requestsBefore).map((r) => `${r.method} ${JSON.parse(r.body).user_group_id}`)).toEqual(['PUT restart-probe-id']);
+    expect(proxy.requests.slice(requestsBefore).map((r) => `${r.method} ${(JSON.parse(r.body) as { user_group_id: string }).user_group_id}`)).toEqual(['PUT restart-probe-id']);
     for (const name of names) {
       const ug = await env.getUserGroup(name);
       expect(ready(ug)).toMatchObject({ status: 'True', reason: 'Synced' });
@@ -348,7 +349,7 @@ describe('a token rotated outside the operator (resync period 3s)', () => {
     env = await TestEnv.create('sync-resync');
     await env.startOperator({ args: ['--resync-period', '3s'] });
   });
-  afterAll(async () => env?.close());
+  afterAll(async () => ifAssigned(env)?.close());
 
   it('is followed: after the next resync the Secret holds the service token', async () => {
     await env.createUserGroup('drift', { userGroupId: 'drift-1', name: 'Drift' });

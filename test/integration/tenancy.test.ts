@@ -4,6 +4,7 @@ import {
   type AttackOutcome,
 } from '../support/tenancy-attacks.js';
 import { createTenancyWorld, createUserGroupAs, leakedTokens, secretTokenAs, serviceGroup, sha256, waitForReason, type TenancyWorld } from '../support/tenancy.js';
+import { ifAssigned } from '../support/teardown.js';
 
 /**
  * Tenants are adversaries. Two tenant namespaces and an outsider, each acting as its own ServiceAccount under a
@@ -25,7 +26,7 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
     if (ctx.task.result?.state === 'fail') console.error(`attack outcomes so far: ${JSON.stringify(outcomes, null, 2)}`);
   });
   afterAll(async () => {
-    await world?.close();
+    await ifAssigned(world)?.close();
   });
 
   const expectRefused = (o: AttackOutcome): void => {

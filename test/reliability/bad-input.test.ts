@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, kubectl } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { badCases, type BadCase, type CaseContext, type Expected } from './support/bad-manifests.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
@@ -46,10 +47,20 @@ interface CaseResult {
   readonly ms: number;
 }
 
+/** Control characters (U+0000–U+001F and U+007F) as \xNN escapes. */
+const escapeControls = (text: string): string =>
+  Array.from(text, (ch) => {
+    const code = ch.charCodeAt(0);
+    return code < 0x20 || code === 0x7f ? `\\x${code.toString(16).padStart(2, '0')}` : ch;
+  }).join('');
 const short = (text: string, n = 48): string => {
-  const clean = text.replace(/[\u0000-\u001f\u007f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  const clean = escapeControls(text);
   return clean.length > n ? `${clean.slice(0, n - 1)}…` : clean;
 };
+/** JSON text of a (JSON or undefined) value; 'absent' for undefined, which has none. */
+const jsonOrAbsent = (value: unknown): string => (value === undefined ? 'absent' : JSON.stringify(value));
+/** A logged field as text: strings as they are, anything else as JSON. */
+const logText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 const matches = (text: string, m: string | RegExp): boolean => (typeof m === 'string' ? text.includes(m) : m.test(text));
 const describeExpected = (e: Expected): string =>
   e.kind === 'rejected' ? 'rejected' : e.kind === 'condition' ? `Ready=False ${e.reason}` : 'Synced';
@@ -75,7 +86,7 @@ describe('5. bad input', () => {
   afterAll(async () => {
     await killAllControllers();
     if (badNs) await deleteNamespace(badNs, env.kc).catch(() => undefined);
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   it(`applies ${badCases.length} malformed or hostile manifests while the controller serves good groups: each gets its expected outcome, the controller never restarts`, async () => {
@@ -163,7 +174,7 @@ describe('5. bad input', () => {
       const key = `${ns}/${name}`;
       const lines = controller.logs.filter((l) => l.json?.['usergroup'] === key && (l.json['level'] === 'error' || l.json['level'] === 'warn' || l.json['level'] === 'fatal'));
       const last = lines.at(-1)?.json;
-      return last ? `; controller logged ${lines.length}× at warn/error, last: ${String(last['level'])} "${String(last['msg'])}" ${short(String(last['err'] ?? last['reason'] ?? ''), 80)}` : '';
+      return last ? `; controller logged ${lines.length}× at warn/error, last: ${String(last['level'])} "${String(last['msg'])}" ${short(logText(last['err'] ?? last['reason'] ?? ''), 80)}` : '';
     };
     /** Polls until `check` says done, the controller dies, or CASE_WAIT_MS passes. */
     const poll = async (check: () => Promise<boolean>): Promise<boolean> => {
@@ -264,22 +275,23 @@ describe('5. bad input', () => {
       // synced: Ready=True for the current generation, and the Secret holds the service's current token.
       if (e.stderr ? !matches(res.stderr, e.stderr) : res.stderr.trim() !== '') problems.push(`kubectl stderr: ${short(res.stderr, 200)}`);
       let seen: UserGroupObject | undefined;
-      let tokenOk = false;
+      // Set by the poll's check: a property, as narrowing cannot see writes made in a callback.
+      const token = { ok: false };
       const ok = await poll(async () => {
         seen = await readUg(ns, name);
         if (!current(seen) || readyOf(seen)?.reason !== 'Synced' || !seen) return false;
         const spec = seen.spec as { userGroupId?: string; tokenSecret?: { name?: string; key?: string } };
         const data = (await env.core.readNamespacedSecret({ namespace: ns, name: spec.tokenSecret?.name ?? name })).data?.[spec.tokenSecret?.key ?? 'token'];
         const atService = env.sim.groups(env.apiKey).find((x) => x.userGroupId === spec.userGroupId)?.tokenSha256;
-        tokenOk = data !== undefined && atService !== undefined && sha256(Buffer.from(data, 'base64').toString('utf8')) === atService;
+        token.ok = data !== undefined && atService !== undefined && sha256(Buffer.from(data, 'base64').toString('utf8')) === atService;
         const rotated = e.rotations === undefined || (env.sim.stats(env.apiKey).rotationsByUserGroupId[spec.userGroupId ?? ''] ?? 0) === e.rotations;
-        return tokenOk && rotated;
+        return token.ok && rotated;
       });
       observed = ok ? 'Synced' : describeState(seen);
-      if (!ok) problems.push(`expected Synced with the service's token${e.rotations !== undefined ? ` and ${e.rotations} rotation(s)` : ''}; got ${describeState(seen)}${tokenOk ? '' : ', Secret not the service\'s token'}${logsAbout(ns, name)}`);
+      if (!ok) problems.push(`expected Synced with the service's token${e.rotations !== undefined ? ` and ${e.rotations} rotation(s)` : ''}; got ${describeState(seen)}${token.ok ? '' : ', Secret not the service\'s token'}${logsAbout(ns, name)}`);
       for (const [key, want] of Object.entries(e.stored ?? {})) {
-        const got = (seen?.spec as Record<string, unknown> | undefined)?.[key];
-        if (JSON.stringify(got) !== JSON.stringify(want)) problems.push(`stored spec.${key} is ${short(JSON.stringify(got) ?? 'absent')}, expected ${short(JSON.stringify(want) ?? 'absent')}`);
+        const got = seen?.spec[key];
+        if (JSON.stringify(got) !== JSON.stringify(want)) problems.push(`stored spec.${key} is ${short(jsonOrAbsent(got))}, expected ${short(jsonOrAbsent(want))}`);
       }
       return { c, observed, problems, ms: Date.now() - t0 };
     };

@@ -6,6 +6,7 @@ import { repoRoot } from '../../src/devcluster/binaries.js';
 import { ControlPlane } from '../../src/devcluster/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
 import { recordRow } from './support/report.js';
 import { sized } from './support/scale.js';
@@ -151,8 +152,9 @@ class Churn {
         await this.env.patchUserGroup(t.name, { spec: { name: `Renamed ${t.name} ${this.tag} #${n}` } });
         this.renames++;
       } else {
-        // The next target whose last requested value was handled.
-        for (let tries = 0; tries < this.targets.length; tries++) {
+        // The next target whose last requested value was handled: one try per target, round robin from `next`.
+        const tries = this.targets.length;
+        for (let tried = 0; tried < tries; tried++) {
           const t = this.targets[this.next++ % this.targets.length];
           if (!t || this.tainted.has(t.name)) continue;
           const ug = await this.env.getUserGroup(t.name);
@@ -194,8 +196,8 @@ describe('3. control-plane trouble', () => {
 
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
-    await cp?.stop();
+    await ifAssigned(env)?.close();
+    await ifAssigned(cp)?.stop();
   });
 
   it(`kube-apiserver restarts and 410 Gone after etcd compaction, under churn, with ${GROUPS} UserGroups`, async () => {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { asError } from '../support/errors.js';
 import { TestEnv } from '../support/operator.js';
 import { between, Churn, mulberry32, PENDING_ANNOTATION, scenarioSeed, SecretWatch } from './support/churn.js';
 import { expectChurnHeld, outcomeRow, settleChurn } from './support/churn-outcome.js';
@@ -64,15 +65,15 @@ describe('2. controller crashes', () => {
     const kills: Kill[] = [];
     const unexpectedExits: string[] = [];
     const intentsLeft = new Set<string>();
-    let failure: unknown;
+    let failure: Error | undefined;
 
     // Every kill mode at least once, in a seeded order; the rest drawn at random.
     const schedule: KillMode[] = [...MODES];
     for (let i = schedule.length - 1; i > 0; i--) {
       const j = Math.floor(killRng() * (i + 1));
-      [schedule[i], schedule[j]] = [schedule[j] as KillMode, schedule[i] as KillMode];
+      [schedule[i], schedule[j]] = [schedule[j]!, schedule[i]!];
     }
-    while (schedule.length < KILLS) schedule.push(MODES[Math.floor(killRng() * MODES.length)] as KillMode);
+    while (schedule.length < KILLS) schedule.push(MODES[Math.floor(killRng() * MODES.length)]!);
 
     const spawn = (): ControllerProcess => {
       const c = e.spawnController(ARGS);
@@ -137,19 +138,20 @@ describe('2. controller crashes', () => {
             await workersStarted(c);
             await sleep(between(killRng, 100, 1_000));
             // Straight from the pipe: the POST has answered, the new token is not yet (or only just) in the Secret.
-            let seen = false;
+            // Set by the stdout listener: a property, as narrowing cannot see writes made in a callback.
+            const rotation = { seen: false };
             const onData = (chunk: Buffer): void => {
-              if (!seen && chunk.toString('utf8').includes('"msg":"token rotated"')) {
-                seen = true;
+              if (!rotation.seen && chunk.toString('utf8').includes('"msg":"token rotated"')) {
+                rotation.seen = true;
                 killNow(c);
               }
             };
             c.child.stdout?.on('data', onData);
             await churn.requestRotations(between(killRng, 1, 5), `kill${k + 1}`);
             const deadline = Date.now() + 10_000;
-            while (!seen && !c.exited() && Date.now() < deadline) await sleep(20);
+            while (!rotation.seen && !c.exited() && Date.now() < deadline) await sleep(20);
             c.child.stdout?.off('data', onData);
-            aimed = seen;
+            aimed = rotation.seen;
             await kill(c);
             break;
           }
@@ -175,7 +177,7 @@ describe('2. controller crashes', () => {
       await churn.createNext(churn.remaining, 20, 0.1);
       await sleep(2_000);
     } catch (err) {
-      failure = err;
+      failure = asError(err);
     }
     const outcome = await settleChurn(e, churn, ledger, failure, started);
     const { result, calls, completedAfterRestart } = outcome;

@@ -3,6 +3,7 @@ import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { LISTENER_SECRET_TEXT, startListener, type Listener } from './support/listeners.js';
 import { recordRow } from './support/report.js';
@@ -40,8 +41,8 @@ describe('9c. hostile tenant: egress', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await listener?.stop();
-    await env?.close();
+    await ifAssigned(listener)?.stop();
+    await ifAssigned(env)?.close();
     if (ns) await deleteNamespace(ns, env.kc).catch(() => undefined);
   });
 

@@ -5,6 +5,7 @@ import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { createUserGroups } from './support/invariant.js';
 import { startTarpit, type Tarpit } from './support/listeners.js';
@@ -49,8 +50,8 @@ describe('9b. hostile tenant: fairness', () => {
   }, 180_000);
   afterAll(async () => {
     await killAllControllers();
-    await tarpit?.stop();
-    await env?.close();
+    await ifAssigned(tarpit)?.stop();
+    await ifAssigned(env)?.close();
     if (nsA) await deleteNamespace(nsA, env.kc).catch(() => undefined);
   });
 
@@ -124,7 +125,7 @@ describe('9b. hostile tenant: fairness', () => {
 
     // What A's flood came to, once it settled: one duplicate holds the id, the rest wait; the hole is paused.
     const listA = async (): Promise<UserGroupObject[]> => ((await env.custom.listNamespacedCustomObject({ group, version, namespace: nsA, plural })) as { items: UserGroupObject[] }).items;
-    let a: UserGroupObject[] = [];
+    let a: UserGroupObject[];
     const settleDeadline = Date.now() + sized(300_000, 120_000);
     for (;;) {
       a = await listA();

@@ -4,6 +4,7 @@ import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { repoRoot } from '../../src/devcluster/binaries.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
@@ -41,7 +42,7 @@ describe('9a. hostile tenant: memory', () => {
   }, 180_000);
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
     if (nsA) await deleteNamespace(nsA, env.kc).catch(() => undefined);
   });
 

@@ -4,6 +4,7 @@ import type { Faults, InjectedFault } from '../../src/sim/faults.js';
 import { eventually } from '../support/kube.js';
 import { killAllControllers, msgIs, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { TestEnv } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { callsOf, diffStats, fmt, processHealth, sha256 } from './support/faults-support.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
@@ -81,7 +82,7 @@ describe('6. hostile service responses', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await env?.close();
+    await ifAssigned(env)?.close();
   });
 
   for (const kind of KINDS) {

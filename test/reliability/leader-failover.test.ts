@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, msgMatches, signalAndWait, waitLog, type ControllerProcess, type LogEntry } from '../support/controller-process.js';
+import { asError } from '../support/errors.js';
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
 import { between, Churn, mulberry32, scenarioSeed, SecretWatch } from './support/churn.js';
@@ -84,7 +85,7 @@ describe('4. leader failover', () => {
     const processes: ControllerProcess[] = [];
     const failovers: Failover[] = [];
     const signalled = new Map<number, number>(); // pid -> when we sent SIGKILL/SIGTERM
-    let failure: unknown;
+    let failure: Error | undefined;
     let aimedHits = 0;
 
     const spawn = (): ControllerProcess => {
@@ -129,10 +130,11 @@ describe('4. leader failover', () => {
         const aimed = k % 2 === 1;
         if (aimed) {
           const victim = leader;
-          let seen = false;
+          // Set by the stdout listener: a property, as narrowing cannot see writes made in a callback.
+          const rotation = { seen: false };
           const onData = (chunk: Buffer): void => {
-            if (!seen && chunk.toString('utf8').includes('"msg":"token rotated"')) {
-              seen = true;
+            if (!rotation.seen && chunk.toString('utf8').includes('"msg":"token rotated"')) {
+              rotation.seen = true;
               signalled.set(victim.pid, Date.now());
               victim.child.kill('SIGKILL');
             }
@@ -140,9 +142,9 @@ describe('4. leader failover', () => {
           victim.child.stdout?.on('data', onData);
           await churn.requestRotations(between(rng, 2, 6), `kill${k + 1}`);
           const deadline = Date.now() + 10_000;
-          while (!seen && !victim.exited() && Date.now() < deadline) await sleep(20);
+          while (!rotation.seen && !victim.exited() && Date.now() < deadline) await sleep(20);
           victim.child.stdout?.off('data', onData);
-          if (seen) aimedHits++;
+          if (rotation.seen) aimedHits++;
         }
         const from = standby.logs.length;
         // (A leader that exited by itself stays out of `signalled`, so it is reported as an unexpected exit.)
@@ -181,7 +183,7 @@ describe('4. leader failover', () => {
       await churn.createNext(churn.remaining, 20, 0.1);
       await sleep(2_000);
     } catch (err) {
-      failure = err;
+      failure = asError(err);
     }
     const outcome = await settleChurn(e, churn, ledger, failure, started);
     const { result, calls, completedAfterRestart } = outcome;

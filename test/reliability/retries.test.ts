@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BREAKER_DEFAULTS } from '../../src/service/circuit-breaker.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { rotationBudgetMs } from './support/budgets.js';
 import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, type CapturingProxy, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
@@ -45,8 +46,8 @@ describe('10. retries: partial faults, then an outage', () => {
   });
   afterAll(async () => {
     await killAllControllers();
-    await proxy?.stop();
-    await env?.close();
+    await ifAssigned(proxy)?.stop();
+    await ifAssigned(env)?.close();
   });
 
   /** Polls until every group has handled `value`; the time each was first seen handled, from `since`. */

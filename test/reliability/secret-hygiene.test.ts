@@ -8,6 +8,7 @@ import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, typ
 import { httpGet } from '../support/http-get.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
+import { ifAssigned } from '../support/teardown.js';
 import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
 import { rotationBudgetMs } from './support/budgets.js';
@@ -86,13 +87,13 @@ describe('7. secret hygiene', () => {
 
   afterAll(async () => {
     await killAllControllers();
-    if (env) {
+    if (ifAssigned(env)) {
       const rbac = env.kc.makeApiClient(RbacAuthorizationV1Api);
       await rbac.deleteClusterRoleBinding({ name: `${env.namespace}-metrics-reader` }).catch(() => undefined);
       await rbac.deleteClusterRole({ name: `${env.namespace}-metrics-reader` }).catch(() => undefined);
     }
-    await proxy?.stop();
-    await env?.close();
+    await ifAssigned(proxy)?.stop();
+    await ifAssigned(env)?.close();
     if (side) await deleteNamespace(side, env.kc).catch(() => undefined);
   });
 
@@ -259,7 +260,7 @@ describe('7. secret hygiene', () => {
         eventReasons.add(e.reason ?? '?');
         findings.push(...scanner.scan(`Event (events.k8s.io) ${ns}/${e.metadata?.name ?? '?'} ${e.reason ?? ''}`, text));
       }
-      for (const e of legacy) findings.push(...scanner.scan(`Event (core/v1) ${ns}/${e.metadata?.name ?? '?'} ${e.reason ?? ''}`, JSON.stringify(e)));
+      for (const e of legacy) findings.push(...scanner.scan(`Event (core/v1) ${ns}/${e.metadata.name ?? '?'} ${e.reason ?? ''}`, JSON.stringify(e)));
       for (const p of ['usergroups', 'usergroupservices']) {
         const items = ((await custom.listNamespacedCustomObject({ group, version, namespace: ns, plural: p })) as { items: UserGroupObject[] }).items;
         statusObjects += items.length;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllControllers } from '../support/controller-process.js';
+import { ifAssigned } from '../support/teardown.js';
 import { catalogue, type AttackOutcome } from '../support/tenancy-attacks.js';
 import { createTenancyWorld, createUserGroupAs, leakedTokens, secretTokenAs, serviceGroup, sha256, waitForReason, type TenancyWorld } from '../support/tenancy.js';
 import { recordRow } from './support/report.js';
@@ -24,7 +25,7 @@ describe('8. tenancy attacks', () => {
   }, 180_000);
   afterAll(async () => {
     await killAllControllers();
-    await world?.close();
+    await ifAssigned(world)?.close();
   });
 
   it(`${ROUNDS} round(s) of every attack by ${TENANTS} tenants and an outsider: nothing achieved, no call for a refused object, no token out of place`, async () => {

@@ -91,7 +91,7 @@ export function spawnController(options: SpawnControllerOptions): ControllerProc
       }
     };
   };
-  child.stdout?.on('data', lineReader((text) => {
+  child.stdout.on('data', lineReader((text) => {
     let json: Record<string, unknown> | undefined;
     try {
       json = JSON.parse(text) as Record<string, unknown>;
@@ -100,7 +100,7 @@ export function spawnController(options: SpawnControllerOptions): ControllerProc
     }
     logs.push({ at: Date.now(), text, json });
   }));
-  child.stderr?.on('data', lineReader((line) => stderr.push(line)));
+  child.stderr.on('data', lineReader((line) => stderr.push(line)));
   const exit = new Promise<ControllerExit>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
   const controller: ControllerProcess = {

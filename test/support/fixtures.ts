@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import type { V1Secret } from '@kubernetes/client-node';
 import type { ObjectMeta } from '../../src/api/meta.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 
@@ -34,3 +35,26 @@ export function userGroupSpec(over: Partial<UserGroupSpec> = {}): UserGroupSpec 
 export const SEAL = (message: string): string => createHmac('sha256', 'account-a').update(message).digest('hex');
 /** The seal of another account: records it made are worthless to SEAL. */
 export const OTHER_SEAL = (message: string): string => createHmac('sha256', 'account-b').update(message).digest('hex');
+
+/**
+ * A Secret built by desiredSecret as the apiserver returns it once stored: the same fields, plus a uid and
+ * `resourceVersion`. Built field by field (the fields desiredSecret sets), as a plain object.
+ */
+export function storedSecret(desired: V1Secret, resourceVersion: string): V1Secret {
+  const meta = desired.metadata ?? {};
+  return {
+    apiVersion: desired.apiVersion,
+    kind: desired.kind,
+    type: desired.type,
+    metadata: {
+      name: meta.name,
+      namespace: meta.namespace,
+      labels: meta.labels,
+      annotations: meta.annotations,
+      ownerReferences: meta.ownerReferences,
+      uid: 'uid-secret',
+      resourceVersion,
+    },
+    data: desired.data,
+  };
+}

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { asError } from './errors.js';
 
 /** The admin KubeConfig of the shared test control plane, or of another one (a test's private control plane). */
 export function adminKubeConfig(kubeconfigPath: string = inject('kubeconfig')): KubeConfig {
@@ -83,13 +84,13 @@ export function run(bin: string, args: readonly string[], options: { input?: str
 /** Polls until `check` returns a value other than undefined. */
 export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000, intervalMs = 200): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
+  let lastError: Error | undefined;
   while (Date.now() < deadline) {
     try {
       const value = await check();
       if (value !== undefined) return value;
     } catch (err) {
-      lastError = err;
+      lastError = asError(err);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }

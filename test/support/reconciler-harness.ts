@@ -11,7 +11,7 @@ import type { desiredSecret } from '../../src/controller/token-secret.js';
 import type { SecretWriteResult } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceResult } from '../../src/service/types.js';
-import { SEAL } from './fixtures.js';
+import { SEAL, storedSecret } from './fixtures.js';
 
 /**
  * The reconciler on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
@@ -192,7 +192,7 @@ export function harness(world: World): Harness {
       const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
       writes.push({ resourceVersion, annotations: { ...(desired.metadata?.annotations ?? {}) }, token: written });
       if (resourceVersion === undefined && world.live) return { ok: false, conflict: 'exists', message: 'already exists' };
-      const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: String(30 + writes.length) } });
+      const parsed = parseSecret(storedSecret(desired, String(30 + writes.length)));
       if (!parsed.ok) throw new Error(parsed.error);
       world.live = parsed.value;
       return { ok: true, secret: parsed.value };

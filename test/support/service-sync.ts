@@ -10,7 +10,7 @@ export async function waitInSync(env: TestEnv, name: string, userGroupId: string
     if (ready?.status !== 'True' || ready.reason !== 'Synced' || ug.status?.observedGeneration !== ug.metadata.generation) return undefined;
     const token = await env.secretToken(name);
     const sim = env.simGroup(userGroupId);
-    return token && sim && sha256(token) === sim.tokenSha256 ? { ug, token } : undefined;
+    return token && sha256(token) === sim?.tokenSha256 ? { ug, token } : undefined;
   }, timeoutMs, 250);
 }
 
@@ -22,7 +22,7 @@ export async function waitRotationHandled(env: TestEnv, name: string, userGroupI
     if (ug.status?.rotation?.lastHandledRequest !== value || ready?.status !== 'True' || ready.reason !== 'Synced') return undefined;
     const token = await env.secretToken(name);
     const sim = env.simGroup(userGroupId);
-    return token && sim && sha256(token) === sim.tokenSha256 ? token : undefined;
+    return token && sha256(token) === sim?.tokenSha256 ? token : undefined;
   }, timeoutMs, 250);
 }
 

@@ -180,11 +180,11 @@ export async function rotationHijack(world: TenancyWorld, attacker: Tenant): Pro
   const name = `mine-${suffix()}`;
   await createUserGroupAs(attacker, name, { userGroupId: `${attacker.namespace}.${name}`, name: 'Mine' });
   await waitForReason(world, attacker.namespace, name, 'Synced');
-  await rewriteSecretAs(attacker, name, (s) => ({
-    ...s,
-    data: { ...s.data, token: Buffer.from(victimToken).toString('base64') },
-    metadata: { ...s.metadata, annotations: { ...s.metadata?.annotations, [TOKEN_SHA256]: sha256(victimToken) } },
-  }));
+  await rewriteSecretAs(attacker, name, (s) => {
+    s.data = { ...s.data, token: Buffer.from(victimToken).toString('base64') };
+    const meta = (s.metadata ??= {});
+    meta.annotations = { ...meta.annotations, [TOKEN_SHA256]: sha256(victimToken) };
+  });
   await annotateUserGroupAs(attacker, name, { [ROTATE]: 'hijack-1' });
   await eventually('the rotation request handled', async () =>
     ((await userGroupIn(world, attacker.namespace, name))?.status?.rotation?.lastHandledRequest === 'hijack-1' ? true : undefined));
@@ -209,7 +209,10 @@ export async function forgedHandled(world: TenancyWorld, t: Tenant): Promise<Att
   await world.restartController(t.namespace, async () => {
     await world.env.custom.patchNamespacedCustomObject(
       { group, version, namespace: t.namespace, plural: 'usergroups', name, body: { metadata: { annotations: { [ROTATE]: 'leak-1' } } } }, MERGE);
-    await rewriteSecretAs(t, name, (s) => ({ ...s, metadata: { ...s.metadata, annotations: { ...s.metadata?.annotations, 'usergroup.dev/rotation-handled': 'leak-1' } } }));
+    await rewriteSecretAs(t, name, (s) => {
+      const meta = (s.metadata ??= {});
+      meta.annotations = { ...meta.annotations, 'usergroup.dev/rotation-handled': 'leak-1' };
+    });
   });
   await eventually('the rotation request handled', async () =>
     ((await userGroupIn(world, t.namespace, name))?.status?.rotation?.lastHandledRequest === 'leak-1' ? true : undefined));
@@ -267,7 +270,9 @@ export async function metadataNoise(world: TenancyWorld, t: Tenant): Promise<Att
   await annotateUserGroupAs(t, name,
     { 'usergroup.dev/rotation-handled': 'x', 'usergroup.dev/token-record': 'f'.repeat(64), 'usergroup.dev/token-sha256': 'x' },
     { 'app.kubernetes.io/managed-by': 'someone-else', 'usergroup.dev/usergroup': 'other' });
-  await rewriteSecretAs(t, name, (s) => ({ ...s, metadata: { ...s.metadata, labels: { app: 'mine' } } }));
+  await rewriteSecretAs(t, name, (s) => {
+    (s.metadata ??= {}).labels = { app: 'mine' };
+  });
   // The controller puts its labels back without a call (the record still vouches for the token).
   await eventually('the managed-by label restored', async () =>
     ((await readSecretAs(t, name))?.metadata?.labels?.['app.kubernetes.io/managed-by'] === 'usergroup-operator' ? true : undefined));

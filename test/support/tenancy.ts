@@ -151,11 +151,15 @@ export async function secretTokenAs(t: Tenant, name: string, key = 'token'): Pro
   return data === undefined ? undefined : Buffer.from(data, 'base64').toString('utf8');
 }
 
-/** The tenant rewrites its own token Secret (data and annotations), as `kubectl edit secret` would. */
-export async function rewriteSecretAs(t: Tenant, name: string, edit: (s: V1Secret) => V1Secret): Promise<void> {
+/**
+ * The tenant rewrites its own token Secret (data and annotations), as `kubectl edit secret` would: `edit`
+ * changes the Secret just read, in place, and that is written back.
+ */
+export async function rewriteSecretAs(t: Tenant, name: string, edit: (s: V1Secret) => void): Promise<void> {
   const current = await readSecretAs(t, name);
   if (!current) throw new Error(`no Secret ${t.namespace}/${name}`);
-  await t.core.replaceNamespacedSecret({ namespace: t.namespace, name, body: edit(current) });
+  edit(current);
+  await t.core.replaceNamespacedSecret({ namespace: t.namespace, name, body: current });
 }
 
 // --- What the admin and the test see -------------------------------------------------------------

@@ -83,7 +83,7 @@ async function withinOneSecond<T>(attempt: (second: number) => Promise<{ runs: A
 
 describe("Argo CD's sandbox for custom scripts (its own VM, not a stand-in)", () => {
   const probe = (source: string): Promise<string | undefined> =>
-    argo.script({ ...TYPE }, `${source}`).then((h) => h.message);
+    argo.script({ ...TYPE }, source).then((h) => h.message);
 
   it('has the base, table and package libraries; no global os, string, math, io, debug or coroutine', async () => {
     const globals = ['string', 'math', 'io', 'os', 'debug', 'coroutine', 'table', 'package', 'require', 'pairs', 'tostring', 'error'];
@@ -298,7 +298,7 @@ describe('actions/rotate/action.lua, as the API server runs it', () => {
       spec: {
         mapping: {},
         tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
-        properties: { region: 'eu', tier: 3, ratio: 0.1, tiny: 1.5e-7, huge: 1e21, id: 9007199254740993, flags: [true, false], nested: { a: {}, b: [{ c: {} }], c: [[]] }, empty: [] },
+        properties: { region: 'eu', tier: 3, ratio: 0.1, tiny: 1.5e-7, huge: 1e21, id: Number.MAX_SAFE_INTEGER + 1, flags: [true, false], nested: { a: {}, b: [{ c: {} }], c: [[]] }, empty: [] },
       },
     });
     const value = await onlyTheAnnotation(live);
@@ -401,11 +401,12 @@ describe('argocd-cm.yaml', () => {
 });
 
 describe('application.yaml', () => {
+  // An empty document (before a leading ---) parses as null.
   const docs = read('application.yaml').split(/^---$/m).map((d) => parseYaml(d) as {
     kind: string;
     metadata: { name: string; annotations?: Record<string, string> };
     spec: { source: { path: string; helm?: unknown }; syncPolicy: { syncOptions: string[] } };
-  }).filter((d) => d !== null);
+  } | null).filter((d) => d !== null);
 
   it('installs the operator chart before the UserGroups, both with server-side apply', () => {
     expect(docs.map((d) => d.kind)).toEqual(['Application', 'Application']);

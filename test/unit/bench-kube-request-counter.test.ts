@@ -43,7 +43,7 @@ function kubeConfig(server: string): KubeAccess {
 
 async function counted(metrics: Metrics): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const v of (await metrics.kubeRequests.get()).values) out[`${String(v.labels['verb'])} ${String(v.labels['code'])}`] = v.value;
+  for (const v of (await metrics.kubeRequests.get()).values) out[`${String(v.labels.verb)} ${String(v.labels.code)}`] = v.value;
   return out;
 }
 

@@ -106,13 +106,13 @@ describe('Connections of a namespace (UserGroupService)', () => {
 
   it('refuses plain http unless the operator allows it, whatever allowInsecure says', async () => {
     const { c } = connections({ http: false, services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
-    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ServiceNotAllowed', message: expect.stringContaining('--allow-http-services') });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ServiceNotAllowed', message: expect.stringContaining('--allow-http-services') as unknown });
   });
 
   it('sends no Secret that did not opt in by its type', async () => {
     const before = requests;
     const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', 'Opaque')] });
-    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ConnectionInvalid', message: expect.stringContaining(API_KEY_SECRET_TYPE) });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ConnectionInvalid', message: expect.stringContaining(API_KEY_SECRET_TYPE) as unknown });
     expect(requests).toBe(before);
   });
 

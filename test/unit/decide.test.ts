@@ -6,14 +6,14 @@ import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } 
 import { canonicalJson, sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { OWNER, SEAL, userGroupSpec } from '../support/fixtures.js';
+import { OWNER, SEAL, storedSecret, userGroupSpec } from '../support/fixtures.js';
 
 const spec = userGroupSpec;
 
 /** An observed Secret as the apiserver would return it after the operator wrote desiredSecret(..., SEAL). */
 function writtenSecret(content: { token: string; handled?: string; pending?: string }, s: UserGroupSpec = spec()): ObservedSecret {
   const desired = desiredSecret(OWNER, s, { token: new SecretValue(content.token), handled: content.handled, pending: content.pending }, SEAL);
-  const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '77' } });
+  const parsed = parseSecret(storedSecret(desired, '77'));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }

@@ -69,7 +69,7 @@ describe('EventRecorder: one write at a time from a bounded queue (as client-go)
     await api.answerAll();
     expect(api.sent.map((s) => s.method)).toEqual(['POST', 'PATCH']);
     expect(api.sent[1]?.body['series']).toMatchObject({ count: 2 });
-    expect(api.sent[1]?.path).toContain(String((api.sent[0]?.body['metadata'] as { name: string }).name));
+    expect(api.sent[1]?.path).toContain((api.sent[0]?.body['metadata'] as { name: string }).name);
   });
 
   it('flush waits for queued writes, but not past its timeout', async () => {

@@ -219,7 +219,7 @@ describe('EventRecorder: what is retried', () => {
     recorder.emit(regarding, 'Warning', 'SyncFailed', 'Sync', 'x');
     await recorder.flush();
     expect(forbidden.sent).toHaveLength(1);
-    expect(lines.find((l) => l['msg'] === 'event not recorded')).toMatchObject({ status: 403, attempts: 1, err: expect.stringContaining('events.events.k8s.io is forbidden: no create') });
+    expect(lines.find((l) => l['msg'] === 'event not recorded')).toMatchObject({ status: 403, attempts: 1, err: expect.stringContaining('events.events.k8s.io is forbidden: no create') as unknown });
 
     for (const first of [status(429, 'TooManyRequests', 'slow down'), { status: 503, body: '' }]) {
       const busy = scripted(first, { status: 201, body: {} });

@@ -10,7 +10,7 @@ import { runPlugin } from '../../src/cli/kubectl/plugin.js';
  * with the apiserver's own message, not the request that was refused.
  */
 
-type Reply = { readonly status: number; readonly body?: unknown };
+interface Reply { readonly status: number; readonly body?: unknown }
 let reply: (req: IncomingMessage) => Reply = () => ({ status: 500 });
 let server: Server;
 let dir: string;

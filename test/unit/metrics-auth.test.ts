@@ -31,7 +31,7 @@ function fakeApiserver(identities: Readonly<Record<string, Identity>>) {
     request: async (method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> => {
       expect(method).toBe('POST');
       const body = options.body as { spec: Record<string, unknown> };
-      sent.push({ path, body: body as unknown as Record<string, unknown> });
+      sent.push({ path, body: body });
       if (hold) await new Promise<void>((resolve) => held.push(resolve));
       if (fail instanceof Error) throw fail;
       if (fail) return fail;

@@ -4,7 +4,7 @@ import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL } from '../support/fixtures.js';
+import { SEAL, storedSecret } from '../support/fixtures.js';
 import { harness, userGroup, type Harness } from '../support/reconciler-harness.js';
 
 /**
@@ -28,7 +28,7 @@ function sealedSecret(token: string, book: { handled?: string; pending?: string 
   const ug = userGroup();
   if (!ug.spec.ok) throw new Error(ug.spec.error);
   const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: book.handled, pending: book.pending }, SEAL);
-  const parsed = parseSecret({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '20' } });
+  const parsed = parseSecret(storedSecret(desired, '20'));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }

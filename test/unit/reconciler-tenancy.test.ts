@@ -8,7 +8,7 @@ import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { parseSecret } from '../../src/api/secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL } from '../support/fixtures.js';
+import { SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, secret, userGroup } from '../support/reconciler-harness.js';
 
 /**
@@ -25,7 +25,7 @@ const ready = (h: { statuses: { conditions?: readonly { type: string; reason: st
 function sealedSecret(ug: ReturnType<typeof userGroup>, token: string, handled?: string): ObservedSecret {
   if (!ug.spec.ok) throw new Error('bad spec');
   const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled, pending: undefined }, SEAL);
-  const parsed = parseSecret(JSON.parse(JSON.stringify({ ...desired, metadata: { ...desired.metadata, uid: 'uid-secret', resourceVersion: '20' } })));
+  const parsed = parseSecret(JSON.parse(JSON.stringify(storedSecret(desired, '20'))));
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }

@@ -190,7 +190,7 @@ describe('ServiceClient response classes', () => {
     expect(failure(track(await client(srv.url).upsert(upsertReq)))).toMatchObject({
       kind: 'rejected',
       status: 400,
-      message: expect.stringContaining('name must not be empty'),
+      message: expect.stringContaining('name must not be empty') as unknown,
     });
   });
 
@@ -225,7 +225,7 @@ describe('ServiceClient response classes', () => {
     const srv = await startServer((_req, res) => sendJson(res, 200, { success: 1, user_group: { name: 'Acme', token } }));
     expect(failure(track(await client(srv.url).upsert(upsertReq)))).toMatchObject({
       kind: 'invalid-response',
-      message: expect.stringContaining('token'),
+      message: expect.stringContaining('token') as unknown,
     });
   });
 });
@@ -320,7 +320,7 @@ describe('ServiceClient calls withdrawn by their signal', () => {
     expect(returnedMs).toBeLessThan(500);
     expect(closedMs).toBeLessThan(500);
     // It was sent, so it is reported, as neither a success nor a failure of the service.
-    expect(samples).toEqual([{ operation, status: undefined, outcome: 'aborted', durationMs: expect.any(Number) }]);
+    expect(samples).toEqual([{ operation, status: undefined, outcome: 'aborted', durationMs: expect.any(Number) as unknown }]);
   });
 
   it('an already aborted signal sends nothing and reports nothing', async () => {
@@ -371,7 +371,7 @@ describe('ServiceClient response size limit', () => {
       pump();
     });
     const f = failure(track(await client(srv.url, { maxResponseBytes: limit }).upsert(upsertReq)));
-    expect(f).toMatchObject({ kind: 'invalid-response', status: 200, message: expect.stringContaining(`${limit} bytes`) });
+    expect(f).toMatchObject({ kind: 'invalid-response', status: 200, message: expect.stringContaining(`${limit} bytes`) as unknown });
     expect(written).toBeLessThan(8 * 1024 * 1024);
   });
 
@@ -427,8 +427,8 @@ describe('ServiceClient observation', () => {
     track(await c.upsert(upsertReq));
     track(await c.rotate(new SecretValue(OLD_TOKEN)));
     expect(samples).toEqual([
-      { operation: 'upsert', status: 200, outcome: 'ok', durationMs: expect.any(Number) },
-      { operation: 'rotate', status: 503, outcome: 'unavailable', durationMs: expect.any(Number) },
+      { operation: 'upsert', status: 200, outcome: 'ok', durationMs: expect.any(Number) as unknown },
+      { operation: 'rotate', status: 503, outcome: 'unavailable', durationMs: expect.any(Number) as unknown },
     ]);
     expect(samples.every((s) => s.durationMs >= 0)).toBe(true);
   });

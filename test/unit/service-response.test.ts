@@ -283,7 +283,7 @@ describe('parseOversizedResponse', () => {
     expect(failure(parseOversizedResponse(200, {}, 1024))).toMatchObject({
       kind: 'invalid-response',
       status: 200,
-      message: expect.stringContaining('1024 bytes'),
+      message: expect.stringContaining('1024 bytes') as unknown,
     });
   });
 

@@ -71,7 +71,7 @@ describe('admin endpoints and stats', () => {
     const list = JSON.parse((await admin(sim, '/_sim/groups')).text) as { groups: unknown[] };
     expect(list.groups).toEqual([
       {
-        teamId: expect.any(Number),
+        teamId: expect.any(Number) as unknown,
         userGroupId: 'a/b c',
         name: 'A',
         mapping: { s: 1 },
@@ -79,8 +79,8 @@ describe('admin endpoints and stats', () => {
         environmentTag: 'Customer',
         tokenSha256: sha256Hex(token),
         rotations: 0,
-        createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
-        updatedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+        createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as unknown,
+        updatedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as unknown,
       },
     ]);
 

@@ -50,8 +50,8 @@ describe('the simulated user-group service', () => {
     expect(answer.body.success).toBe(1);
     const group = userGroup(answer);
     expect(group).toEqual({
-      team_id: expect.any(Number),
-      token: expect.stringMatching(/^[A-Za-z0-9]{64}$/),
+      team_id: expect.any(Number) as unknown,
+      token: expect.stringMatching(/^[A-Za-z0-9]{64}$/) as unknown,
       name: 'Acme',
       provided_id: 'acme',
       new_user_group: true,
@@ -88,7 +88,12 @@ describe('the simulated user-group service', () => {
     const rotated = await call(sim, 'POST', { current_token: old });
     expect(rotated.status).toBe(200);
     expect(rotated.body.success).toBe(1);
-    expect(userGroup(rotated)).toEqual({ team_id: expect.any(Number), token: expect.stringMatching(/^[A-Za-z0-9]{64}$/), name: 'Acme', provided_id: 'acme' });
+    expect(userGroup(rotated)).toEqual({
+      team_id: expect.any(Number) as unknown,
+      token: expect.stringMatching(/^[A-Za-z0-9]{64}$/) as unknown,
+      name: 'Acme',
+      provided_id: 'acme',
+    });
     expect(tokenOf(rotated)).not.toBe(old);
 
     const again = await call(sim, 'POST', { current_token: old });
@@ -111,7 +116,7 @@ describe('the simulated user-group service', () => {
   it('answers 401 without a key, with a wrong key or a wrong scheme, and applies nothing', async () => {
     const missing = await call(sim, 'PUT', { user_group_id: 'a', name: 'A' }, null);
     expect(missing.status).toBe(401);
-    expect(missing.body).toEqual({ success: 0, message: expect.stringContaining('missing Authorization header') });
+    expect(missing.body).toEqual({ success: 0, message: expect.stringContaining('missing Authorization header') as unknown });
     expect((await call(sim, 'PUT', { user_group_id: 'a', name: 'A' }, 'nope')).status).toBe(401);
     const bearer = await fetch(`${sim.url}/api/user`, {
       method: 'PUT',
@@ -172,7 +177,7 @@ describe('the simulated user-group service', () => {
   ])('answers 400 to a PUT with %s', async (_what, body, message) => {
     const answer = await call(sim, 'PUT', body);
     expect(answer.status).toBe(400);
-    expect(answer.body).toEqual({ success: 0, message: expect.stringMatching(message) });
+    expect(answer.body).toEqual({ success: 0, message: expect.stringMatching(message) as unknown });
     expect(sim.groups()).toEqual([]);
   });
 
@@ -214,7 +219,7 @@ describe('the simulated user-group service', () => {
       headers: { authorization: `Token ${KEY}` },
       body: chunks,
       duplex: 'half',
-    } as RequestInit);
+    });
     expect(streamed.status).toBe(413);
     expect(sim.stats().operations.upsert.payload_too_large).toBe(2);
   });

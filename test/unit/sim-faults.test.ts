@@ -35,12 +35,12 @@ describe('fault knobs', () => {
   it('default to no faults and reject bad values with a message', () => {
     expect(parseFaults({})).toEqual({ ok: true, value: NO_FAULTS });
     expect(parseFaults({ errorRate: 1.5 })).toEqual({ ok: false, message: 'errorRate must be a fraction from 0 to 1, got 1.5' });
-    expect(parseFaults({ latencyMs: -1 })).toMatchObject({ ok: false, message: expect.stringMatching(/latencyMs must be a whole number/) });
+    expect(parseFaults({ latencyMs: -1 })).toMatchObject({ ok: false, message: expect.stringMatching(/latencyMs must be a whole number/) as unknown });
     expect(parseFaults({ latencyMs: 1.5 })).toMatchObject({ ok: false });
     expect(parseFaults({ hangRate: '0.5' })).toEqual({ ok: false, message: 'hangRate must be a number, got a string' });
-    expect(parseFaults({ errorRat: 0.5 })).toMatchObject({ ok: false, message: expect.stringMatching(/unknown fault knob "errorRat"/) });
+    expect(parseFaults({ errorRat: 0.5 })).toMatchObject({ ok: false, message: expect.stringMatching(/unknown fault knob "errorRat"/) as unknown });
     expect(parseFaults([])).toMatchObject({ ok: false });
-    expect(parseFaults({ errorRate: 0.6, hangRate: 0.6 })).toMatchObject({ ok: false, message: expect.stringMatching(/add up to 1.2/) });
+    expect(parseFaults({ errorRate: 0.6, hangRate: 0.6 })).toMatchObject({ ok: false, message: expect.stringMatching(/add up to 1.2/) as unknown });
     expect(parseFaults({ errorRate: 0.1, rateLimitRate: 0.2, slowDripRate: 0.7, spikeRate: 1 })).toMatchObject({ ok: true });
   });
 
@@ -81,7 +81,7 @@ describe('injected faults', () => {
     const sim = await simulator({ errorRate: 1 });
     const response = await put(sim);
     expect(response.status).toBe(503);
-    expect(await response.json()).toEqual({ success: 0, message: expect.stringContaining('not applied') });
+    expect(await response.json()).toEqual({ success: 0, message: expect.stringContaining('not applied') as unknown });
     expect(sim.groups()).toEqual([]);
     expect(sim.stats().operations.upsert.injected_5xx).toBe(1);
   });
@@ -91,7 +91,7 @@ describe('injected faults', () => {
     const response = await put(sim);
     expect(response.status).toBe(429);
     expect(response.headers.get('retry-after')).toBe('3');
-    expect((await response.json()) as unknown).toMatchObject({ success: 0 });
+    expect(await response.json()).toMatchObject({ success: 0 });
     expect(sim.groups()).toEqual([]);
     sim.setFaults({ rateLimitRate: 1 });
     expect((await put(sim)).headers.get('retry-after')).toBe('1');
@@ -157,7 +157,7 @@ describe('injected faults', () => {
     const sim = await simulator({ successZeroRate: 1 });
     const response = await put(sim);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ success: 0, message: expect.any(String) });
+    expect(await response.json()).toEqual({ success: 0, message: expect.any(String) as unknown });
     expect(sim.groups()).toEqual([]);
   });
 
@@ -177,7 +177,7 @@ describe('injected faults', () => {
     const upsert = (await (await put(sim, 'e')).json()) as { user_group: Record<string, unknown> };
     expect(upsert.user_group).toMatchObject({ token: '', new_user_group: false });
     const rotate = await fetch(`${sim.url}/api/user`, { method: 'POST', headers: HEADERS, body: JSON.stringify({ current_token: token }) });
-    expect(await rotate.json()).toEqual({ success: 1, user_group: { team_id: expect.any(Number), token: '', name: 'G', provided_id: 'e' } });
+    expect(await rotate.json()).toEqual({ success: 1, user_group: { team_id: expect.any(Number) as unknown, token: '', name: 'G', provided_id: 'e' } });
     expect(sim.groups()[0]?.rotations).toBe(0);
     expect(sim.stats().operations).toMatchObject({ upsert: { injected_empty_token: 1 }, rotate: { injected_empty_token: 1 } });
   });
@@ -201,7 +201,7 @@ describe('injected faults', () => {
     expect(response.status).toBe(200);
     expect(Number(response.headers.get('content-length'))).toBeGreaterThan(10);
     expect(Date.now() - started).toBeLessThan(DRIP_INTERVAL_MS);
-    const reader = response.body!.getReader();
+    const reader = (response.body as ReadableStream<Uint8Array> | null)!.getReader();
     const first = await reader.read();
     expect(first.value?.length).toBe(1);
     expect(Date.now() - started).toBeGreaterThanOrEqual(DRIP_INTERVAL_MS - 50);

@@ -286,7 +286,7 @@ describe('WorkQueue delayed and rate-limited adds', () => {
       expect(q.len() - before).toBe(step);
     }
     const order: (string | undefined)[] = [];
-    for (let i = 0; i < keys.length; i++) order.push(await q.get());
+    while (order.length < keys.length) order.push(await q.get());
     expect(order).toEqual(keys);
     expect(vi.getTimerCount()).toBe(0);
   });
@@ -330,8 +330,8 @@ describe('WorkQueue delayed and rate-limited adds', () => {
   });
 
   it('uses the injected rate limiter', () => {
-    const when = vi.fn((_key: string) => 0);
-    const forget = vi.fn((_key: string) => undefined);
+    const when = vi.fn<(key: string) => number>(() => 0);
+    const forget = vi.fn<(key: string) => undefined>(() => undefined);
     const q = new WorkQueue({ rateLimiter: { when, forget } });
     q.addRateLimited('ns/a');
     expect(when).toHaveBeenCalledWith('ns/a', undefined);
@@ -533,7 +533,7 @@ describe('WorkQueue metrics', () => {
 describe('WorkQueue retries by class, with a floor', () => {
   it('passes the class to the rate limiter and never adds sooner than the floor', async () => {
     const q = fakeClockQueue();
-    const when = vi.fn((_key: string, _retryClass?: string) => 10);
+    const when = vi.fn<(key: string, retryClass?: string) => number>(() => 10);
     const classed = new WorkQueue({ rateLimiter: { when, forget: () => undefined }, now: () => Date.now() });
     classed.addRateLimited('ns/a', 'persistent', 5_000);
     expect(when).toHaveBeenCalledWith('ns/a', 'persistent');

@@ -18,7 +18,7 @@ export async function resolveCluster(flags: ClusterFlags, env: NodeJS.ProcessEnv
     access = await loadKubeAccess({ path: flags.kubeconfig, context: flags.context, env });
   } catch (err) {
     // Worded for this command's flags; the loader's own advice cannot know them.
-    if (err instanceof KubeconfigNotFoundError) throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config');
+    if (err instanceof KubeconfigNotFoundError) throw new Error('no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~/.kube/config', { cause: err });
     throw err;
   }
   return { access, namespace: flags.namespace ?? access.namespace ?? 'default' };

@@ -52,7 +52,7 @@ export async function runPlugin(argv: readonly string[], io: Io): Promise<number
 /** An apiserver refusal speaks for itself, in kubectl's words; a transport failure also says where we tried to go. */
 function describeFailure(err: unknown, flags: ClusterFlags, cluster: ResolvedCluster): string {
   if (err instanceof ApiError) return serverError(err);
-  const transport = err instanceof Error && (typeof (err as NodeJS.ErrnoException).code === 'string' || /timed out/.test(err.message));
+  const transport = err instanceof Error && (typeof (err as NodeJS.ErrnoException).code === 'string' || err.message.includes('timed out'));
   if (!transport) return `error: ${errorText(err)}`;
   const context = flags.context ?? cluster.access.context;
   return `error: cannot talk to the apiserver at ${cluster.access.server} (${context === undefined ? 'in-cluster' : `context "${context}"`}): ${errorText(err)}`;

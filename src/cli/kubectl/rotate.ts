@@ -126,14 +126,17 @@ async function waitForRotation(request: RotateRequest, deps: RotateDeps, annotat
           if (o.kind === 'object') resourceVersion = o.ug.metadata.resourceVersion;
           // Every event of a watch started at the PATCH's resourceVersion was written after it.
           observe(o.kind === 'object' ? o.ug : undefined, true);
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- observe() may have decided
           if (decided) round.abort();
         },
       });
       timeout.signal.removeEventListener('abort', stop);
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- set by the watch's callbacks and the timer
       if (decided || timeout.signal.aborted) break;
       // The server ends a watch at timeoutSeconds: resume. One that ends at once is resumed after a pause, never in a spin.
       if (end.kind === 'closed' && deps.now() - openedAt >= REWATCH_DELAY_MS) continue;
       if (end.kind === 'failed' || end.kind === 'closed') await sleep(REWATCH_DELAY_MS, timeout.signal);
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the timer may have fired during the sleep
       if (timeout.signal.aborted) break;
       // 410, a failed, silent or short-lived watch: read the object and resume from what we read.
       const ug = await api.get(request.namespace, request.name);

@@ -98,7 +98,7 @@ export function judgeRotation(requested: string, requestedAtMs: number, nowMs: n
   const ready = findReadyCondition(ug.status);
   const observed = ready?.observedGeneration ?? ug.status.observedGeneration;
   // A status about an older spec says nothing about what the controller does now.
-  if (!ready || ready.status !== 'False' || observed !== ug.metadata.generation) return { kind: 'waiting', blocker: undefined, because: 'in-progress' };
+  if (ready?.status !== 'False' || observed !== ug.metadata.generation) return { kind: 'waiting', blocker: undefined, because: 'in-progress' };
   const blocker = { reason: ready.reason, message: ready.message };
   if (TRANSIENT_REASONS.has(ready.reason)) return { kind: 'waiting', blocker, because: 'retrying' };
   // A refusal stays until a person acts, and the controller does not rewrite an unchanged status to say so again.

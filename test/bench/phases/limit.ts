@@ -4,6 +4,7 @@ import { KubeClient } from '../../../src/kube/http.js';
 import { paths } from '../../../src/kube/paths.js';
 import { ServiceClient } from '../../../src/service/client.js';
 import { SecretValue } from '../../../src/service/secret-value.js';
+import { asError } from '../../support/errors.js';
 import { userGroupName, userGroupSpec, type BenchCluster } from '../cluster.js';
 import { startProgress } from '../progress.js';
 import type { LimitMode, LimitResult } from '../report.js';
@@ -59,7 +60,7 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
         if (++taken >= n) wakeAll();
         return i;
       }
-      if (applyError !== undefined) throw applyError instanceof Error ? applyError : new Error(String(applyError));
+      if (applyError !== undefined) throw asError(applyError);
       await new Promise<void>((resolve) => waiting.push(resolve));
     }
     return undefined;
@@ -90,11 +91,11 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
       if (mode === 'controller-pattern') {
         // The controller's extra read: is there a Secret of that name it does not own?
         const existing = await kube.request('GET', paths.secret(namespace, name));
-        if (existing.status !== 404) return fail(`GET Secret ${name}: HTTP ${existing.status}`);
+        if (existing.status !== 404) { fail(`GET Secret ${name}: HTTP ${existing.status}`); return; }
       }
       const t0 = performance.now();
       const upserted = await service.upsert({ userGroupId: String(spec['userGroupId']), name: String(spec['name']), properties: spec['properties'] as Record<string, unknown> });
-      if (!upserted.ok) return fail(`PUT ${name}: ${upserted.failure.message}`);
+      if (!upserted.ok) { fail(`PUT ${name}: ${upserted.failure.message}`); return; }
       const token = upserted.group.token.reveal();
       const t1 = performance.now();
       spent.put += t1 - t0;
@@ -114,7 +115,7 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
           data: { token: Buffer.from(token).toString('base64') },
         },
       });
-      if (secret.status !== 201) return fail(`Secret ${name}: HTTP ${secret.status}`);
+      if (secret.status !== 201) { fail(`Secret ${name}: HTTP ${secret.status}`); return; }
       const t2 = performance.now();
       spent.secretCreate += t2 - t1;
       const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
@@ -134,7 +135,7 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
           },
         },
       });
-      if (status.status !== 200) return fail(`status ${name}: HTTP ${status.status}`);
+      if (status.status !== 200) { fail(`status ${name}: HTTP ${status.status}`); return; }
       spent.statusPatch += performance.now() - t2;
       if (mode === 'controller-pattern') {
         // The controller's Synced Event, written in the background as its EventRecorder does.

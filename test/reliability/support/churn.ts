@@ -230,7 +230,7 @@ export async function specDrift(env: TestEnv): Promise<string[]> {
   for (const ug of list.items) {
     const spec = ug.spec as { userGroupId: string; name: string; properties?: Record<string, unknown> };
     const g = atService.get(spec.userGroupId);
-    if (!g || g.name !== spec.name || JSON.stringify(g.properties ?? null) !== JSON.stringify(spec.properties ?? null)) drift.push(ug.metadata.name);
+    if (g?.name !== spec.name || JSON.stringify(g.properties ?? null) !== JSON.stringify(spec.properties ?? null)) drift.push(ug.metadata.name);
   }
   return drift;
 }

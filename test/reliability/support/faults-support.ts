@@ -34,7 +34,7 @@ export function diffStats(later: SimStats, earlier: SimStats): SimStats {
   for (const op of ['upsert', 'rotate'] as const) {
     const outcomes: Record<string, number> = {};
     for (const [outcome, n] of Object.entries(later.operations[op])) {
-      outcomes[outcome] = n - (earlier.operations[op][outcome as keyof Operations[typeof op]] ?? 0);
+      outcomes[outcome] = n - earlier.operations[op][outcome as keyof Operations[typeof op]];
     }
     operations[op] = outcomes;
   }
