@@ -21,11 +21,12 @@ export async function runCommand(argv: readonly string[], io: Output): Promise<n
   switch (command) {
     case 'run':
       return runController(rest, io);
-    // Loaded on demand: the controller's process should not carry the simulator or the local control plane.
+    // Developer tooling (src/devtools/), loaded on demand: the controller's process should not carry the
+    // simulator or the local control plane (test/unit/import-graph.test.ts checks that `run` never loads them).
     case 'sim':
-      return (await import('../sim/command.js')).simCommand(rest, { out: io.out, err: io.err });
+      return (await import('../devtools/sim/command.js')).simCommand(rest, { out: io.out, err: io.err });
     case 'dev':
-      return (await import('./dev.js')).devCommand(rest, io);
+      return (await import('../devtools/dev.js')).devCommand(rest, io);
     case 'version':
     case '--version':
       io.out(`usergroup-operator ${packageVersion()}\n`);

@@ -600,7 +600,9 @@ class Reconciliation {
     if (failure.kind === 'unauthorized') this.ports.invalidateConnection(connection);
     await this.writeStatus('False', reason, message, {});
     this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
-    if (failure.kind === 'rate-limited' && failure.retryAfterMs !== undefined) return { kind: 'wait', afterMs: failure.retryAfterMs };
+    // The pause is the account's (connections.ts): the keys it turned away come back at its end plus up to 1 s
+    // of jitter, and so does this one, or the key that met the 429 would take every next slot before them.
+    if (failure.kind === 'rate-limited' && failure.retryAfterMs !== undefined) return { kind: 'wait', afterMs: failure.retryAfterMs + Math.random() * 1_000 };
     return failed(failure.kind === 'unauthorized' ? 'key-refused' : failure.kind === 'rejected' ? 'request-refused' : 'call-failed');
   }
 

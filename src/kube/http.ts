@@ -1,7 +1,7 @@
 import type * as NodeHttp from 'node:http';
-import https from 'node:https';
+import type * as NodeHttps from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import { http } from '../platform/node-http.js';
+import { http, https } from '../platform/node-http.js';
 import { apiErrorFrom, type ApiError } from './api-error.js';
 import type { KubeAccess } from './kubeconfig.js';
 
@@ -66,14 +66,14 @@ export class KubeClient {
 
   static create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
     const tls = access.tls;
-    const material: https.AgentOptions = {};
+    const material: NodeHttps.AgentOptions = {};
     if (tls.ca !== undefined) material.ca = tls.ca;
     if (tls.cert !== undefined) material.cert = tls.cert;
     if (tls.key !== undefined) material.key = tls.key;
     if (tls.rejectUnauthorized !== undefined) material.rejectUnauthorized = tls.rejectUnauthorized;
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = access.server.startsWith('http:');
-    const make = (options: https.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
+    const make = (options: NodeHttps.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
     return Promise.resolve(new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe));
   }
 

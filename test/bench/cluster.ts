@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../../src/api/constants.js';
-import { repoRoot } from '../../src/devcluster/binaries.js';
-import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
 import { KubeClient } from '../../src/kube/http.js';
 import { loadKubeAccess, type KubeAccess } from '../../src/kube/kubeconfig.js';
 import { paths } from '../../src/kube/paths.js';
 import { watchOnce, type WatchEvent } from '../../src/kube/watch-stream.js';
-import { startSimulator, type Simulator } from '../../src/sim/server.js';
-import { OPERATIONS, OUTCOMES, type SimStats } from '../../src/sim/stats.js';
+import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { OPERATIONS, OUTCOMES, type SimStats } from '../../src/devtools/sim/stats.js';
 import { forEachBounded } from './stats.js';
 
 type Json = Record<string, unknown>;

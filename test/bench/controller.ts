@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '../../src/devcluster/binaries.js';
-import { freePorts } from '../../src/devcluster/controlplane.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { freePorts } from '../../src/devtools/controlplane/controlplane.js';
 import { httpGet } from '../support/http-get.js';
 import { ProcWatcher, type ProcSample } from './proc.js';
 import { pollUntil } from './stats.js';

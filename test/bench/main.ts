@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { BenchCluster } from './cluster.js';
 import { controllerFlags, spawnedControllers, type BenchController } from './controller.js';
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.js';

@@ -11,7 +11,7 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { pinnedKubernetesVersion, repoRoot } from '../../src/devcluster/binaries.js';
+import { pinnedKubernetesVersion, repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, kubectl, tokenKubeConfig } from '../support/kube.js';
 
 const group = 'usergroup.dev';

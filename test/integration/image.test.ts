@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { parseCopy, parseDockerfile } from '../support/dockerfile.js';
 import { createNamespace, deleteNamespace, eventually, run } from '../support/kube.js';
 
@@ -50,7 +50,7 @@ describe('the image\'s runtime stage, as a directory', () => {
     expect(fs.existsSync(path.join(root, 'node_modules/@kubernetes/client-node'))).toBe(true);
   });
 
-  it('its entry point starts: --help, run --help, version', async () => {
+  it('its entry point starts: --help, run --help, sim --help, version', async () => {
     expect(entrypoint[0]).toBe('/nodejs/bin/node');
     const help = await image(['--help']);
     expect(help.code, help.stderr).toBe(0);
@@ -58,6 +58,10 @@ describe('the image\'s runtime stage, as a directory', () => {
     const runHelp = await image([...cmd, '--help']);
     expect(runHelp.code, runHelp.stderr).toBe(0);
     expect(runHelp.stdout).toContain('usage: usergroup-operator run');
+    // The image ships the simulator (src/devtools/sim, loaded on demand) for demos against a cluster.
+    const simHelp = await image(['sim', '--help']);
+    expect(simHelp.code, simHelp.stderr).toBe(0);
+    expect(simHelp.stdout).toContain('usage: usergroup-operator sim');
     const version = await image(['version']);
     expect(version.code, version.stderr).toBe(0);
     expect(version.stdout).toContain((JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version);

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { eventually, kubectl, type CommandResult } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';

@@ -3,7 +3,7 @@ import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePorts } from '../../src/devcluster/controlplane.js';
+import { freePorts } from '../../src/devtools/controlplane/controlplane.js';
 import { killAllControllers, msgIs, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { eventually, kubectl } from '../support/kube.js';

@@ -5,7 +5,7 @@ import { killAllControllers, msgIs, spawnController, waitLog, type ControllerPro
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePorts } from '../../src/devcluster/controlplane.js';
+import { freePorts } from '../../src/devtools/controlplane/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { httpGet } from '../support/http-get.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';

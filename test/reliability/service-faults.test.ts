@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Faults } from '../../src/sim/faults.js';
+import type { Faults } from '../../src/devtools/sim/faults.js';
 import { killAllControllers, msgIs, waitLog } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { callsOf, fmt, injectedByKind, injectedTotal, processHealth } from './support/faults-support.js';

@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
 /**
  * deploy/argocd's scripts judged by Argo CD's own code: test/argocd/argocd-lua (built from Argo CD's Go

@@ -1,8 +1,8 @@
 // `npm run controlplane -- --kubeconfig <path>`: the test control plane in the foreground, for people.
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot } from '../../src/devcluster/binaries.js';
-import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
 
 const { values } = parseArgs({
   options: { kubeconfig: { type: 'string', default: path.resolve('.controlplane/kubeconfig') }, help: { type: 'boolean', short: 'h' } },

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { repoRoot } from '../../src/devcluster/binaries.js';
-import { ControlPlane } from '../../src/devcluster/controlplane.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

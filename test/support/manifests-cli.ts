@@ -1,7 +1,7 @@
 // `npm run manifests`: regenerates deploy/kubernetes/base/{crds,install}.yaml from the chart (a test fails when they are stale).
 import fs from 'node:fs';
 import path from 'node:path';
-import { ensureBinaries } from '../../src/devcluster/binaries.js';
+import { ensureBinaries } from '../../src/devtools/controlplane/binaries.js';
 import { MANIFESTS_DIR, renderManifests } from './manifests.js';
 
 const rendered = await renderManifests(ensureBinaries().helm);

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
 export const CHART_DIR = path.join(repoRoot, 'deploy/helm/usergroup-operator');
 export const MANIFESTS_DIR = path.join(repoRoot, 'deploy/kubernetes/base');

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { pinnedKubernetesVersion, repoRoot } from '../../src/devcluster/binaries.js';
+import { pinnedKubernetesVersion, repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
-const gomod = (module: string): string => fs.readFileSync(path.join(repoRoot, 'test/controlplane', module, 'go.mod'), 'utf8');
+const gomod = (module: string): string => fs.readFileSync(path.join(repoRoot, 'devtools/controlplane', module, 'go.mod'), 'utf8');
 
 describe('the control-plane pin', () => {
   it('points every kubernetes staging module at the release that ships with the pinned kubernetes', () => {

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devcluster/binaries.js';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { dockerIgnored, imageEnv, imageNodeFlags, parseCopy, parseDockerfile, readDockerignore, type Instruction } from '../support/dockerfile.js';
 
 // No Docker engine here: these check what can be checked without one. The image's entry point itself is
@@ -55,8 +55,9 @@ describe('Dockerfile', () => {
   });
 
   it('keeps secrets, build output and dependencies of the host out of the context', () => {
-    for (const p of ['node_modules', 'dist', '.git', '.controlplane', 'node_modules/got/package.json', 'dist/cli/main.js']) expect(dockerIgnored(ignore, p), p).toBe(true);
-    for (const p of ['src/cli/main.ts', 'package.json', 'package-lock.json', 'crds/usergroup.dev_usergroups.yaml', 'tsconfig.json']) expect(dockerIgnored(ignore, p), p).toBe(false);
+    for (const p of ['node_modules', 'dist', '.git', '.controlplane', 'node_modules/got/package.json', 'dist/cli/main.js', 'devtools/controlplane/build.sh']) expect(dockerIgnored(ignore, p), p).toBe(true);
+    // The image ships the simulator (src/devtools/sim); only the top-level Go modules of the control plane stay out.
+    for (const p of ['src/cli/main.ts', 'src/devtools/sim/command.ts', 'package.json', 'package-lock.json', 'crds/usergroup.dev_usergroups.yaml', 'tsconfig.json']) expect(dockerIgnored(ignore, p), p).toBe(false);
   });
 
   it('runs as a non-root numeric user, with node itself as PID 1 receiving SIGTERM (exec-form entry point, no shell)', () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { repoRoot } from '../../../src/devcluster/binaries.js';
+import { pinnedKubernetesVersion, repoRoot } from '../../../src/devtools/controlplane/binaries.js';
 import { readRows, renderReport, renderTable, reportPath } from './report.js';
 import { SCALE } from './scale.js';
 
@@ -17,7 +17,7 @@ export default function setup(project: TestProject): () => void {
     if (rows.length === 0) return;
     const file = reportPath(repoRoot, SCALE);
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    const kubernetes = (/k8s\.io\/kubernetes (v\S+)/.exec(fs.readFileSync(path.join(repoRoot, 'test/controlplane/kube/go.mod'), 'utf8')))?.[1] ?? '?';
+    const kubernetes = pinnedKubernetesVersion();
     fs.writeFileSync(file, renderReport(rows, SCALE, { date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', kubernetes, node: process.versions.node, cpus: os.cpus().length }));
     process.stdout.write(`\nReliability summary (${SCALE}):\n\n${renderTable(rows)}\nwritten to ${path.relative(repoRoot, file)}\n`);
   };

@@ -4,13 +4,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
-import { renderStatusTable } from './kubectl/status-table.js';
-import { repoRoot } from '../devcluster/binaries.js';
-import { ControlPlane } from '../devcluster/controlplane.js';
+import { parseRunConfig } from '../cli/config.js';
+import { renderStatusTable } from '../cli/kubectl/status-table.js';
+import { loadKubeConfig, startOperator, type Io, type RunningOperator } from '../cli/run.js';
 import { createLogger } from '../observability/log.js';
-import { startSimulator, type Simulator } from '../sim/server.js';
-import { parseRunConfig } from './config.js';
-import { loadKubeConfig, startOperator, type Io, type RunningOperator } from './run.js';
+import { repoRoot } from './controlplane/binaries.js';
+import { ControlPlane } from './controlplane/controlplane.js';
+import { startSimulator, type Simulator } from './sim/server.js';
 
 const devUsage = `usage: usergroup-operator dev [--dir <path>] [--examples <path>]
 

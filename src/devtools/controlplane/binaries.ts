@@ -13,8 +13,12 @@ export interface Binaries {
   readonly versions: { readonly kubernetes: string; readonly etcd: string; readonly helm: string };
 }
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const buildScript = path.join(repoRoot, 'test/controlplane/build.sh');
+// src/devtools/controlplane/ (or dist/devtools/controlplane/ once built): three levels below the checkout.
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+// The Go modules that pin the binaries, and the script that builds and caches them: developer tooling at the top
+// of the checkout, not in test/ (what ships must not read the tests) and not in src/ (nothing to compile there).
+const pinDir = path.join(repoRoot, 'devtools/controlplane');
+const buildScript = path.join(pinDir, 'build.sh');
 
 /**
  * Returns the pinned control-plane binaries, building them first when the cache
@@ -24,7 +28,7 @@ export function ensureBinaries(): Binaries {
   const result = spawnSync('bash', [buildScript], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   if (result.error) throw result.error;
   if (result.status !== 0) {
-    throw new Error(`building the test control plane failed (bash ${buildScript} exited ${result.status}); see its output above`);
+    throw new Error(`building the local control plane failed (bash ${buildScript} exited ${result.status}); see its output above`);
   }
   const dir = result.stdout.trim().split('\n').pop() ?? '';
   const versions = parseVersions(fs.readFileSync(path.join(dir, 'versions'), 'utf8'));
@@ -56,9 +60,9 @@ function parseVersions(text: string): Binaries['versions'] {
 
 /** The Kubernetes version pinned in the helper module, read from go.mod rather than from the build output. */
 export function pinnedKubernetesVersion(): string {
-  const gomod = fs.readFileSync(path.join(repoRoot, 'test/controlplane/kube/go.mod'), 'utf8');
-  const match = /^(?:require )?\s*k8s\.io\/kubernetes (v\S+)/m.exec(gomod);
-  if (!match?.[1]) throw new Error('k8s.io/kubernetes is not required in test/controlplane/kube/go.mod');
+  const file = path.join(pinDir, 'kube/go.mod');
+  const match = /^(?:require )?\s*k8s\.io\/kubernetes (v\S+)/m.exec(fs.readFileSync(file, 'utf8'));
+  if (!match?.[1]) throw new Error(`k8s.io/kubernetes is not required in ${path.relative(repoRoot, file)}`);
   return match[1];
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the Go helper modules for a new pin:
-#   test/controlplane/pin.sh <kubernetes-version> <etcd-version> <helm-version>
+#   devtools/controlplane/pin.sh <kubernetes-version> <etcd-version> <helm-version>
 # e.g. pin.sh v1.36.3 v3.6.16 v4.3.1. Commit the resulting go.mod/go.sum files.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with

@@ -1,0 +1,97 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { chainTo, importsOf, resolveRelative, staticGraph, stringLiteralsOf, tsSources } from '../support/import-graph.js';
+
+const src = path.join(repoRoot, 'src');
+const testDir = path.join(repoRoot, 'test');
+const devtools = path.join(src, 'devtools');
+// The controller's process: `usergroup-operator run` starts here, and commands.ts reaches run.ts statically
+// while sim and dev are dynamic imports, so the static closure of main.ts is what `run` loads at start.
+const entry = path.join(src, 'cli/main.ts');
+
+// An ES import of any of these builds node:http's module namespace, which loads undici, http2 and zlib
+// (~12 MiB of RSS; see src/platform/node-http.ts): the controller requires node:http through that module instead.
+const HTTP_MODULES = new Set(['node:http', 'http', 'node:https', 'https', 'node:http2', 'http2', 'undici']);
+const isHttpModule = (id: string): boolean => HTTP_MODULES.has(id) || id.startsWith('undici/');
+// Loaded by dynamic import at the first service call (src/service/http-exchange.ts), never at start.
+const isGot = (id: string): boolean => id === 'got' || id.startsWith('got/');
+const within = (dir: string, id: string): boolean => {
+  if (!path.isAbsolute(id)) return false; // a package or a built-in
+  const rel = path.relative(dir, id);
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+};
+
+describe("the controller's static import graph (src/cli/main.ts → run)", () => {
+  const graph = staticGraph(entry);
+  const offenders = (bad: (id: string) => boolean): string[] => [...graph.keys()].filter(bad).map((id) => chainTo(graph, id, repoRoot));
+
+  it('is the real one: it reaches the controller, the service client and the require of node:http', () => {
+    for (const file of ['src/cli/run.ts', 'src/controller/controller.ts', 'src/service/http-exchange.ts', 'src/platform/node-http.ts']) {
+      expect(graph.has(path.join(repoRoot, file)), `${file} on the graph`).toBe(true);
+    }
+  });
+
+  it('has no ES import of node:http, node:https, node:http2 or undici (require them via src/platform/node-http.ts)', () => {
+    expect(offenders(isHttpModule), 'ES import of an HTTP module on the controller path; the import chain').toEqual([]);
+  });
+
+  it('does not load the developer tooling (src/devtools: simulator, local control plane, dev)', () => {
+    // Only where the graph enters src/devtools: what that module imports in turn adds nothing to the message.
+    const entersDevtools = (id: string): boolean => within(devtools, id) && !within(devtools, graph.get(id)?.via?.from ?? '');
+    expect(offenders(entersDevtools), 'developer tooling on the controller path; the import chain').toEqual([]);
+  });
+
+  it('does not load got at start (the service client imports it at the first call)', () => {
+    expect(offenders(isGot), 'static import of got on the controller path; the import chain').toEqual([]);
+  });
+});
+
+describe('src/ does not depend on test/', () => {
+  it('imports nothing from test/ and names no path under it', () => {
+    const found: string[] = [];
+    for (const file of tsSources(src)) {
+      const text = fs.readFileSync(file, 'utf8');
+      const rel = path.relative(repoRoot, file);
+      const refs = importsOf(file, text);
+      for (const ref of refs) {
+        const target = resolveRelative(file, ref.specifier);
+        if (target && within(testDir, target)) found.push(`${rel}:${ref.line} imports ${ref.specifier}`);
+      }
+      // What ships must not read the tests' files either (the control plane's build script was under test/ once).
+      for (const s of stringLiteralsOf(file, text)) {
+        if (refs.some((r) => r.line === s.line && r.specifier === s.text)) continue; // reported above
+        if (s.text === 'test' || /(^|\/)test\//.test(s.text)) found.push(`${rel}:${s.line} names "${s.text}"`);
+      }
+    }
+    expect(found).toEqual([]);
+  });
+});
+
+describe('the import-graph checks themselves', () => {
+  it('count what loads a module and leave out what is erased or lazy', () => {
+    const refs = importsOf('x.ts', [
+      "import type { IncomingMessage } from 'node:http';", // erased
+      "import { type Server } from 'node:https';", // kept as `import {} from 'node:https'`: loads it
+      "export { a } from './a.js';",
+      "export type { B } from './b.js';", // erased
+      "import 'undici';",
+      "// import 'node:http2';", // a comment
+      "const s = \"import 'node:http2'\";", // a string
+      "const got = await import('got');",
+    ].join('\n'));
+    expect(refs).toEqual([
+      { specifier: 'node:https', kind: 'static', line: 2 },
+      { specifier: './a.js', kind: 'static', line: 3 },
+      { specifier: 'undici', kind: 'static', line: 5 },
+      { specifier: 'got', kind: 'dynamic', line: 8 },
+    ]);
+  });
+
+  it('resolve a NodeNext ".js" specifier to its .ts source and refuse one they cannot follow', () => {
+    expect(resolveRelative(entry, './commands.js')).toBe(path.join(src, 'cli/commands.ts'));
+    expect(resolveRelative(entry, 'node:fs')).toBeUndefined();
+    expect(() => resolveRelative(entry, './no-such-module.js')).toThrow(/cannot resolve/);
+  });
+});
