@@ -37,7 +37,13 @@ export function parseClaim(raw: unknown): Parsed<UserGroupClaim> {
   if (!isRecord(userGroup) || typeof userGroup['name'] !== 'string' || typeof userGroup['uid'] !== 'string') {
     return { ok: false, error: 'spec.userGroup needs a name and a uid' };
   }
-  return { ok: true, value: { metadata: meta.value, spec: { userGroupId, account: intern(account), namespace: intern(namespace), userGroup: { name: userGroup['name'], uid: userGroup['uid'] } } } };
+  return {
+    ok: true,
+    value: {
+      metadata: meta.value,
+      spec: { userGroupId, account: intern(account), namespace: intern(namespace), userGroup: { name: userGroup['name'], uid: userGroup['uid'] } },
+    },
+  };
 }
 
 /** One name per (account, userGroupId), so creating it is the atomic "first one wins". */

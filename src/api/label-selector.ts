@@ -28,7 +28,8 @@ export function parseLabelSelector(raw: unknown, field: string): Parsed<LabelSel
     const operator = OPERATORS.find((o) => o === e['operator']);
     if (!operator) return { ok: false, error: `${at}.operator must be one of ${OPERATORS.join(', ')}` };
     const values = e['values'] ?? [];
-    if (!Array.isArray(values) || !values.every((v): v is string => typeof v === 'string')) return { ok: false, error: `${at}.values must be a list of strings` };
+    if (!Array.isArray(values) || !values.every((v): v is string => typeof v === 'string'))
+      return { ok: false, error: `${at}.values must be a list of strings` };
     // The apiserver's own rule for label selectors: In/NotIn need values, Exists/DoesNotExist take none.
     if ((operator === 'In' || operator === 'NotIn') !== values.length > 0) {
       return { ok: false, error: `${at}: ${operator} ${operator === 'In' || operator === 'NotIn' ? 'needs' : 'takes no'} values` };

@@ -1,5 +1,12 @@
 import { createHash } from 'node:crypto';
-import { GROUP, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION, TOKEN_RECORD_ANNOTATION, TOKEN_SHA256_ANNOTATION, USERGROUP_KIND } from './constants.js';
+import {
+  GROUP,
+  ROTATION_HANDLED_ANNOTATION,
+  ROTATION_PENDING_ANNOTATION,
+  TOKEN_RECORD_ANNOTATION,
+  TOKEN_SHA256_ANNOTATION,
+  USERGROUP_KIND,
+} from './constants.js';
 import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';
 
@@ -29,7 +36,12 @@ export function parseSecret(raw: unknown): Parsed<ObservedSecret> {
   }
   return {
     ok: true,
-    value: { metadata: meta.value, type: typeof raw['type'] === 'string' ? raw['type'] : 'Opaque', data, metaDigest: metadataDigest(meta.value.labels, meta.value.annotations) },
+    value: {
+      metadata: meta.value,
+      type: typeof raw['type'] === 'string' ? raw['type'] : 'Opaque',
+      data,
+      metaDigest: metadataDigest(meta.value.labels, meta.value.annotations),
+    },
   };
 }
 
@@ -55,7 +67,12 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
   }
   return {
     // Two references at most: enough to tell "only ours" from "someone added more" (a write restores ours alone).
-    metadata: { ...meta.value, labels: {}, annotations: kept, ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 1)] },
+    metadata: {
+      ...meta.value,
+      labels: {},
+      annotations: kept,
+      ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 1)],
+    },
     type: undefined,
     data: undefined,
     metaDigest: metadataDigest(labels, annotations),
@@ -65,7 +82,10 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
 /** One digest over labels and annotations, order-independent. */
 export function metadataDigest(labels: Readonly<Record<string, string>>, annotations: Readonly<Record<string, string>>): string {
   const hash = createHash('sha256');
-  for (const [tag, map] of [['l', labels], ['a', annotations]] as const) {
+  for (const [tag, map] of [
+    ['l', labels],
+    ['a', annotations],
+  ] as const) {
     for (const k of Object.keys(map).sort()) hash.update(`${tag}\u0000${k}\u0000${map[k] ?? ''}\u0000`);
   }
   return hash.digest('base64');

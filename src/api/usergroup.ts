@@ -114,7 +114,14 @@ export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
     // annotation changes): a short stand-in that differs whenever the value does. Never acted on: the spec
     // is invalid as long as it is there.
     const standIn = `(over ${LIMITS.rotateRequestChars} characters) sha256:${createHash('sha256').update(tooLong).digest('hex')}`;
-    return { ok: true, value: { metadata: withAnnotations(meta.value, { [ROTATE_ANNOTATION]: standIn }), spec: { ok: false, error: ROTATE_TOO_LONG }, status: parseStatus(raw['status']) } };
+    return {
+      ok: true,
+      value: {
+        metadata: withAnnotations(meta.value, { [ROTATE_ANNOTATION]: standIn }),
+        spec: { ok: false, error: ROTATE_TOO_LONG },
+        status: parseStatus(raw['status']),
+      },
+    };
   }
   return { ok: true, value: { metadata: meta.value, spec: parseSpec(raw['spec'], meta.value.name), status: parseStatus(raw['status']) } };
 }
@@ -252,15 +259,22 @@ function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretS
   const labels = stringMap(spec['labels']);
   const annotations = stringMap(spec['annotations']);
   if (!labels || !annotations) return { ok: false, error: 'spec.tokenSecret labels and annotations must map strings to strings' };
-  for (const [field, map] of [['labels', labels], ['annotations', annotations]] as const) {
+  for (const [field, map] of [
+    ['labels', labels],
+    ['annotations', annotations],
+  ] as const) {
     const n = Object.keys(map).length;
-    if (n > LIMITS.tokenSecretEntries) return { ok: false, error: `spec.tokenSecret.${field} has ${n} entries; at most ${LIMITS.tokenSecretEntries} are allowed` };
+    if (n > LIMITS.tokenSecretEntries)
+      return { ok: false, error: `spec.tokenSecret.${field} has ${n} entries; at most ${LIMITS.tokenSecretEntries} are allowed` };
   }
   // Label keys and values have their own small limits (label syntax), checked at admission since 0.1.
   let total = 0;
   for (const [k, v] of Object.entries(annotations)) total += chars(k) + chars(v);
   if (total > LIMITS.tokenSecretAnnotationsTotalChars) {
-    return { ok: false, error: `spec.tokenSecret.annotations must be at most ${LIMITS.tokenSecretAnnotationsTotalChars} characters in total (keys and values)` };
+    return {
+      ok: false,
+      error: `spec.tokenSecret.annotations must be at most ${LIMITS.tokenSecretAnnotationsTotalChars} characters in total (keys and values)`,
+    };
   }
   return { ok: true, value: { name, key, labels, annotations } };
 }
@@ -273,9 +287,10 @@ function parseStatus(raw: unknown): UserGroupStatus {
     ? { lastHandledRequest: str(raw['rotation']['lastHandledRequest']), lastRotationTime: str(raw['rotation']['lastRotationTime']) }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? raw['conditions'].flatMap((c) => parseCondition(c)) : undefined;
-  const adoption = isRecord(raw['adoption']) && typeof raw['adoption']['adoptedAt'] === 'string'
-    ? { adoptedAt: raw['adoption']['adoptedAt'], tokenRotated: raw['adoption']['tokenRotated'] === true }
-    : undefined;
+  const adoption =
+    isRecord(raw['adoption']) && typeof raw['adoption']['adoptedAt'] === 'string'
+      ? { adoptedAt: raw['adoption']['adoptedAt'], tokenRotated: raw['adoption']['tokenRotated'] === true }
+      : undefined;
   return dropUndefined({
     observedGeneration: num(raw['observedGeneration']),
     conditions,

@@ -62,66 +62,142 @@ interface DefaultedFlag<T> extends Flag<T> {
 }
 
 const optional = <T>(flag: string, env: string, help: string, parse: (raw: string) => T | Invalid): Flag<T> => ({ flag, env, def: undefined, help, parse });
-const defaulted = <T>(flag: string, env: string, def: string, help: string, parse: (raw: string) => T | Invalid): DefaultedFlag<T> => ({ flag, env, def, help, parse });
+const defaulted = <T>(flag: string, env: string, def: string, help: string, parse: (raw: string) => T | Invalid): DefaultedFlag<T> => ({
+  flag,
+  env,
+  def,
+  help,
+  parse,
+});
 
 const text = (raw: string): string => raw;
 const bool = (raw: string): boolean | Invalid =>
   raw === 'true' || raw === '1' ? true : raw === 'false' || raw === '0' ? false : { invalid: `"${raw}" is not a boolean (true or false)` };
-const int = (min: number) => (raw: string): number | Invalid => {
-  if (!/^-?\d+$/.test(raw)) return { invalid: `"${raw}" is not a whole number` };
-  const n = Number(raw);
-  return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
-};
-const num = (min: number) => (raw: string): number | Invalid => {
-  const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n)) return { invalid: `"${raw}" is not a number` };
-  return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
-};
-const duration = (minMs: number) => (raw: string): number | Invalid => {
-  const ms = parseDuration(raw);
-  if (ms === undefined) return { invalid: `"${raw}" is not a duration (e.g. 500ms, 30s, 5m, 10h, 1h30m)` };
-  return ms < minMs ? { invalid: `must be at least ${minMs} ms, got ${raw}` } : ms;
-};
+const int =
+  (min: number) =>
+  (raw: string): number | Invalid => {
+    if (!/^-?\d+$/.test(raw)) return { invalid: `"${raw}" is not a whole number` };
+    const n = Number(raw);
+    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+  };
+const num =
+  (min: number) =>
+  (raw: string): number | Invalid => {
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isFinite(n)) return { invalid: `"${raw}" is not a number` };
+    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+  };
+const duration =
+  (minMs: number) =>
+  (raw: string): number | Invalid => {
+    const ms = parseDuration(raw);
+    if (ms === undefined) return { invalid: `"${raw}" is not a duration (e.g. 500ms, 30s, 5m, 10h, 1h30m)` };
+    return ms < minMs ? { invalid: `must be at least ${minMs} ms, got ${raw}` } : ms;
+  };
 const objectName = (raw: string): string | Invalid =>
-  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(raw) && raw.length <= 253 ? raw : { invalid: `"${raw}" is not an object name (a DNS subdomain)` };
-const list = (raw: string): string[] => raw.split(',').map((part) => part.trim()).filter(Boolean);
+  /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(raw) && raw.length <= 253
+    ? raw
+    : { invalid: `"${raw}" is not an object name (a DNS subdomain)` };
+const list = (raw: string): string[] =>
+  raw
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
 const address = (raw: string): string | Invalid => {
   const match = /^(\[[0-9a-fA-F:]+\]|[a-zA-Z0-9.-]*):(\d{1,5})$/.exec(raw);
-  return raw === '0' || (match && Number(match[2]) <= 65535) ? raw : { invalid: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (port 0-65535; or 0 to disable)` };
+  return raw === '0' || (match && Number(match[2]) <= 65535)
+    ? raw
+    : { invalid: `"${raw}" is not an address like :8080 or 127.0.0.1:8080 (port 0-65535; or 0 to disable)` };
 };
 const level = (raw: string): LogLevel | Invalid => LOG_LEVELS.find((l) => l === raw) ?? { invalid: `"${raw}" is not one of ${LOG_LEVELS.join(', ')}` };
 
 /** One table drives parsing, env fallbacks, validation and --help, so they cannot disagree. */
 export const FLAGS = {
   kubeconfig: optional('kubeconfig', 'KUBECONFIG', 'kubeconfig file (or a KUBECONFIG list); default: ~/.kube/config, then in-cluster', text),
-  defaultService: optional('default-service', 'USERGROUP_DEFAULT_SERVICE', 'ClusterUserGroupService used by UserGroups without spec.serviceRef (its tenant rules apply)', objectName),
+  defaultService: optional(
+    'default-service',
+    'USERGROUP_DEFAULT_SERVICE',
+    'ClusterUserGroupService used by UserGroups without spec.serviceRef (its tenant rules apply)',
+    objectName,
+  ),
   namespaces: defaulted('namespaces', 'USERGROUP_NAMESPACES', '', 'comma-separated namespaces to watch; empty = all (also how to shard)', list),
   concurrency: defaulted('concurrency', 'USERGROUP_CONCURRENCY', '4', 'reconcile workers', int(1)),
-  resyncPeriod: defaulted('resync-period', 'USERGROUP_RESYNC_PERIOD', '10h', 're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster', duration(1000)),
+  resyncPeriod: defaulted(
+    'resync-period',
+    'USERGROUP_RESYNC_PERIOD',
+    '10h',
+    're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster',
+    duration(1000),
+  ),
   serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
   serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '20', 'burst of calls toward one service account', int(1)),
   serviceTimeout: defaulted('service-timeout', 'USERGROUP_SERVICE_TIMEOUT', '10s', 'timeout of one service call, body included', duration(1)),
-  leaderElect: defaulted('leader-elect', 'USERGROUP_LEADER_ELECT', 'false', 'elect a leader through a coordination.k8s.io Lease; only the leader reconciles', bool),
-  leaderElectionNamespace: optional('leader-election-namespace', 'USERGROUP_LEADER_ELECTION_NAMESPACE', 'namespace of the Lease; default: the pod namespace', text),
+  leaderElect: defaulted(
+    'leader-elect',
+    'USERGROUP_LEADER_ELECT',
+    'false',
+    'elect a leader through a coordination.k8s.io Lease; only the leader reconciles',
+    bool,
+  ),
+  leaderElectionNamespace: optional(
+    'leader-election-namespace',
+    'USERGROUP_LEADER_ELECTION_NAMESPACE',
+    'namespace of the Lease; default: the pod namespace',
+    text,
+  ),
   leaderElectionId: defaulted('leader-election-id', 'USERGROUP_LEADER_ELECTION_ID', 'usergroup-operator', 'name of the Lease', text),
-  leaseDuration: defaulted('lease-duration', 'USERGROUP_LEASE_DURATION', '15s', 'how long a standby waits before taking over an unrenewed Lease', duration(1000)),
+  leaseDuration: defaulted(
+    'lease-duration',
+    'USERGROUP_LEASE_DURATION',
+    '15s',
+    'how long a standby waits before taking over an unrenewed Lease',
+    duration(1000),
+  ),
   renewDeadline: defaulted('renew-deadline', 'USERGROUP_RENEW_DEADLINE', '10s', 'a leader that cannot renew for this long stops reconciling', duration(500)),
   retryPeriod: defaulted('retry-period', 'USERGROUP_RETRY_PERIOD', '2s', 'how often to try to acquire or renew the Lease', duration(100)),
   metricsAddr: defaulted('metrics-addr', 'USERGROUP_METRICS_ADDR', ':8080', 'address of /metrics ("0" disables)', address),
   healthAddr: defaulted('health-addr', 'USERGROUP_HEALTH_ADDR', ':8081', 'address of /healthz and /readyz ("0" disables)', address),
   logLevel: defaulted('log-level', 'USERGROUP_LOG_LEVEL', 'info', `one of ${LOG_LEVELS.join(', ')}`, level),
-  shutdownGracePeriod: defaulted('shutdown-grace-period', 'USERGROUP_SHUTDOWN_GRACE_PERIOD', '20s', 'on SIGTERM, how long in-flight reconciles may finish', duration(0)),
-  allowedServiceHosts: defaulted('allowed-service-hosts', 'USERGROUP_ALLOWED_SERVICE_HOSTS', '',
-    'comma-separated hosts a namespaced UserGroupService may point at: host, *.domain (subdomains only), optionally :port; empty = tenants cannot define their own connections', list),
-  allowHttpServices: defaulted('allow-http-services', 'USERGROUP_ALLOW_HTTP_SERVICES', 'false', 'let a namespaced UserGroupService use plain http when its spec.allowInsecure asks for it', bool),
-  metricsAuth: defaulted('metrics-auth', 'USERGROUP_METRICS_AUTH', 'true', 'require a bearer token allowed to get the non-resource URL /metrics (TokenReview + SubjectAccessReview, like controller-runtime)', bool),
-  watchInactivityTimeout: optional('watch-inactivity-timeout', 'USERGROUP_WATCH_INACTIVITY_TIMEOUT',
-    'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)', duration(100)),
+  shutdownGracePeriod: defaulted(
+    'shutdown-grace-period',
+    'USERGROUP_SHUTDOWN_GRACE_PERIOD',
+    '20s',
+    'on SIGTERM, how long in-flight reconciles may finish',
+    duration(0),
+  ),
+  allowedServiceHosts: defaulted(
+    'allowed-service-hosts',
+    'USERGROUP_ALLOWED_SERVICE_HOSTS',
+    '',
+    'comma-separated hosts a namespaced UserGroupService may point at: host, *.domain (subdomains only), optionally :port; empty = tenants cannot define their own connections',
+    list,
+  ),
+  allowHttpServices: defaulted(
+    'allow-http-services',
+    'USERGROUP_ALLOW_HTTP_SERVICES',
+    'false',
+    'let a namespaced UserGroupService use plain http when its spec.allowInsecure asks for it',
+    bool,
+  ),
+  metricsAuth: defaulted(
+    'metrics-auth',
+    'USERGROUP_METRICS_AUTH',
+    'true',
+    'require a bearer token allowed to get the non-resource URL /metrics (TokenReview + SubjectAccessReview, like controller-runtime)',
+    bool,
+  ),
+  watchInactivityTimeout: optional(
+    'watch-inactivity-timeout',
+    'USERGROUP_WATCH_INACTIVITY_TIMEOUT',
+    'drop a watch that is silent this long; default: its server timeout + 60s (bookmarks come about once a minute, so much lower values reconnect quiet watches often)',
+    duration(100),
+  ),
 };
 
 type AnyFlag = Flag<unknown>;
 
-export type ConfigResult = { readonly ok: true; readonly config: RunConfig } | { readonly ok: false; readonly errors: readonly string[] } | { readonly ok: 'help' };
+export type ConfigResult =
+  { readonly ok: true; readonly config: RunConfig } | { readonly ok: false; readonly errors: readonly string[] } | { readonly ok: 'help' };
 
 export function usage(): string {
   const rows = Object.values(FLAGS).map((f: AnyFlag) => {
@@ -224,7 +300,8 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     if (config.retryPeriodMs >= config.renewDeadlineMs) errors.push('--retry-period must be shorter than --renew-deadline');
     const egress = parseEgressPolicy(config.allowedServiceHosts, config.allowHttpServices);
     if (!egress.ok) for (const m of egress.messages) errors.push(`--allowed-service-hosts: ${m}`);
-    for (const ns of config.namespaces) if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63) errors.push(`--namespaces: "${ns}" is not a namespace name`);
+    for (const ns of config.namespaces)
+      if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63) errors.push(`--namespaces: "${ns}" is not a namespace name`);
   }
   return errors.length > 0 ? { ok: false, errors } : { ok: true, config };
 }

@@ -3,7 +3,7 @@
 const UNIT_MS: Readonly<Record<string, number>> = {
   ns: 1e-6,
   us: 1e-3,
-  'µs': 1e-3,
+  µs: 1e-3,
   ms: 1,
   s: 1_000,
   m: 60_000,

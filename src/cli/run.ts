@@ -54,7 +54,11 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       defaultService: config.defaultService,
       serviceQps: config.serviceQps,
       serviceBurst: config.serviceBurst,
-      serviceClient: { timeoutMs: config.serviceTimeoutMs, userAgent: `usergroup-operator/${packageVersion()}`, observe: (sample) => metrics.observeService(sample) },
+      serviceClient: {
+        timeoutMs: config.serviceTimeoutMs,
+        userAgent: `usergroup-operator/${packageVersion()}`,
+        observe: (sample) => metrics.observeService(sample),
+      },
       instance: identity,
       egress: { allowedHosts: config.allowedServiceHosts, allowHttp: config.allowHttpServices },
       ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
@@ -74,14 +78,17 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   const health = await serve(config.healthAddr, {
     '/healthz': () => {
       const failing = controller.watchFailingForMs();
-      return Promise.resolve(failing < WATCH_FAILURE_TOLERANCE_MS
-        ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
-        : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` });
+      return Promise.resolve(
+        failing < WATCH_FAILURE_TOLERANCE_MS
+          ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
+          : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` },
+      );
     },
     // A standby with synced caches is ready too: it can take over at once.
-    '/readyz': () => Promise.resolve(controller.synced
-      ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
-      : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' }),
+    '/readyz': () =>
+      Promise.resolve(
+        controller.synced ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
+      ),
   });
   const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
   // Metrics reveal the managed namespaces and the operator's activity; like controller-runtime, only callers allowed to
@@ -89,11 +96,11 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   const metricsServer = await serve(config.metricsAddr, {
     '/metrics': config.metricsAuth
       ? new MetricsAuthorizer({
-        client,
-        log,
-        observeRequest: (result, source) => metrics.metricsAuthRequests.inc({ result, source }),
-        observeReview: (review, result) => metrics.metricsAuthReviews.inc({ review, result }),
-      }).guard(serveMetrics)
+          client,
+          log,
+          observeRequest: (result, source) => metrics.metricsAuthRequests.inc({ result, source }),
+          observeReview: (review, result) => metrics.metricsAuthReviews.inc({ review, result }),
+        }).guard(serveMetrics)
       : serveMetrics,
   });
 
@@ -167,9 +174,12 @@ export async function runCommand(argv: readonly string[], io: Io, env: Readonly<
   try {
     access = await loadKubeConfig(config.kubeconfig, env);
   } catch (err) {
-    const text = err instanceof KubeconfigNotFoundError
-      ? 'no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a cluster'
-      : err instanceof Error ? err.message : String(err);
+    const text =
+      err instanceof KubeconfigNotFoundError
+        ? 'no kubeconfig: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run in a cluster'
+        : err instanceof Error
+          ? err.message
+          : String(err);
     io.err(`usergroup-operator run: ${text}\n`);
     return 2;
   }

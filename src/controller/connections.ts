@@ -81,8 +81,7 @@ export type ResolutionFailureReason =
   | typeof Reason.UserGroupIdNotAllowed;
 
 export type Resolution =
-  | { readonly ok: true; readonly connection: Connection }
-  | { readonly ok: false; readonly reason: ResolutionFailureReason; readonly message: string };
+  { readonly ok: true; readonly connection: Connection } | { readonly ok: false; readonly reason: ResolutionFailureReason; readonly message: string };
 
 export interface ConnectionsOptions {
   /** The ClusterUserGroupService for UserGroups without spec.serviceRef (--default-service). */
@@ -144,7 +143,11 @@ export class Connections {
     if (!ref) {
       const name = this.options.defaultService;
       if (name === undefined) {
-        return { ok: false, reason: Reason.ConnectionNotFound, message: 'spec.serviceRef is not set and the operator has no default ClusterUserGroupService (--default-service)' };
+        return {
+          ok: false,
+          reason: Reason.ConnectionNotFound,
+          message: 'spec.serviceRef is not set and the operator has no default ClusterUserGroupService (--default-service)',
+        };
       }
       return this.resolveShared(name, namespace, userGroupId);
     }
@@ -173,14 +176,20 @@ export class Connections {
     const { namespace: secretNamespace, name: secretName, key } = spec.apiKeySecretRef;
     const apiKey = await this.apiKey(secretNamespace, secretName, key, description);
     if (!apiKey.ok) return apiKey;
-    return this.connect(spec.url, apiKey.value, spec.allowInsecure, { description, shared: true, adoption: admission.adoption, apiKeySecret: `${secretNamespace}/${secretName}` });
+    return this.connect(spec.url, apiKey.value, spec.allowInsecure, {
+      description,
+      shared: true,
+      adoption: admission.adoption,
+      apiKeySecret: `${secretNamespace}/${secretName}`,
+    });
   }
 
   private async resolveOwn(namespace: string, name: string): Promise<Resolution> {
     const key = objectKey({ namespace, name });
     const description = `UserGroupService ${key}`;
     const service = this.options.services.get(key);
-    if (!service) return { ok: false, reason: Reason.ConnectionNotFound, message: `${description} does not exist (a UserGroup can only use one in its own namespace)` };
+    if (!service)
+      return { ok: false, reason: Reason.ConnectionNotFound, message: `${description} does not exist (a UserGroup can only use one in its own namespace)` };
     if (!service.spec.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${description}: ${service.spec.error}` };
     const { apiKeySecretRef, url, allowInsecure } = service.spec.value;
     // The tenant's URL is checked before its Secret is even read: nothing leaves for a host the admins did not allow.
@@ -191,7 +200,12 @@ export class Connections {
     const apiKey = await this.apiKey(namespace, apiKeySecretRef.name, apiKeySecretRef.key, description, API_KEY_SECRET_TYPE);
     if (!apiKey.ok) return apiKey;
     // The namespace's own account: the groups in it are its own, so no tenant rule applies and adopting one is fine.
-    return this.connect(url, apiKey.value, allowInsecure, { description, shared: false, adoption: 'Keep', apiKeySecret: `${namespace}/${apiKeySecretRef.name}` });
+    return this.connect(url, apiKey.value, allowInsecure, {
+      description,
+      shared: false,
+      adoption: 'Keep',
+      apiKeySecret: `${namespace}/${apiKeySecretRef.name}`,
+    });
   }
 
   /**
@@ -199,7 +213,13 @@ export class Connections {
    * Secret's type cannot change after creation, so this keeps the namespace's other Secrets (database
    * passwords, other apps' keys) from ever being sent to the service as "the API key".
    */
-  private async apiKey(namespace: string, name: string, key: string, description: string, requiredType?: string): Promise<{ ok: true; value: SecretValue } | { ok: false; reason: typeof Reason.ConnectionNotFound | typeof Reason.ConnectionInvalid; message: string }> {
+  private async apiKey(
+    namespace: string,
+    name: string,
+    key: string,
+    description: string,
+    requiredType?: string,
+  ): Promise<{ ok: true; value: SecretValue } | { ok: false; reason: typeof Reason.ConnectionNotFound | typeof Reason.ConnectionInvalid; message: string }> {
     const secret = await this.readApiKeySecret(namespace, name);
     if (secret && requiredType !== undefined && secret.type !== requiredType) {
       return {
@@ -217,7 +237,12 @@ export class Connections {
     };
   }
 
-  private connect(rawUrl: string, apiKey: SecretValue, allowInsecure: boolean, about: Pick<Connection, 'description' | 'shared' | 'adoption' | 'apiKeySecret'>): Resolution {
+  private connect(
+    rawUrl: string,
+    apiKey: SecretValue,
+    allowInsecure: boolean,
+    about: Pick<Connection, 'description' | 'shared' | 'adoption' | 'apiKeySecret'>,
+  ): Resolution {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
     if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
     const id = sha256Hex(`${checked.url}\n${apiKey.reveal()}`).slice(0, 32);
@@ -262,13 +287,25 @@ export class Connections {
    * One call through the connection's gates: its breaker (is the service there?), then its token bucket
    * (may this account call now?). A caller that may not go now is deferred, never kept waiting.
    */
-  private async call(endpoint: Endpoint, description: string, context: CallContext, send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>): Promise<CallResult> {
+  private async call(
+    endpoint: Endpoint,
+    description: string,
+    context: CallContext,
+    send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>,
+  ): Promise<CallResult> {
     const { signal } = context;
     signal?.throwIfAborted();
     const now = performance.now();
     endpoint.lastUsed = now;
     if (!context.followUp && now < endpoint.pausedUntil) {
-      return { ok: false, deferred: { why: 'throttled', afterMs: endpoint.pausedUntil - now + Math.random() * 1_000, message: `${description}: the service asked to wait (HTTP 429)` } };
+      return {
+        ok: false,
+        deferred: {
+          why: 'throttled',
+          afterMs: endpoint.pausedUntil - now + Math.random() * 1_000,
+          message: `${description}: the service asked to wait (HTTP 429)`,
+        },
+      };
     }
     const admission = endpoint.breaker.admit(context.key, context.wake, context.followUp);
     if (!admission.ok) return { ok: false, deferred: this.deferral(admission, endpoint, description) };
@@ -308,8 +345,14 @@ export class Connections {
 
   private deferral(admission: Exclude<Admission, { ok: true }>, endpoint: Endpoint, description: string): Deferral {
     return admission.why === 'open'
-      // No counts or times in the message: it goes into status, and an unchanged status is not written again.
-      ? { why: 'paused', afterMs: admission.afterMs, message: 'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)', lastFailure: endpoint.lastFailure }
+      ? // No counts or times in the message: it goes into status, and an unchanged status is not written again.
+        {
+          why: 'paused',
+          afterMs: admission.afterMs,
+          message:
+            'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)',
+          lastFailure: endpoint.lastFailure,
+        }
       : { why: 'busy', afterMs: admission.afterMs, message: `${description} is failing; one call at a time until one succeeds` };
   }
 

@@ -104,16 +104,29 @@ export class Controller {
     private readonly hooks: ControllerHooks = {},
   ) {
     const informerOptions = { client, log, ...(options.watchInactivityMs !== undefined ? { inactivityMs: options.watchInactivityMs } : {}) };
-    const group = <T extends Cached>(name: string, path: (ns?: string) => string, parse: (raw: unknown) => T | undefined, labelSelector?: string, metadataOnly = false): InformerGroup<T> => {
+    const group = <T extends Cached>(
+      name: string,
+      path: (ns?: string) => string,
+      parse: (raw: unknown) => T | undefined,
+      labelSelector?: string,
+      metadataOnly = false,
+    ): InformerGroup<T> => {
       const namespaces = options.namespaces.length > 0 ? options.namespaces : [''];
-      return new InformerGroup(new Map(namespaces.map((ns) => [ns, new Informer<T>({
-        ...informerOptions,
-        name,
-        path: path(ns || undefined),
-        parse,
-        ...(labelSelector ? { labelSelector } : {}),
-        metadataOnly,
-      })])));
+      return new InformerGroup(
+        new Map(
+          namespaces.map((ns) => [
+            ns,
+            new Informer<T>({
+              ...informerOptions,
+              name,
+              path: path(ns || undefined),
+              parse,
+              ...(labelSelector ? { labelSelector } : {}),
+              metadataOnly,
+            }),
+          ]),
+        ),
+      );
     };
     this.userGroups = group('usergroups', paths.userGroups, (raw) => okOrUndefined(parseUserGroup(raw)));
     // Metadata only, and only Secrets a UserGroup controls: the label is no filter a tenant cannot put on
@@ -126,10 +139,15 @@ export class Controller {
       new InformerGroup(new Map([['', new Informer<T>({ ...informerOptions, name, path, parse, metadataOnly })]]));
     this.clusterServices = cluster('clusterusergroupservices', paths.clusterUserGroupServices(), (raw) => okOrUndefined(parseClusterUserGroupService(raw)));
     this.claims = cluster('usergroupclaims', paths.claims(), (raw) => okOrUndefined(parseClaim(raw)));
-    this.namespaces = cluster('namespaces', paths.namespaces(), (raw) => {
-      const meta = okOrUndefined(parseMeta(typeof raw === 'object' && raw !== null ? (raw as { metadata?: unknown }).metadata : undefined));
-      return meta && { metadata: meta };
-    }, true);
+    this.namespaces = cluster(
+      'namespaces',
+      paths.namespaces(),
+      (raw) => {
+        const meta = okOrUndefined(parseMeta(typeof raw === 'object' && raw !== null ? (raw as { metadata?: unknown }).metadata : undefined));
+        return meta && { metadata: meta };
+      },
+      true,
+    );
 
     const secretWriter = new SecretWriter(client);
     const claimWriter = new ClaimWriter(client);
@@ -208,7 +226,12 @@ export class Controller {
 
   /** The longest time any informer has been failing to list or watch. */
   watchFailingForMs(): number {
-    return Math.max(0, ...this.caches().flatMap((g) => g.informers).map((i) => i.failingForMs()));
+    return Math.max(
+      0,
+      ...this.caches()
+        .flatMap((g) => g.informers)
+        .map((i) => i.failingForMs()),
+    );
   }
 
   /** Every cache the controller keeps, for what applies to all of them alike. */
@@ -321,10 +344,13 @@ export class Controller {
     });
     this.services.on((_type, service) => {
       this.connections.forgetNamespace(service.metadata.namespace);
-      this.enqueueWhere((ug, ref) => ug.metadata.namespace === service.metadata.namespace && ref?.kind === 'UserGroupService' && ref.name === service.metadata.name);
+      this.enqueueWhere(
+        (ug, ref) => ug.metadata.namespace === service.metadata.namespace && ref?.kind === 'UserGroupService' && ref.name === service.metadata.name,
+      );
     });
     this.clusterServices.on((_type, service, old) => {
-      for (const s of [service, old]) if (s?.spec.ok) this.connections.forgetSecret(`${s.spec.value.apiKeySecretRef.namespace}/${s.spec.value.apiKeySecretRef.name}`);
+      for (const s of [service, old])
+        if (s?.spec.ok) this.connections.forgetSecret(`${s.spec.value.apiKeySecretRef.namespace}/${s.spec.value.apiKeySecretRef.name}`);
       const name = service.metadata.name;
       this.enqueueWhere((_ug, ref) => (ref ? ref.kind === 'ClusterUserGroupService' && ref.name === name : this.options.defaultService === name));
     });
@@ -357,8 +383,13 @@ export class Controller {
     // Only the active controller speaks; standbys watch too but stay quiet.
     if (!this.queue) return;
     this.log.info({ usergroup: objectKey(ug.metadata) }, 'UserGroup deleted; the group stays at the service');
-    this.recorder.emit(regardingUserGroup(ug), 'Normal', 'Deleted', 'Delete',
-      'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection');
+    this.recorder.emit(
+      regardingUserGroup(ug),
+      'Normal',
+      'Deleted',
+      'Delete',
+      'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection',
+    );
   }
 
   private async work(queue: WorkQueue): Promise<void> {
@@ -402,8 +433,13 @@ function toPartial(secret: ObservedSecret): unknown {
   const m = secret.metadata;
   return {
     metadata: {
-      name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, creationTimestamp: m.creationTimestamp,
-      labels: m.labels, annotations: m.annotations,
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      creationTimestamp: m.creationTimestamp,
+      labels: m.labels,
+      annotations: m.annotations,
       ownerReferences: m.ownerReferences.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid, controller: o.controller })),
     },
   };
@@ -419,4 +455,3 @@ function egressPolicy(egress: ControllerOptions['egress']): EgressPolicy {
 function okOrUndefined<T>(parsed: { ok: true; value: T } | { ok: false; error: string }): T | undefined {
   return parsed.ok ? parsed.value : undefined;
 }
-

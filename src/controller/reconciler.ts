@@ -70,7 +70,10 @@ class SecretWriteRefused extends Error {}
  * made from what is observed now, so running it twice changes nothing.
  */
 export class Reconciler {
-  constructor(private readonly ports: ReconcilerPorts, private readonly options: ReconcilerOptions) {}
+  constructor(
+    private readonly ports: ReconcilerPorts,
+    private readonly options: ReconcilerOptions,
+  ) {}
 
   /** `wake` queues the key again: a connection that deferred a call runs it when the call may go out. */
   async reconcile(key: string, reconcileId: string, signal?: AbortSignal, wake: () => void = () => undefined): Promise<ReconcileResult> {
@@ -252,15 +255,27 @@ class Reconciliation {
         case 'held':
           return { ok: true, claim: decision.claim };
         case 'duplicate':
-          return { ok: false, result: await this.blocked(Reason.DuplicateUserGroupId,
-            `userGroupId "${spec.userGroupId}" is already used by UserGroup ${decision.holder} on ${connection.description}; this one makes no call until that one is deleted`) };
+          return {
+            ok: false,
+            result: await this.blocked(
+              Reason.DuplicateUserGroupId,
+              `userGroupId "${spec.userGroupId}" is already used by UserGroup ${decision.holder} on ${connection.description}; this one makes no call until that one is deleted`,
+            ),
+          };
         case 'claimed-elsewhere':
-          return { ok: false, result: await this.refused(Reason.UserGroupIdClaimed,
-            `userGroupId "${spec.userGroupId}" is held by another namespace on the account of ${connection.description} (UserGroupClaim ${decision.claimName}); only a cluster admin can release it`, spec) };
+          return {
+            ok: false,
+            result: await this.refused(
+              Reason.UserGroupIdClaimed,
+              `userGroupId "${spec.userGroupId}" is held by another namespace on the account of ${connection.description} (UserGroupClaim ${decision.claimName}); only a cluster admin can release it`,
+              spec,
+            ),
+          };
         case 'create':
         case 'take-over': {
           this.signal?.throwIfAborted();
-          const written = decision.kind === 'create' ? await this.ports.createClaim(decision.spec) : await this.ports.replaceClaim(decision.claim, decision.spec);
+          const written =
+            decision.kind === 'create' ? await this.ports.createClaim(decision.spec) : await this.ports.replaceClaim(decision.claim, decision.spec);
           if (written.ok) {
             this.log.info({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
             return { ok: true, claim: written.claim };
@@ -302,9 +317,11 @@ class Reconciliation {
     const secretKey = objectKey({ namespace: this.ug.metadata.namespace, name: spec.tokenSecret.name });
     const inspection = await this.observeSecret(spec, connection, secretKey, readLive);
     if (inspection.state === 'foreign') {
-      return this.blocked(Reason.SecretConflict,
+      return this.blocked(
+        Reason.SecretConflict,
         `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
-        'secret-taken');
+        'secret-taken',
+      );
     }
     const plan = this.plan(spec, connection, claim, inspection);
     let step = await this.syncAtService(plan, startingPoint(plan, this.previous));
@@ -323,7 +340,7 @@ class Reconciliation {
     const { ug } = this;
     const observed = readLive
       ? await this.readSecret(spec)
-      : this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined);
+      : (this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined));
     let inspection = inspectSecret(observed, ug.metadata, spec, connection.seal);
     if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
       const rotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
@@ -331,10 +348,16 @@ class Reconciliation {
       if (rotation.kind === 'rotate' || rotation.kind === 'recover' || !verified) {
         // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
         const known = verified ? this.ports.heldToken(secretKey, inspection.resourceVersion) : undefined;
-        const withKnown = known && inspectSecret({ ...inspection.secret, data: { [spec.tokenSecret.key]: Buffer.from(known.reveal(), 'utf8').toString('base64') } }, ug.metadata, spec, connection.seal);
-        inspection = withKnown?.state === 'owned' && withKnown.token
-          ? withKnown
-          : inspectSecret(await this.readSecret(spec), ug.metadata, spec, connection.seal);
+        const withKnown =
+          known &&
+          inspectSecret(
+            { ...inspection.secret, data: { [spec.tokenSecret.key]: Buffer.from(known.reveal(), 'utf8').toString('base64') } },
+            ug.metadata,
+            spec,
+            connection.seal,
+          );
+        inspection =
+          withKnown?.state === 'owned' && withKnown.token ? withKnown : inspectSecret(await this.readSecret(spec), ug.metadata, spec, connection.seal);
       }
     }
     if (inspection.state === 'owned' && inspection.token) this.ports.markSecretVerified(secretKey, inspection.resourceVersion, inspection.token);
@@ -348,7 +371,12 @@ class Reconciliation {
     const now = this.ports.now();
     const resyncAt = nextResyncAt(this.previous.lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
     return {
-      spec, connection, claim, request, hash, now,
+      spec,
+      connection,
+      claim,
+      request,
+      hash,
+      now,
       owned: secret.state === 'owned' ? secret : undefined,
       sync: decideSync({ status: this.previous, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt }),
       rotation: decideRotation(this.ug.metadata.annotations[ROTATE_ANNOTATION], secret, this.previous.rotation?.lastHandledRequest),
@@ -379,8 +407,14 @@ class Reconciliation {
       this.ports.tokenRotated();
     }
     const adopted = { adoptedAt: iso(plan.now), tokenRotated: connection.adoption === 'Rotate' };
-    this.event('Normal', 'Adopted', 'Sync', `user group "${spec.userGroupId}" already existed at the service (${connection.description}): adopted${
-      adopted.tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'}`);
+    this.event(
+      'Normal',
+      'Adopted',
+      'Sync',
+      `user group "${spec.userGroupId}" already existed at the service (${connection.description}): adopted${
+        adopted.tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'
+      }`,
+    );
     this.log.info({ tokenRotated: adopted.tokenRotated }, 'adopted an existing user group');
     return { ok: true, progress: { ...next, adopted } };
   }
@@ -435,8 +469,12 @@ class Reconciliation {
       // Still the same token: the service refused the rotation itself. Not handled; retry it.
       if (current.group.token.equals(token)) return end(await this.serviceFailed('rotate', rotated.failure, connection));
       next = { ...next, group: current.group, token: current.group.token };
-      this.event('Warning', 'RotationRecovered', 'Rotate',
-        `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked request "${value}" handled`);
+      this.event(
+        'Warning',
+        'RotationRecovered',
+        'Rotate',
+        `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked request "${value}" handled`,
+      );
       this.log.warn({ request: value }, 'rotation refused; recovered the current token');
     } else {
       return end(await this.serviceFailed('rotate', rotated.failure, connection));
@@ -462,9 +500,14 @@ class Reconciliation {
     const { group } = progress;
     if (group) {
       const restored = sync.kind === 'upsert' && (sync.why === 'secret-missing' || sync.why === 'secret-unreadable');
-      this.event('Normal', 'Synced', 'Sync', restored
-        ? `user group synced; token Secret ${spec.tokenSecret.name} restored`
-        : `user group ${group.created ? 'created' : 'updated'} at the service (${connection.description}); token in Secret ${spec.tokenSecret.name}`);
+      this.event(
+        'Normal',
+        'Synced',
+        'Sync',
+        restored
+          ? `user group synced; token Secret ${spec.tokenSecret.name} restored`
+          : `user group ${group.created ? 'created' : 'updated'} at the service (${connection.description}); token in Secret ${spec.tokenSecret.name}`,
+      );
     }
     return { ok: true, progress: { ...progress, secret: stored.secret } };
   }
@@ -473,7 +516,10 @@ class Reconciliation {
   private async reportSynced(plan: Plan, progress: Progress): Promise<ReconcileResult> {
     const { group } = progress;
     const lastSyncTime = group ? iso(plan.now) : this.previous.lastSyncTime;
-    const rotationStatus = dropUndefined({ lastHandledRequest: progress.handled, lastRotationTime: progress.rotatedAt ?? this.previous.rotation?.lastRotationTime });
+    const rotationStatus = dropUndefined({
+      lastHandledRequest: progress.handled,
+      lastRotationTime: progress.rotatedAt ?? this.previous.rotation?.lastRotationTime,
+    });
     await this.writeStatus('True', Reason.Synced, `user group synced; token in Secret ${plan.spec.tokenSecret.name}`, {
       teamId: group ? group.teamId : this.previous.teamId,
       providedId: group ? group.providedId : this.previous.providedId,
@@ -506,10 +552,13 @@ class Reconciliation {
   /** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
   private async adoptionRefused(spec: UserGroupSpec, connection: Connection, claim: UserGroupClaim): Promise<ReconcileResult> {
     await this.ports.releaseClaim(claim);
-    return this.refused(Reason.AdoptionRefused,
+    return this.refused(
+      Reason.AdoptionRefused,
       `user group "${spec.userGroupId}" already existed at the service (${connection.description}) before this UserGroup synced it, and the tenant rule ` +
-      'that admits it says adoption: Refuse; its token was not stored. (The service has no read operation: the PUT that found it has set its name and properties.) ' +
-      'A cluster admin can allow adoption (adoption: Rotate or Keep), or use another userGroupId', spec);
+        'that admits it says adoption: Refuse; its token was not stored. (The service has no read operation: the PUT that found it has set its name and properties.) ' +
+        'A cluster admin can allow adoption (adoption: Rotate or Keep), or use another userGroupId',
+      spec,
+    );
   }
 
   /**
@@ -544,7 +593,12 @@ class Reconciliation {
   }
 
   /** Writes the token Secret unless `current` (what is stored now, as far as we know) already matches. */
-  private async storeSecret(spec: UserGroupSpec, connection: Connection, content: SecretContent, current: ObservedSecret | undefined): Promise<SecretWriteResult> {
+  private async storeSecret(
+    spec: UserGroupSpec,
+    connection: Connection,
+    content: SecretContent,
+    current: ObservedSecret | undefined,
+  ): Promise<SecretWriteResult> {
     const resourceVersion = current?.metadata.resourceVersion;
     let desired = desiredSecret(this.ug.metadata, spec, content, connection.seal);
     if (current && secretMatches(current, desired)) return { ok: true, secret: current };
@@ -684,7 +738,6 @@ function iso(ms: number): string {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
-
 export const regardingUserGroup = (ug: UserGroup): { apiVersion: string; kind: string; namespace: string; name: string; uid: string } => ({
   apiVersion: API_VERSION,
   kind: USERGROUP_KIND,
@@ -692,4 +745,3 @@ export const regardingUserGroup = (ug: UserGroup): { apiVersion: string; kind: s
   name: ug.metadata.name,
   uid: ug.metadata.uid,
 });
-

@@ -23,8 +23,11 @@ export interface AdmissionRequest {
  */
 export function admit(request: AdmissionRequest): Admission {
   const { service, tenants, namespace, namespaceLabels, userGroupId } = request;
-  const admitting = tenants.filter((rule) =>
-    rule.namespaces.includes(namespace) || (rule.namespaceSelector !== undefined && namespaceLabels !== undefined && selects(rule.namespaceSelector, namespaceLabels)));
+  const admitting = tenants.filter(
+    (rule) =>
+      rule.namespaces.includes(namespace) ||
+      (rule.namespaceSelector !== undefined && namespaceLabels !== undefined && selects(rule.namespaceSelector, namespaceLabels)),
+  );
   if (admitting.length === 0) {
     return {
       ok: false,
@@ -58,6 +61,9 @@ const MAX_LISTED = 5;
 function describeIds(rule: TenantRule, namespace: string): string {
   const ids = rule.userGroupIds;
   if ('prefix' in ids) return ids.prefix === '' ? 'any id' : `ids starting with "${expand(ids.prefix, namespace)}"`;
-  const listed = ids.exact.slice(0, MAX_LISTED).map((id) => `"${expand(id, namespace)}"`).join(', ');
+  const listed = ids.exact
+    .slice(0, MAX_LISTED)
+    .map((id) => `"${expand(id, namespace)}"`)
+    .join(', ');
   return ids.exact.length > MAX_LISTED ? `one of ${listed} (and ${ids.exact.length - MAX_LISTED} more)` : `one of ${listed}`;
 }

@@ -96,7 +96,13 @@ function sealedRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: st
 }
 
 /** What the record's MAC covers: the token (by digest) and its bookkeeping, bound to this UserGroup, Secret and id. */
-function recordMessage(owner: ObjectMeta, userGroupId: string, secretName: string, key: string, content: { tokenSha256: string; handled: string | undefined; pending: string | undefined }): string {
+function recordMessage(
+  owner: ObjectMeta,
+  userGroupId: string,
+  secretName: string,
+  key: string,
+  content: { tokenSha256: string; handled: string | undefined; pending: string | undefined },
+): string {
   return canonicalJson({
     v: 1,
     userGroup: { namespace: owner.namespace, name: owner.name, uid: owner.uid },
@@ -134,7 +140,9 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
   const token = content.token instanceof SecretValue ? content.token.reveal() : undefined;
   const tokenSha256 = token !== undefined ? sha256Hex(token) : (content.token as { sha256: string }).sha256;
   annotations[TOKEN_SHA256_ANNOTATION] = tokenSha256;
-  annotations[TOKEN_RECORD_ANNOTATION] = seal(recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { tokenSha256, handled: content.handled, pending: content.pending }));
+  annotations[TOKEN_RECORD_ANNOTATION] = seal(
+    recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { tokenSha256, handled: content.handled, pending: content.pending }),
+  );
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
   return {
@@ -146,9 +154,7 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
       namespace: owner.namespace,
       labels: { ...spec.tokenSecret.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: owner.name },
       annotations,
-      ownerReferences: [
-        { apiVersion: API_VERSION, kind: USERGROUP_KIND, name: owner.name, uid: owner.uid, controller: true },
-      ],
+      ownerReferences: [{ apiVersion: API_VERSION, kind: USERGROUP_KIND, name: owner.name, uid: owner.uid, controller: true }],
     },
     ...(token !== undefined ? { data: { [spec.tokenSecret.key]: Buffer.from(token, 'utf8').toString('base64') } } : {}),
   };

@@ -56,16 +56,24 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
 
   try {
     say('starting a local control plane (the first run builds it from Go modules: several minutes)');
-    cp = await ControlPlane.start({ kubeconfigPath: path.join(dir, 'kubeconfig'), crds: [path.join(repoRoot, 'crds')], progress: (l) => say(`  ${l}`) });
+    const controlPlane = await ControlPlane.start({
+      kubeconfigPath: path.join(dir, 'kubeconfig'),
+      crds: [path.join(repoRoot, 'crds')],
+      progress: (l) => say(`  ${l}`),
+    });
+    cp = controlPlane;
 
     const apiKey = randomBytes(24).toString('hex');
     fs.writeFileSync(path.join(dir, 'sim-api-key'), apiKey, { mode: 0o600 });
-    sim = await startSimulator({ apiKeys: [apiKey], faults: { latencyMs: 30, latencyJitterMs: 40 }, stateFile: path.join(dir, 'sim-state.json') });
+    const simulator = await startSimulator({ apiKeys: [apiKey], faults: { latencyMs: 30, latencyJitterMs: 40 }, stateFile: path.join(dir, 'sim-state.json') });
+    sim = simulator;
     say(`service simulator at ${sim.url} (API key in ${path.join(dir, 'sim-api-key')})`);
 
     const kubectl = (args: string[]): Promise<string> =>
       new Promise((resolve, reject) =>
-        execFile(cp!.binaries.kubectl, ['--kubeconfig', cp!.kubeconfigPath, ...args], (err, stdout, stderr) => (err ? reject(new Error(stderr || String(err))) : resolve(stdout))),
+        execFile(controlPlane.binaries.kubectl, ['--kubeconfig', controlPlane.kubeconfigPath, ...args], (err, stdout, stderr) =>
+          err ? reject(new Error(stderr || err.message, { cause: err })) : resolve(stdout),
+        ),
       );
     const manifests = localExamples(examples, sim.url, apiKey);
     const applied = path.join(dir, 'examples.yaml');
@@ -73,12 +81,21 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     say(`applying ${examples} (its ClusterUserGroupService pointed at the simulator, with the API-key Secret it names)`);
     await kubectl(['apply', '-f', applied]);
 
-    const flags = ['--metrics-addr', '0', '--health-addr', '0', '--log-level', 'info', ...(manifests.defaultService ? ['--default-service', manifests.defaultService] : [])];
+    const flags = [
+      '--metrics-addr',
+      '0',
+      '--health-addr',
+      '0',
+      '--log-level',
+      'info',
+      ...(manifests.defaultService ? ['--default-service', manifests.defaultService] : []),
+    ];
     const parsed = parseRunConfig(flags, {});
     if (parsed.ok !== true) throw new Error('internal: the dev configuration does not parse');
     const logFile = path.join(dir, 'operator.log');
     const log = createLogger('info', fs.createWriteStream(logFile, { flags: 'a' }));
-    operator = await startOperator(parsed.config, log, await loadKubeConfig(cp.kubeconfigPath));
+    const running = await startOperator(parsed.config, log, await loadKubeConfig(controlPlane.kubeconfigPath));
+    operator = running;
     say(`controller running, default connection: ClusterUserGroupService ${manifests.defaultService ?? '(none)'} (logs: ${logFile})\n`);
 
     const hints = [
@@ -90,9 +107,9 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     const interactive = process.stdout.isTTY;
     let last = '';
     const render = (): void => {
-      const groups = operator!.controller.userGroups.list();
+      const groups = running.controller.userGroups.list();
       const table = renderStatusTable(groups, { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
-      const { upsert, rotate } = sim!.stats().operations;
+      const { upsert, rotate } = simulator.stats().operations;
       const calls = `PUT created ${upsert.created}, updated ${upsert.updated}; POST rotated ${rotate.ok}`;
       const text = `${table}\n\nservice calls so far: ${calls}\n\ntry:\n${hints.map((h) => `  ${h}`).join('\n')}\n\nCtrl-C stops everything.\n`;
       // The AGE column changes every second: a terminal redraws for it, a log prints only real changes.
@@ -108,10 +125,13 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     return await new Promise<number>((resolve) => {
       const stop = (): void => {
         say('\nstopping…');
-        shutdown().then(() => resolve(0), (err: unknown) => {
-          io.err(`stop failed: ${String(err)}\n`);
-          resolve(1);
-        });
+        shutdown().then(
+          () => resolve(0),
+          (err: unknown) => {
+            io.err(`stop failed: ${String(err)}\n`);
+            resolve(1);
+          },
+        );
       };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -129,8 +149,15 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
  * ClusterUserGroupService becomes the controller's default.
  */
 export function localExamples(dir: string, simUrl: string, apiKey: string): { yaml: string; defaultService: string | undefined } {
-  interface Doc { kind?: unknown; metadata?: { name?: unknown }; spec?: Record<string, unknown> }
-  const docs: Doc[] = fs.readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort()
+  interface Doc {
+    kind?: unknown;
+    metadata?: { name?: unknown };
+    spec?: Record<string, unknown>;
+  }
+  const docs: Doc[] = fs
+    .readdirSync(dir)
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort()
     .flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(dir, f), 'utf8')).map((d) => d.toJS() as Doc | null))
     .filter((d): d is Doc => d !== null && typeof d === 'object');
   const extra: Doc[] = [];
@@ -142,7 +169,12 @@ export function localExamples(dir: string, simUrl: string, apiKey: string): { ya
     const ref = doc.spec['apiKeySecretRef'] as { namespace?: string; name?: string; key?: string } | undefined;
     if (!ref?.namespace || !ref.name) continue;
     extra.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ref.namespace } } as Doc);
-    extra.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: ref.name, namespace: ref.namespace }, stringData: { [ref.key ?? 'apiKey']: apiKey } } as Doc);
+    extra.push({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: ref.name, namespace: ref.namespace },
+      stringData: { [ref.key ?? 'apiKey']: apiKey },
+    } as Doc);
   }
   const all = [...docs, ...extra];
   const rank = (d: Doc): number => (d.kind === 'Namespace' ? 0 : 1);

@@ -39,9 +39,25 @@ export function apiErrorFrom(method: string, path: string, code: number, body: u
 
 /** The reasons of metav1.StatusReason. Any other (a webhook's, an aggregated API's) is judged by its code. */
 const KNOWN_REASONS: ReadonlySet<string> = new Set([
-  'Unauthorized', 'Forbidden', 'NotFound', 'AlreadyExists', 'Conflict', 'Gone', 'Invalid', 'ServerTimeout', 'StoreReadError',
-  'Timeout', 'TooManyRequests', 'BadRequest', 'MethodNotAllowed', 'NotAcceptable', 'RequestEntityTooLarge',
-  'UnsupportedMediaType', 'InternalError', 'Expired', 'ServiceUnavailable',
+  'Unauthorized',
+  'Forbidden',
+  'NotFound',
+  'AlreadyExists',
+  'Conflict',
+  'Gone',
+  'Invalid',
+  'ServerTimeout',
+  'StoreReadError',
+  'Timeout',
+  'TooManyRequests',
+  'BadRequest',
+  'MethodNotAllowed',
+  'NotAcceptable',
+  'RequestEntityTooLarge',
+  'UnsupportedMediaType',
+  'InternalError',
+  'Expired',
+  'ServiceUnavailable',
 ]);
 
 /** The object is not there (404). */
@@ -105,21 +121,35 @@ function hasReason(err: unknown, reason: string, code: number): boolean {
 /** What client-go (NewGenericServerResponse) says for a code when the answer carried no Status. */
 function fromCode(method: string, code: number): { reason: string; message: string } {
   switch (code) {
-    case 400: return { reason: 'BadRequest', message: 'the server rejected our request for an unknown reason' };
-    case 401: return { reason: 'Unauthorized', message: 'the server has asked for the client to provide credentials' };
-    case 403: return { reason: 'Forbidden', message: 'the server does not allow access to the requested resource' };
-    case 404: return { reason: 'NotFound', message: 'the server could not find the requested resource' };
-    case 405: return { reason: 'MethodNotAllowed', message: 'the server does not allow this method on the requested resource' };
-    case 406: return { reason: 'NotAcceptable', message: 'the server was unable to respond with a content type that the client supports' };
+    case 400:
+      return { reason: 'BadRequest', message: 'the server rejected our request for an unknown reason' };
+    case 401:
+      return { reason: 'Unauthorized', message: 'the server has asked for the client to provide credentials' };
+    case 403:
+      return { reason: 'Forbidden', message: 'the server does not allow access to the requested resource' };
+    case 404:
+      return { reason: 'NotFound', message: 'the server could not find the requested resource' };
+    case 405:
+      return { reason: 'MethodNotAllowed', message: 'the server does not allow this method on the requested resource' };
+    case 406:
+      return { reason: 'NotAcceptable', message: 'the server was unable to respond with a content type that the client supports' };
     // A create that meets 409 found the name taken; any other write found the object changed.
-    case 409: return { reason: method === 'POST' ? 'AlreadyExists' : 'Conflict', message: 'the server reported a conflict' };
-    case 410: return { reason: 'Gone', message: 'the requested resource is no longer available' };
-    case 413: return { reason: 'RequestEntityTooLarge', message: 'the server has rejected the request due to its size' };
-    case 415: return { reason: 'UnsupportedMediaType', message: 'the server does not support the media type of the request' };
-    case 422: return { reason: 'Invalid', message: 'the server rejected our request due to an error in our request' };
-    case 429: return { reason: 'TooManyRequests', message: 'the server has received too many requests and has asked us to try again later' };
-    case 503: return { reason: 'ServiceUnavailable', message: 'the server is currently unable to handle the request' };
-    case 504: return { reason: 'Timeout', message: 'the server was unable to return a response in the time allotted, but may still be processing the request' };
+    case 409:
+      return { reason: method === 'POST' ? 'AlreadyExists' : 'Conflict', message: 'the server reported a conflict' };
+    case 410:
+      return { reason: 'Gone', message: 'the requested resource is no longer available' };
+    case 413:
+      return { reason: 'RequestEntityTooLarge', message: 'the server has rejected the request due to its size' };
+    case 415:
+      return { reason: 'UnsupportedMediaType', message: 'the server does not support the media type of the request' };
+    case 422:
+      return { reason: 'Invalid', message: 'the server rejected our request due to an error in our request' };
+    case 429:
+      return { reason: 'TooManyRequests', message: 'the server has received too many requests and has asked us to try again later' };
+    case 503:
+      return { reason: 'ServiceUnavailable', message: 'the server is currently unable to handle the request' };
+    case 504:
+      return { reason: 'Timeout', message: 'the server was unable to return a response in the time allotted, but may still be processing the request' };
   }
   if (code >= 500) return { reason: 'InternalError', message: 'an error on the server has prevented the request from succeeding' };
   return { reason: 'Unknown', message: `the server responded with the status code ${code} but did not return more information` };

@@ -57,7 +57,10 @@ export class EventRecorder {
   private writing: Promise<void> | undefined;
   private lastPrune = Date.now();
 
-  constructor(private readonly client: KubeClient, private readonly options: EventRecorderOptions) {
+  constructor(
+    private readonly client: KubeClient,
+    private readonly options: EventRecorderOptions,
+  ) {
     this.window = options.seriesWindowMs ?? 10 * 60_000;
     this.patchInterval = options.patchIntervalMs ?? 30_000;
     this.maxQueued = options.maxQueued ?? 1000;
@@ -143,7 +146,9 @@ export class EventRecorder {
   }
 
   private async patchSeries(namespace: string, name: string, count: number, now: number): Promise<boolean> {
-    return 'ok' === await this.send('PATCH', paths.event(namespace, name), { series: { count, lastObservedTime: microTime(now) } }, 'application/merge-patch+json');
+    return (
+      'ok' === (await this.send('PATCH', paths.event(namespace, name), { series: { count, lastObservedTime: microTime(now) } }, 'application/merge-patch+json'))
+    );
   }
 
   /**

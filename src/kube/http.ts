@@ -74,7 +74,9 @@ export class KubeClient {
     if (tls.servername !== undefined) material.servername = tls.servername;
     const plain = access.server.startsWith('http:');
     const make = (options: NodeHttps.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return Promise.resolve(new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe));
+    return Promise.resolve(
+      new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe),
+    );
   }
 
   /** One request with a JSON body; resolves with any status (call() below parses refusals), rejects only on transport errors. */
@@ -127,10 +129,18 @@ export class KubeClient {
   }
 
   /** A streaming GET (watches). */
-  async openStream(path: string, query: Readonly<Record<string, string>>, accept?: string): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
+  async openStream(
+    path: string,
+    query: Readonly<Record<string, string>>,
+    accept?: string,
+  ): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
     const opened = await this.open('GET', path, { query, ...(accept ? { accept } : {}) }, this.streamAgent);
     const observe = this.observe;
-    if (observe) void opened.response.then((res) => observe('WATCH', String(res.statusCode ?? 'none')), () => observe('WATCH', 'none'));
+    if (observe)
+      void opened.response.then(
+        (res) => observe('WATCH', String(res.statusCode ?? 'none')),
+        () => observe('WATCH', 'none'),
+      );
     return opened;
   }
 
@@ -159,7 +169,12 @@ export class KubeClient {
     this.streamAgent.destroy();
   }
 
-  private async open(method: string, path: string, options: RequestOptions, agent: NodeHttp.Agent): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
+  private async open(
+    method: string,
+    path: string,
+    options: RequestOptions,
+    agent: NodeHttp.Agent,
+  ): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
     const headers: Record<string, string> = { Accept: options.accept ?? 'application/json', 'User-Agent': this.userAgent };

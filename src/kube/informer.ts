@@ -324,4 +324,3 @@ function isOlderResourceVersion(candidate: string, current: string): boolean {
   if (!/^\d+$/.test(candidate) || !/^\d+$/.test(current)) return false;
   return BigInt(candidate) < BigInt(current);
 }
-

@@ -163,7 +163,10 @@ function kubeconfigFiles(explicit: string | undefined, env: Readonly<Record<stri
     const files = list.split(path.delimiter).filter((f) => f !== '');
     // kubectl skips the listed files that do not exist; none existing is still an error, not a silent fallback.
     const present = files.filter((f) => exists(f));
-    if (present.length === 0) throw new Error(`cannot load kubeconfig ${list}: ${files.length > 1 ? 'none of the files in KUBECONFIG exist' : 'the file in KUBECONFIG does not exist'}`);
+    if (present.length === 0)
+      throw new Error(
+        `cannot load kubeconfig ${list}: ${files.length > 1 ? 'none of the files in KUBECONFIG exist' : 'the file in KUBECONFIG does not exist'}`,
+      );
     return present;
   }
   const home = path.join(env['HOME'] || os.homedir(), '.kube', 'config');
@@ -192,7 +195,8 @@ function readConfigFile(file: string): ConfigFile {
   if (doc === null || doc === undefined) return { file, clusters: [], users: [], contexts: [], currentContext: undefined };
   if (!isRecord(doc)) throw new Error(`cannot load kubeconfig ${file}: not a kubeconfig (expected a mapping at the top)`);
   const current = doc['current-context'];
-  if (current !== undefined && current !== null && typeof current !== 'string') throw new Error(`cannot load kubeconfig ${file}: current-context must be a string`);
+  if (current !== undefined && current !== null && typeof current !== 'string')
+    throw new Error(`cannot load kubeconfig ${file}: current-context must be a string`);
   return {
     file,
     clusters: entries(doc, 'clusters', 'cluster', file),
@@ -207,7 +211,8 @@ function entries(doc: Readonly<Record<string, unknown>>, list: string, kind: Ent
   if (raw === undefined || raw === null) return [];
   if (!Array.isArray(raw)) throw new Error(`cannot load kubeconfig ${file}: ${list} must be a list`);
   return raw.map((item: unknown, i) => {
-    if (!isRecord(item) || typeof item['name'] !== 'string' || item['name'] === '') throw new Error(`cannot load kubeconfig ${file}: ${list}[${i}] has no name`);
+    if (!isRecord(item) || typeof item['name'] !== 'string' || item['name'] === '')
+      throw new Error(`cannot load kubeconfig ${file}: ${list}[${i}] has no name`);
     const body = item[kind] ?? {};
     if (!isRecord(body)) throw new Error(`cannot load kubeconfig ${file}: ${list}[${i}].${kind} must be a mapping`);
     return { name: item['name'], body, origin: file, kind };
@@ -221,7 +226,11 @@ function merge(files: readonly ConfigFile[]): Merged {
   const contexts = new Map<string, Entry>();
   let currentContext: string | undefined;
   for (const f of files) {
-    for (const [into, from] of [[clusters, f.clusters], [users, f.users], [contexts, f.contexts]] as const) {
+    for (const [into, from] of [
+      [clusters, f.clusters],
+      [users, f.users],
+      [contexts, f.contexts],
+    ] as const) {
       for (const e of from) if (!into.has(e.name)) into.set(e.name, e);
     }
     currentContext ??= f.currentContext;
@@ -299,7 +308,10 @@ function tokenFileAuthorization(file: string, fallback: string | undefined, now:
     if (first) last = first;
     else if (last === undefined) throw new Error('the file is empty');
   } catch (err) {
-    if (last === undefined) throw new Error(`cannot read the token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err))}`, { cause: err });
+    if (last === undefined)
+      throw new Error(`cannot read the token file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err))}`, {
+        cause: err,
+      });
   }
   const header = (token: string | undefined): string | undefined => (token === undefined ? undefined : `Bearer ${token}`);
   return refreshing(now, { value: header(last), at: now() }, async () => {

@@ -129,7 +129,13 @@ export class LeaderElector {
     if (!res.ok) {
       if (!isNotFound(res.error)) throw res.error;
       const created = await call(client, 'POST', paths.leases(namespace), {
-        body: this.leaseBody(undefined, { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 }),
+        body: this.leaseBody(undefined, {
+          holderIdentity: identity,
+          leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
+          acquireTime: microTime(now),
+          renewTime: microTime(now),
+          leaseTransitions: 0,
+        }),
         timeoutMs: this.options.renewDeadlineMs,
       });
       if (created.ok) {
@@ -154,7 +160,7 @@ export class LeaderElector {
     const record: LeaseRecord = {
       holderIdentity: identity,
       leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-      acquireTime: takingOver ? microTime(now) : lease.record.acquireTime ?? microTime(now),
+      acquireTime: takingOver ? microTime(now) : (lease.record.acquireTime ?? microTime(now)),
       renewTime: microTime(now),
       leaseTransitions: takingOver && lease.record.holderIdentity !== '' ? lease.record.leaseTransitions + 1 : lease.record.leaseTransitions,
     };

@@ -81,7 +81,9 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
         if (status !== 200) {
           let text = '';
           res.setEncoding('utf8');
-          res.on('data', (chunk: string) => { if (text.length < 4096) text += chunk; });
+          res.on('data', (chunk: string) => {
+            if (text.length < 4096) text += chunk;
+          });
           res.on('end', () => finish(status === 410 ? { kind: 'gone' } : { kind: 'failed', status, message: `HTTP ${status}: ${statusMessage(text)}` }));
           res.on('error', (err) => finish({ kind: 'failed', status, message: describe(err) }));
           return;
@@ -123,7 +125,11 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
       const object = parsed['object'];
       if (type === 'ERROR') {
         const code = object['code'];
-        finish(code === 410 ? { kind: 'gone' } : { kind: 'failed', status: typeof code === 'number' ? code : undefined, message: `watch error: ${statusMessage(object)}` });
+        finish(
+          code === 410
+            ? { kind: 'gone' }
+            : { kind: 'failed', status: typeof code === 'number' ? code : undefined, message: `watch error: ${statusMessage(object)}` },
+        );
         return;
       }
       if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED' || type === 'BOOKMARK') options.onEvent({ type, object });

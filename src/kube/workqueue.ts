@@ -57,7 +57,7 @@ class DueHeap {
   push(at: number, key: string): void {
     const items = this.#items;
     items.push({ at, key });
-    for (let i = items.length - 1; i > 0; ) {
+    for (let i = items.length - 1; i > 0;) {
       const parent = (i - 1) >> 1;
       const [a, b] = [items[i], items[parent]];
       if (!a || !b || b.at <= a.at) break;
@@ -72,7 +72,7 @@ class DueHeap {
     const last = items.pop();
     if (top === undefined || last === undefined || items.length === 0) return top;
     items[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const [l, r] = [2 * i + 1, 2 * i + 2];
       let smallest = i;
       if ((items[l]?.at ?? Infinity) < (items[smallest]?.at ?? Infinity)) smallest = l;
@@ -289,11 +289,14 @@ export class WorkQueue {
         clearTimeout(timer);
         resolve(true);
       };
-      const timer = setTimeout(() => {
-        this.#drainWaiters.delete(finish);
-        resolve(false);
-        this.shutDown();
-      }, Math.max(0, timeoutMs));
+      const timer = setTimeout(
+        () => {
+          this.#drainWaiters.delete(finish);
+          resolve(false);
+          this.shutDown();
+        },
+        Math.max(0, timeoutMs),
+      );
       // Shutdown must never be the thing that keeps the process alive.
       timer.unref();
       this.#drainWaiters.add(finish);

@@ -14,7 +14,10 @@ export interface RouteResponse {
 export type Handler = (req: IncomingMessage) => Promise<RouteResponse>;
 
 /** A tiny HTTP server for /metrics or /healthz + /readyz; "0" disables it. */
-export async function serve(address: string, routes: Readonly<Record<string, Handler>>): Promise<{ server: Server | undefined; port: number | undefined; close(): Promise<void> }> {
+export async function serve(
+  address: string,
+  routes: Readonly<Record<string, Handler>>,
+): Promise<{ server: Server | undefined; port: number | undefined; close(): Promise<void> }> {
   if (address === '0') return { server: undefined, port: undefined, close: () => Promise.resolve() };
   const i = address.lastIndexOf(':');
   const host = address.slice(0, i).replace(/^\[|\]$/g, '') || undefined;
@@ -26,7 +29,8 @@ export async function serve(address: string, routes: Readonly<Record<string, Han
       return;
     }
     route(req).then(
-      ({ status, contentType, body, headers }) => res.writeHead(status, { ...headers, 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body),
+      ({ status, contentType, body, headers }) =>
+        res.writeHead(status, { ...headers, 'content-type': contentType }).end(req.method === 'HEAD' ? undefined : body),
       (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${String(err)}\n`),
     );
   });

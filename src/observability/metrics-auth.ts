@@ -53,7 +53,8 @@ export interface ReviewedUser {
   readonly extra: Readonly<Record<string, readonly string[]>>;
 }
 
-export type TokenReviewOutcome = { readonly authenticated: true; readonly user: ReviewedUser } | { readonly authenticated: false; readonly error: string | undefined };
+export type TokenReviewOutcome =
+  { readonly authenticated: true; readonly user: ReviewedUser } | { readonly authenticated: false; readonly error: string | undefined };
 export interface AccessReviewOutcome {
   readonly allowed: boolean;
   readonly reason: string | undefined;
@@ -177,10 +178,13 @@ export class MetricsAuthorizer {
     const pending = this.#inFlight.get(key);
     if (pending) return this.#observed(await pending, 'review');
     if (this.#inFlight.size >= this.#maxConcurrent) return this.#observed({ result: 'throttled', user: undefined }, 'none');
-    const review = this.#review(token).then((verdict) => {
-      if (verdict.result === 'allowed' || verdict.result === 'denied' || verdict.result === 'unauthenticated') this.#remember(key, verdict.result, verdict.user);
-      return verdict;
-    }).finally(() => this.#inFlight.delete(key));
+    const review = this.#review(token)
+      .then((verdict) => {
+        if (verdict.result === 'allowed' || verdict.result === 'denied' || verdict.result === 'unauthenticated')
+          this.#remember(key, verdict.result, verdict.user);
+        return verdict;
+      })
+      .finally(() => this.#inFlight.delete(key));
     this.#inFlight.set(key, review);
     const verdict = await review;
     // Throttled before its TokenReview (so no user is known): no call was made for it.
@@ -204,9 +208,16 @@ export class MetricsAuthorizer {
 
   async #review(token: string): Promise<Verdict> {
     if (!this.#bucket.tryTake()) return { result: 'throttled', user: undefined };
-    const authn = await this.#call('TokenReview', TOKEN_REVIEWS_PATH, {
-      apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token },
-    }, parseTokenReview);
+    const authn = await this.#call(
+      'TokenReview',
+      TOKEN_REVIEWS_PATH,
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenReview',
+        spec: { token },
+      },
+      parseTokenReview,
+    );
     if (authn === undefined) {
       this.#options.observeReview?.('TokenReview', 'error');
       return { result: 'error', user: undefined };
@@ -219,17 +230,22 @@ export class MetricsAuthorizer {
     this.#options.observeReview?.('TokenReview', 'authenticated');
     const user = authn.user;
     if (!this.#bucket.tryTake()) return { result: 'throttled', user: user.username };
-    const authz = await this.#call('SubjectAccessReview', SUBJECT_ACCESS_REVIEWS_PATH, {
-      apiVersion: 'authorization.k8s.io/v1',
-      kind: 'SubjectAccessReview',
-      spec: {
-        user: user.username,
-        groups: user.groups,
-        extra: user.extra,
-        ...(user.uid !== undefined ? { uid: user.uid } : {}),
-        nonResourceAttributes: { path: this.#path, verb: 'get' },
+    const authz = await this.#call(
+      'SubjectAccessReview',
+      SUBJECT_ACCESS_REVIEWS_PATH,
+      {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: user.username,
+          groups: user.groups,
+          extra: user.extra,
+          ...(user.uid !== undefined ? { uid: user.uid } : {}),
+          nonResourceAttributes: { path: this.#path, verb: 'get' },
+        },
       },
-    }, parseAccessReview);
+      parseAccessReview,
+    );
     if (authz === undefined) {
       this.#options.observeReview?.('SubjectAccessReview', 'error');
       return { result: 'error', user: user.username };
@@ -265,7 +281,10 @@ export class MetricsAuthorizer {
       this.#warningsSuppressed++;
       return;
     }
-    this.#log.warn({ review: kind, err: message, suppressed: this.#warningsSuppressed }, 'metrics request not authorized: the review call failed (the operator needs create on tokenreviews and subjectaccessreviews)');
+    this.#log.warn(
+      { review: kind, err: message, suppressed: this.#warningsSuppressed },
+      'metrics request not authorized: the review call failed (the operator needs create on tokenreviews and subjectaccessreviews)',
+    );
     this.#lastWarnAt = now;
     this.#warningsSuppressed = 0;
   }
@@ -275,7 +294,12 @@ function refusal(verdict: Verdict, path: string): RouteResponse {
   const contentType = 'text/plain; charset=utf-8';
   switch (verdict.result) {
     case 'unauthenticated':
-      return { status: 401, contentType, body: 'Unauthorized: send a valid bearer token (Authorization: Bearer <token>)\n', headers: { 'www-authenticate': 'Bearer realm="usergroup-operator"' } };
+      return {
+        status: 401,
+        contentType,
+        body: 'Unauthorized: send a valid bearer token (Authorization: Bearer <token>)\n',
+        headers: { 'www-authenticate': 'Bearer realm="usergroup-operator"' },
+      };
     case 'denied':
       return { status: 403, contentType, body: `Forbidden: user ${JSON.stringify(verdict.user ?? '')} may not get ${path}\n` };
     case 'throttled':

@@ -11,17 +11,65 @@ const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly reconcileTotal = new Counter({ name: 'usergroup_reconcile_total', help: 'Reconciles by result (success, requeue, error).', labelNames: ['result'], registers: [this.registry] });
-  readonly reconcileErrors = new Counter({ name: 'usergroup_reconcile_errors_total', help: 'Reconciles that ended in an error and a retry.', registers: [this.registry] });
-  readonly reconcileDuration = new Histogram({ name: 'usergroup_reconcile_duration_seconds', help: 'Reconcile duration by result.', labelNames: ['result'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  readonly reconcileTotal = new Counter({
+    name: 'usergroup_reconcile_total',
+    help: 'Reconciles by result (success, requeue, error).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly reconcileErrors = new Counter({
+    name: 'usergroup_reconcile_errors_total',
+    help: 'Reconciles that ended in an error and a retry.',
+    registers: [this.registry],
+  });
+  readonly reconcileDuration = new Histogram({
+    name: 'usergroup_reconcile_duration_seconds',
+    help: 'Reconcile duration by result.',
+    labelNames: ['result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
   readonly queueDepth = new Gauge({ name: 'workqueue_depth', help: 'Keys waiting in the work queue.', labelNames: ['name'], registers: [this.registry] });
   readonly queueAdds = new Counter({ name: 'workqueue_adds_total', help: 'Keys added to the work queue.', labelNames: ['name'], registers: [this.registry] });
-  readonly queueRetries = new Counter({ name: 'workqueue_retries_total', help: 'Delayed re-adds (backoff, Retry-After, resync).', labelNames: ['name'], registers: [this.registry] });
-  readonly queueLatency = new Histogram({ name: 'workqueue_queue_duration_seconds', help: 'Time a key waits in the queue before a worker takes it.', labelNames: ['name'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly workDuration = new Histogram({ name: 'workqueue_work_duration_seconds', help: 'Time a worker spends on a key.', labelNames: ['name'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly serviceRequests = new Counter({ name: 'usergroup_service_requests_total', help: 'Calls to the analytics service by operation and HTTP status code ("none" when no response arrived).', labelNames: ['operation', 'code'], registers: [this.registry] });
-  readonly serviceDuration = new Histogram({ name: 'usergroup_service_request_duration_seconds', help: 'Service call latency by operation.', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers: [this.registry] });
-  readonly kubeRequests = new Counter({ name: 'usergroup_kube_requests_total', help: 'Requests to the Kubernetes apiserver by HTTP method (WATCH for watch opens) and status code ("none" when no response arrived).', labelNames: ['verb', 'code'], registers: [this.registry] });
+  readonly queueRetries = new Counter({
+    name: 'workqueue_retries_total',
+    help: 'Delayed re-adds (backoff, Retry-After, resync).',
+    labelNames: ['name'],
+    registers: [this.registry],
+  });
+  readonly queueLatency = new Histogram({
+    name: 'workqueue_queue_duration_seconds',
+    help: 'Time a key waits in the queue before a worker takes it.',
+    labelNames: ['name'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly workDuration = new Histogram({
+    name: 'workqueue_work_duration_seconds',
+    help: 'Time a worker spends on a key.',
+    labelNames: ['name'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly serviceRequests = new Counter({
+    name: 'usergroup_service_requests_total',
+    help: 'Calls to the analytics service by operation and HTTP status code ("none" when no response arrived).',
+    labelNames: ['operation', 'code'],
+    registers: [this.registry],
+  });
+  readonly serviceDuration = new Histogram({
+    name: 'usergroup_service_request_duration_seconds',
+    help: 'Service call latency by operation.',
+    labelNames: ['operation'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly kubeRequests = new Counter({
+    name: 'usergroup_kube_requests_total',
+    help: 'Requests to the Kubernetes apiserver by HTTP method (WATCH for watch opens) and status code ("none" when no response arrived).',
+    labelNames: ['verb', 'code'],
+    registers: [this.registry],
+  });
   readonly tokensRotated = new Counter({ name: 'usergroup_tokens_rotated_total', help: 'Tokens rotated at the service.', registers: [this.registry] });
   /** Set by the controller: counts of UserGroups per "ready/reason", read at scrape time. */
   userGroupCounts: () => ReadonlyMap<string, number> = () => new Map();
@@ -47,8 +95,10 @@ export class Metrics {
   readonly queueUnfinished = (() => {
     const inFlight = (): number => this.queueInFlight()?.unfinishedSeconds ?? 0;
     return new Gauge({
-      name: 'workqueue_unfinished_work_seconds', help: 'Seconds of work in progress not yet done (all in-flight keys together); growing means stuck workers.',
-      labelNames: ['name'], registers: [this.registry],
+      name: 'workqueue_unfinished_work_seconds',
+      help: 'Seconds of work in progress not yet done (all in-flight keys together); growing means stuck workers.',
+      labelNames: ['name'],
+      registers: [this.registry],
       collect() {
         this.set({ name: 'usergroup' }, inFlight());
       },
@@ -57,19 +107,50 @@ export class Metrics {
   readonly queueLongest = (() => {
     const longest = (): number => this.queueInFlight()?.longestSeconds ?? 0;
     return new Gauge({
-      name: 'workqueue_longest_running_processor_seconds', help: 'Seconds the longest-running in-flight key has been worked on.',
-      labelNames: ['name'], registers: [this.registry],
+      name: 'workqueue_longest_running_processor_seconds',
+      help: 'Seconds the longest-running in-flight key has been worked on.',
+      labelNames: ['name'],
+      registers: [this.registry],
       collect() {
         this.set({ name: 'usergroup' }, longest());
       },
     });
   })();
-  readonly leader = new Gauge({ name: 'usergroup_leader', help: '1 while this process is the leader (or runs without leader election).', registers: [this.registry] });
-  readonly events = new Counter({ name: 'usergroup_events_total', help: 'Kubernetes Events emitted by type and reason.', labelNames: ['type', 'reason'], registers: [this.registry] });
-  readonly eventsDropped = new Counter({ name: 'usergroup_events_dropped_total', help: 'Events not written because too many Event writes were queued (as client-go drops them).', labelNames: ['type', 'reason'], registers: [this.registry] });
-  readonly metricsAuthRequests = new Counter({ name: 'usergroup_metrics_auth_requests_total', help: '/metrics requests by authentication and authorization outcome (allowed, unauthenticated, denied, throttled, error) and what answered them (cache, review, none).', labelNames: ['result', 'source'], registers: [this.registry] });
-  readonly metricsAuthReviews = new Counter({ name: 'usergroup_metrics_auth_reviews_total', help: 'TokenReviews and SubjectAccessReviews made for /metrics requests, by review and result (authenticated, unauthenticated, allowed, denied, error).', labelNames: ['review', 'result'], registers: [this.registry] });
-  readonly buildInfo = new Gauge({ name: 'usergroup_build_info', help: 'Build information (always 1).', labelNames: ['version', 'node_version'], registers: [this.registry] });
+  readonly leader = new Gauge({
+    name: 'usergroup_leader',
+    help: '1 while this process is the leader (or runs without leader election).',
+    registers: [this.registry],
+  });
+  readonly events = new Counter({
+    name: 'usergroup_events_total',
+    help: 'Kubernetes Events emitted by type and reason.',
+    labelNames: ['type', 'reason'],
+    registers: [this.registry],
+  });
+  readonly eventsDropped = new Counter({
+    name: 'usergroup_events_dropped_total',
+    help: 'Events not written because too many Event writes were queued (as client-go drops them).',
+    labelNames: ['type', 'reason'],
+    registers: [this.registry],
+  });
+  readonly metricsAuthRequests = new Counter({
+    name: 'usergroup_metrics_auth_requests_total',
+    help: '/metrics requests by authentication and authorization outcome (allowed, unauthenticated, denied, throttled, error) and what answered them (cache, review, none).',
+    labelNames: ['result', 'source'],
+    registers: [this.registry],
+  });
+  readonly metricsAuthReviews = new Counter({
+    name: 'usergroup_metrics_auth_reviews_total',
+    help: 'TokenReviews and SubjectAccessReviews made for /metrics requests, by review and result (authenticated, unauthenticated, allowed, denied, error).',
+    labelNames: ['review', 'result'],
+    registers: [this.registry],
+  });
+  readonly buildInfo = new Gauge({
+    name: 'usergroup_build_info',
+    help: 'Build information (always 1).',
+    labelNames: ['version', 'node_version'],
+    registers: [this.registry],
+  });
 
   constructor(version: string) {
     collectDefaultMetrics({ register: this.registry });

@@ -177,10 +177,13 @@ export class CircuitBreaker {
     this.#openUntil = now + jittered;
     if (this.#reopenTimer !== undefined) clearTimeout(this.#reopenTimer);
     // At the end of the interval one waiter becomes the probe; the rest follow its outcome.
-    this.#reopenTimer = setTimeout(() => {
-      this.#reopenTimer = undefined;
-      this.#wakeOne();
-    }, Math.max(0, this.#openUntil - this.#now()));
+    this.#reopenTimer = setTimeout(
+      () => {
+        this.#reopenTimer = undefined;
+        this.#wakeOne();
+      },
+      Math.max(0, this.#openUntil - this.#now()),
+    );
     this.#reopenTimer.unref();
   }
 

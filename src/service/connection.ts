@@ -42,7 +42,8 @@ export function validateServiceUrl(url: string, allowInsecure: boolean): Service
   if (parsed.protocol === 'http:' && !allowInsecure && !isLoopback(parsed.hostname)) {
     return {
       ok: false,
-      message: 'service URL must use https: plain http would send the API key and tokens unencrypted (allowed only for loopback hosts or when insecure connections are explicitly allowed)',
+      message:
+        'service URL must use https: plain http would send the API key and tokens unencrypted (allowed only for loopback hosts or when insecure connections are explicitly allowed)',
     };
   }
   return { ok: true, url: parsed.href.replace(/\/+$/, '') };

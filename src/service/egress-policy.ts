@@ -28,7 +28,15 @@ export function parseHostPattern(raw: string): PatternParse {
   } catch {
     return { ok: false, message: `"${raw}" is not a host pattern (host, *.domain, optionally :port)` };
   }
-  if (parsed.pathname !== '/' || parsed.username !== '' || parsed.password !== '' || parsed.search !== '' || parsed.hash !== '' || rest.includes('*') || rest === '') {
+  if (
+    parsed.pathname !== '/' ||
+    parsed.username !== '' ||
+    parsed.password !== '' ||
+    parsed.search !== '' ||
+    parsed.hash !== '' ||
+    rest.includes('*') ||
+    rest === ''
+  ) {
     return { ok: false, message: `"${raw}" is not a host pattern (host, *.domain, optionally :port)` };
   }
   if (wildcard && (parsed.hostname.startsWith('[') || /^[\d.]+$/.test(parsed.hostname))) {
@@ -69,8 +77,9 @@ export function checkEgress(url: string, allowInsecure: boolean, policy: EgressP
   if (allowed) return { ok: true };
   return {
     ok: false,
-    message: policy.allowedHosts.length === 0
-      ? 'the operator allows no host for UserGroupServices (--allowed-service-hosts is empty); use a ClusterUserGroupService, or ask a cluster admin'
-      : `host ${host.slice(0, 253)} (port ${port}) is not among the hosts the operator allows for UserGroupServices (--allowed-service-hosts); ask a cluster admin`,
+    message:
+      policy.allowedHosts.length === 0
+        ? 'the operator allows no host for UserGroupServices (--allowed-service-hosts is empty); use a ClusterUserGroupService, or ask a cluster admin'
+        : `host ${host.slice(0, 253)} (port ${port}) is not among the hosts the operator allows for UserGroupServices (--allowed-service-hosts); ask a cluster admin`,
   };
 }

@@ -30,11 +30,7 @@ export function redactSecrets(text: string, secrets: readonly (SecretValue | und
  * secrets and credential-shaped runs are hidden, control characters flattened, and the result bounded.
  * Redaction runs before truncation so a cut can never leave a fragment of a secret behind.
  */
-export function sanitizeText(
-  text: string,
-  maxChars: number,
-  secrets: readonly (SecretValue | undefined)[] = [],
-): string {
+export function sanitizeText(text: string, maxChars: number, secrets: readonly (SecretValue | undefined)[] = []): string {
   const cleaned = redactSecrets(text, secrets).replace(CREDENTIAL_LIKE, REDACTED).replace(CONTROL, ' ').trim();
   return cleaned.length > maxChars ? `${cleaned.slice(0, maxChars)}…` : cleaned;
 }

@@ -177,12 +177,7 @@ function parseSuccessBody(status: number, headers: ResponseHeaders, body: string
  * body only contributes the service's message); a 2xx answer must carry `success` and, on success, a
  * user group with a token. Messages never contain the raw body or a token.
  */
-export function parseServiceResponse(
-  status: number,
-  headers: ResponseHeaders,
-  body: string,
-  nowMs: number = Date.now(),
-): ServiceResult {
+export function parseServiceResponse(status: number, headers: ResponseHeaders, body: string, nowMs: number = Date.now()): ServiceResult {
   if (status === 401 || status === 403) {
     return fail({
       kind: 'unauthorized',
@@ -232,12 +227,7 @@ export function parseServiceResponse(
  * Classifies an answer whose body was cut off at `limit` bytes. A non-2xx status still says what
  * happened (a 429 keeps its Retry-After); a 2xx answer cannot be trusted without its whole body.
  */
-export function parseOversizedResponse(
-  status: number,
-  headers: ResponseHeaders,
-  limit: number,
-  nowMs: number = Date.now(),
-): ServiceResult {
+export function parseOversizedResponse(status: number, headers: ResponseHeaders, limit: number, nowMs: number = Date.now()): ServiceResult {
   if (status >= 200 && status <= 299) {
     return fail({
       kind: 'invalid-response',

@@ -41,16 +41,11 @@ function stringProperty(value: unknown, key: 'code' | 'message'): string | undef
  * read: a got error also carries the request options, Authorization header included, so the object
  * itself must never be logged, wrapped or rethrown.
  */
-export function describeTransportError(
-  error: unknown,
-  context: { timeoutMs: number; secrets: readonly (SecretValue | undefined)[] },
-): string {
+export function describeTransportError(error: unknown, context: { timeoutMs: number; secrets: readonly (SecretValue | undefined)[] }): string {
   // got's TimeoutError, recognised by shape so that this module does not load got (see http-exchange.ts).
   const event = timeoutEvent(error);
   if (event !== undefined) {
-    return event === 'request'
-      ? `request timed out after ${context.timeoutMs} ms`
-      : `request timed out waiting for ${sanitizeText(event, 40)}`;
+    return event === 'request' ? `request timed out after ${context.timeoutMs} ms` : `request timed out waiting for ${sanitizeText(event, 40)}`;
   }
   const code = stringProperty(error, 'code');
   const message = stringProperty(error, 'message');

@@ -57,8 +57,14 @@ export class BenchCluster {
     if (secret.status !== 201 && secret.status !== 409) throw new Error(`creating the API-key Secret in ${namespace}: HTTP ${secret.status}`);
     const service = await this.client.request('POST', paths.clusterUserGroupServices(), {
       body: {
-        apiVersion: 'usergroup.dev/v1alpha1', kind: 'ClusterUserGroupService', metadata: { name },
-        spec: { url: this.sim.url, apiKeySecretRef: { namespace, name: 'bench-api-key' }, tenants: [{ namespaces: [namespace], userGroupIds: { prefix: '' } }] },
+        apiVersion: 'usergroup.dev/v1alpha1',
+        kind: 'ClusterUserGroupService',
+        metadata: { name },
+        spec: {
+          url: this.sim.url,
+          apiKeySecretRef: { namespace, name: 'bench-api-key' },
+          tenants: [{ namespaces: [namespace], userGroupIds: { prefix: '' } }],
+        },
       },
     });
     if (service.status !== 201 && service.status !== 409) throw new Error(`creating ClusterUserGroupService ${name}: HTTP ${service.status}`);
@@ -97,7 +103,13 @@ export class BenchCluster {
    * Creates (or updates) UserGroups ug-00000… with server-side apply, `parallelism` at a time.
    * Resolves with the uid of each; throws on the first refusal.
    */
-  async applyUserGroups(namespace: string, n: number, parallelism: number, onApplied?: (i: number, uid: string) => void, client: KubeClient = this.client): Promise<string[]> {
+  async applyUserGroups(
+    namespace: string,
+    n: number,
+    parallelism: number,
+    onApplied?: (i: number, uid: string) => void,
+    client: KubeClient = this.client,
+  ): Promise<string[]> {
     const uids: string[] = new Array<string>(n);
     await forEachBounded(n, parallelism, async (i) => {
       const name = userGroupName(i);
@@ -109,7 +121,8 @@ export class BenchCluster {
       };
       const p = `${paths.userGroups(namespace)}/${name}`;
       const res = await client.request('PATCH', p, { query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/apply-patch+yaml' });
-      if (res.status !== 200 && res.status !== 201) throw new Error(`applying ${namespace}/${name}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+      if (res.status !== 200 && res.status !== 201)
+        throw new Error(`applying ${namespace}/${name}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
       const uid = isRecord(res.body) && isRecord(res.body['metadata']) ? res.body['metadata']['uid'] : undefined;
       uids[i] = typeof uid === 'string' ? uid : '';
       onApplied?.(i, uids[i] ?? '');
@@ -146,7 +159,12 @@ export class BenchCluster {
    * Watches a collection from `resourceVersion` until stopped, re-watching from the last version seen when
    * the server ends a watch. A 410 or repeated failures end it with an error (`onError`).
    */
-  watch(collection: string, resourceVersion: string, onEvent: (event: WatchEvent) => void, options: { labelSelector?: string; onError?: (message: string) => void } = {}): { stop(): void } {
+  watch(
+    collection: string,
+    resourceVersion: string,
+    onEvent: (event: WatchEvent) => void,
+    options: { labelSelector?: string; onError?: (message: string) => void } = {},
+  ): { stop(): void } {
     const abort = new AbortController();
     let rv = resourceVersion;
     // A function, not the property: stop() aborts while a watch is awaited, which narrowing cannot see.
@@ -209,7 +227,9 @@ export function readyForGeneration(object: Json): boolean {
   const status = isRecord(object['status']) ? object['status'] : {};
   if (status['observedGeneration'] !== generation) return false;
   const conditions = Array.isArray(status['conditions']) ? status['conditions'] : [];
-  return conditions.some((c) => isRecord(c) && c['type'] === 'Ready' && c['status'] === 'True' && (c['observedGeneration'] === undefined || c['observedGeneration'] === generation));
+  return conditions.some(
+    (c) => isRecord(c) && c['type'] === 'Ready' && c['status'] === 'True' && (c['observedGeneration'] === undefined || c['observedGeneration'] === generation),
+  );
 }
 
 /** The decoded value of a Secret's data key, or undefined. */

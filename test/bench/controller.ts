@@ -27,8 +27,17 @@ export interface BenchControllerOptions {
 
 /** The `run` flags the bench gives every controller (reported with the results). */
 export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel'>): string[] {
-  return ['--concurrency', String(o.concurrency), '--service-qps', String(o.serviceQps), '--service-burst', String(o.serviceQps),
-    '--leader-elect=false', '--log-level', o.logLevel];
+  return [
+    '--concurrency',
+    String(o.concurrency),
+    '--service-qps',
+    String(o.serviceQps),
+    '--service-burst',
+    String(o.serviceQps),
+    '--leader-elect=false',
+    '--log-level',
+    o.logLevel,
+  ];
 }
 
 /** Every controller this bench started, so an interrupted run can end them. */
@@ -46,11 +55,19 @@ export class BenchController {
   /** Date.now() at the spawn. */
   readonly spawnedAt = Date.now();
 
-  private constructor(readonly child: ChildProcess, readonly pid: number, readonly metricsPort: number, readonly healthPort: number, readonly logFile: string) {
-    this.exit = new Promise((resolve) => child.once('exit', (code, signal) => {
-      this.exitedFlag = true;
-      resolve({ code, signal });
-    }));
+  private constructor(
+    readonly child: ChildProcess,
+    readonly pid: number,
+    readonly metricsPort: number,
+    readonly healthPort: number,
+    readonly logFile: string,
+  ) {
+    this.exit = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        this.exitedFlag = true;
+        resolve({ code, signal });
+      }),
+    );
     this.proc = new ProcWatcher(pid, 1000);
   }
 
@@ -61,12 +78,29 @@ export class BenchController {
     const env: NodeJS.ProcessEnv = { ...process.env, ...o.imageEnv };
     if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
     else delete env['NODE_OPTIONS'];
-    const child = spawn(process.execPath, [
-      ...o.nodeFlags, MAIN, 'run', '--kubeconfig', o.kubeconfigPath, '--namespaces', o.namespace, '--default-service', o.defaultService,
-      // The bench reads /metrics on loopback and counts the controller's apiserver requests: a TokenReview and a
-      // SubjectAccessReview per scrape would be requests of its own making.
-      '--metrics-addr', `127.0.0.1:${metricsPort}`, '--health-addr', `127.0.0.1:${healthPort}`, '--metrics-auth=false', ...controllerFlags(o),
-    ], { env, stdio: ['ignore', out, out] });
+    const child = spawn(
+      process.execPath,
+      [
+        ...o.nodeFlags,
+        MAIN,
+        'run',
+        '--kubeconfig',
+        o.kubeconfigPath,
+        '--namespaces',
+        o.namespace,
+        '--default-service',
+        o.defaultService,
+        // The bench reads /metrics on loopback and counts the controller's apiserver requests: a TokenReview and a
+        // SubjectAccessReview per scrape would be requests of its own making.
+        '--metrics-addr',
+        `127.0.0.1:${metricsPort}`,
+        '--health-addr',
+        `127.0.0.1:${healthPort}`,
+        '--metrics-auth=false',
+        ...controllerFlags(o),
+      ],
+      { env, stdio: ['ignore', out, out] },
+    );
     fs.closeSync(out);
     if (child.pid === undefined) throw new Error('could not spawn the controller');
     const controller = new BenchController(child, child.pid, metricsPort, healthPort, o.logFile);
@@ -108,10 +142,15 @@ export class BenchController {
 
   /** Resolves when /readyz answers 200 (its caches are synced); fails if it exits first. */
   async waitReady(timeoutMs: number): Promise<void> {
-    await pollUntil('the controller to sync its caches (/readyz)', async () => {
-      if (this.exited()) throw new Error(`the controller exited before it was ready:\n${this.logTail()}`);
-      return (await httpGet(this.healthPort, '/readyz').catch(() => undefined))?.status === 200 ? true : undefined;
-    }, timeoutMs, 50);
+    await pollUntil(
+      'the controller to sync its caches (/readyz)',
+      async () => {
+        if (this.exited()) throw new Error(`the controller exited before it was ready:\n${this.logTail()}`);
+        return (await httpGet(this.healthPort, '/readyz').catch(() => undefined))?.status === 200 ? true : undefined;
+      },
+      timeoutMs,
+      50,
+    );
   }
 
   async metrics(): Promise<PromSamples> {
@@ -128,15 +167,20 @@ export class BenchController {
     const before = new Set(fs.readdirSync(dir));
     this.child.kill('SIGUSR2');
     let last = -1;
-    return pollUntil('the heap snapshot', () => {
-      const file = fs.readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-      if (!file) return undefined;
-      const size = fs.statSync(path.join(dir, file)).size;
-      // Done when it ends like a snapshot (the strings array closes the JSON) and stopped growing.
-      const done = size > 0 && size === last && tail(path.join(dir, file), size).trimEnd().endsWith(']}');
-      last = size;
-      return done ? path.join(dir, file) : undefined;
-    }, timeoutMs, 1000);
+    return pollUntil(
+      'the heap snapshot',
+      () => {
+        const file = fs.readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+        if (!file) return undefined;
+        const size = fs.statSync(path.join(dir, file)).size;
+        // Done when it ends like a snapshot (the strings array closes the JSON) and stopped growing.
+        const done = size > 0 && size === last && tail(path.join(dir, file), size).trimEnd().endsWith(']}');
+        last = size;
+        return done ? path.join(dir, file) : undefined;
+      },
+      timeoutMs,
+      1000,
+    );
   }
 
   /** SIGTERM and wait for the exit (SIGKILL after `graceMs`); the last /proc reading stays in `proc.latest`. */
@@ -196,7 +240,8 @@ export function parsePrometheus(text: string): PromSamples {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
     if (!m) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[l[1] ?? ''] = (l[2] ?? '').replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
     samples.push({ name: m[1] ?? '', labels, value: Number(m[4]) });
   }
   return new PromSamples(samples);

@@ -34,12 +34,21 @@ export function summariseHeap(heap: HeapSnapshot, top = 30): string {
     add(byType, type, size);
     const name = heap.strings[heap.nodes[i + nameAt] ?? 0] ?? '';
     // Objects and closures by constructor/function name; strings and code by type only.
-    const key = type === 'object' || type === 'closure' || type === 'native' ? `${type} ${name.slice(0, 60)}` : type === 'array' ? `array ${name.slice(0, 40)}` : `(${type})`;
+    const key =
+      type === 'object' || type === 'closure' || type === 'native'
+        ? `${type} ${name.slice(0, 60)}`
+        : type === 'array'
+          ? `array ${name.slice(0, 40)}`
+          : `(${type})`;
     add(byName, key, size);
   }
   const mb = (b: number): string => `${(b / 1048576).toFixed(1).padStart(7)} MiB`;
   const list = (m: Map<string, { size: number; count: number }>, k: number): string =>
-    [...m].sort((a, b) => b[1].size - a[1].size).slice(0, k).map(([n, e]) => `  ${mb(e.size)} ${String(e.count).padStart(9)}×  ${n}`).join('\n');
+    [...m]
+      .sort((a, b) => b[1].size - a[1].size)
+      .slice(0, k)
+      .map(([n, e]) => `  ${mb(e.size)} ${String(e.count).padStart(9)}×  ${n}`)
+      .join('\n');
   return [`heap: ${mb(total)} in ${heap.nodes.length / width} nodes`, 'by type:', list(byType, 15), 'by constructor / kind:', list(byName, top)].join('\n');
 }
 

@@ -17,7 +17,16 @@ import { runRotation } from './phases/rotation.js';
 import { runSteady } from './phases/steady.js';
 import { say, startProgress } from './progress.js';
 import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
-import { renderMarkdown, type BenchResults, type ColdResult, type LimitResult, type MemoryFigure, type RestartResult, type RotationResult, type SteadyResult } from './report.js';
+import {
+  renderMarkdown,
+  type BenchResults,
+  type ColdResult,
+  type LimitResult,
+  type MemoryFigure,
+  type RestartResult,
+  type RotationResult,
+  type SteadyResult,
+} from './report.js';
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -35,10 +44,20 @@ async function main(): Promise<number> {
   const startedAt = new Date().toISOString();
   const loadAverageStart = os.loadavg();
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'usergroup-bench-'));
-  const nodeOptions = [o.controllerNodeOptions, o.heapSnapshots ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${logDir}` : undefined].filter(Boolean).join(' ');
+  const nodeOptions = [o.controllerNodeOptions, o.heapSnapshots ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${logDir}` : undefined]
+    .filter(Boolean)
+    .join(' ');
   const nodeFlags = o.controllerNodeFlags ?? imageNodeFlags(repoRoot);
   const env = imageEnv(repoRoot);
-  const settings: ControllerSettings = { concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel, nodeOptions: nodeOptions || undefined, nodeFlags, imageEnv: env, logDir };
+  const settings: ControllerSettings = {
+    concurrency: o.concurrency,
+    serviceQps: o.serviceQps,
+    logLevel: o.controllerLogLevel,
+    nodeOptions: nodeOptions || undefined,
+    nodeFlags,
+    imageEnv: env,
+    logDir,
+  };
   /** A heap snapshot of the controller (after its figures are read: writing one costs memory). */
   const snapshot = async (c: BenchController, label: string): Promise<void> => {
     try {
@@ -53,8 +72,10 @@ async function main(): Promise<number> {
   const limitSizes = has('limit') ? o.sizes : [];
   const coldSizes = [...new Set([...(has('cold') || has('memory') || has('scaling') ? o.sizes : []), ...(needWorld ? [o.worldSize] : [])])];
   const sizes = [...new Set([...limitSizes, ...coldSizes])].sort((a, b) => a - b);
-  say(`usergroup-operator bench: sizes ${sizes.join(', ')}, world ${needWorld ? o.worldSize : '–'}, phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
-    `concurrency ${o.concurrency}, steady ${o.steadyMinutes} min; controller logs in ${logDir}`);
+  say(
+    `usergroup-operator bench: sizes ${sizes.join(', ')}, world ${needWorld ? o.worldSize : '–'}, phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
+      `concurrency ${o.concurrency}, steady ${o.steadyMinutes} min; controller logs in ${logDir}`,
+  );
 
   const limit: LimitResult[] = [];
   const cold: ColdResult[] = [];
@@ -91,17 +112,36 @@ async function main(): Promise<number> {
           const run = await runCold(cluster, n, settings, o.applyParallelism, timeoutMs);
           cold.push(run.result);
           const c = run.result.controller;
-          if (c.peakRssBytes !== undefined) memory.push({ n, process: 'cold convergence', peakRssBytes: c.peakRssBytes, ...(c.rssBytes !== undefined ? { endRssBytes: c.rssBytes } : {}), ...(c.heap ? { heap: c.heap } : {}) });
+          if (c.peakRssBytes !== undefined)
+            memory.push({
+              n,
+              process: 'cold convergence',
+              peakRssBytes: c.peakRssBytes,
+              ...(c.rssBytes !== undefined ? { endRssBytes: c.rssBytes } : {}),
+              ...(c.heap ? { heap: c.heap } : {}),
+            });
           if (o.heapSnapshots) await snapshot(run.controller, `cold-${n}`);
-          if (needWorld && n === o.worldSize && run.result.ok) world = { namespace: run.result.namespace, n, controller: run.controller, process: 'cold convergence, then steady/rotation' };
+          if (needWorld && n === o.worldSize && run.result.ok)
+            world = { namespace: run.result.namespace, n, controller: run.controller, process: 'cold convergence, then steady/rotation' };
           else {
             await run.controller.stop();
             await cleanUp(cluster, run.result.namespace);
           }
         } catch (err) {
           say(`[cold N=${n}] FAILED: ${message(err)}`);
-          cold.push({ n, namespace: '', ok: false, error: message(err), convergeMs: 0, applyMs: 0, ready: 0, secrets: 0, verified: 0, serviceCalls: 0,
-            controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} } });
+          cold.push({
+            n,
+            namespace: '',
+            ok: false,
+            error: message(err),
+            convergeMs: 0,
+            applyMs: 0,
+            ready: 0,
+            secrets: 0,
+            verified: 0,
+            serviceCalls: 0,
+            controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
+          });
         }
       }
     }
@@ -114,7 +154,15 @@ async function main(): Promise<number> {
         world = { ...world, controller: r.controller, process: 'restarted, then steady/rotation' };
       } catch (err) {
         say(`[restart] FAILED: ${message(err)}`);
-        restart = { n: world.n, ok: false, error: message(err), cachesSyncedMs: undefined, reobservedMs: undefined, serviceCalls: 0, controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} } };
+        restart = {
+          n: world.n,
+          ok: false,
+          error: message(err),
+          cachesSyncedMs: undefined,
+          reobservedMs: undefined,
+          serviceCalls: 0,
+          controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
+        };
       }
     }
     if (world && has('steady') && o.steadyMinutes > 0 && !world.controller.exited()) {
@@ -129,7 +177,17 @@ async function main(): Promise<number> {
         rotation = await runRotation(cluster, world.namespace, world.n, world.controller, o.rotations, Math.min(timeoutMs, 300_000));
       } catch (err) {
         say(`[rotation] FAILED: ${message(err)}`);
-        rotation = { n: world.n, ok: false, error: message(err), requested: o.rotations, completed: 0, p50Ms: undefined, p99Ms: undefined, maxMs: undefined, serviceRotations: 0 };
+        rotation = {
+          n: world.n,
+          ok: false,
+          error: message(err),
+          requested: o.rotations,
+          completed: 0,
+          p50Ms: undefined,
+          p99Ms: undefined,
+          maxMs: undefined,
+          serviceRotations: 0,
+        };
       }
     }
     if (world) {
@@ -138,7 +196,13 @@ async function main(): Promise<number> {
       if (o.heapSnapshots) await snapshot(world.controller, 'world-end');
       await world.controller.stop();
       const peak = world.controller.proc.latest?.peakRssBytes;
-      const figure = (p: number): MemoryFigure => ({ n: world?.n ?? 0, process: world?.process ?? '', peakRssBytes: p, ...(end ? { endRssBytes: end.rssBytes } : {}), ...(heap ? { heap } : {}) });
+      const figure = (p: number): MemoryFigure => ({
+        n: world?.n ?? 0,
+        process: world?.process ?? '',
+        peakRssBytes: p,
+        ...(end ? { endRssBytes: end.rssBytes } : {}),
+        ...(heap ? { heap } : {}),
+      });
       if (peak !== undefined && world.process.startsWith('restarted')) memory.push(figure(peak));
       else if (peak !== undefined) {
         const i = memory.findIndex((m) => m.n === world?.n && m.process === 'cold convergence');
@@ -157,8 +221,16 @@ async function main(): Promise<number> {
     startedAt,
     finishedAt: new Date().toISOString(),
     options: {
-      sizes: o.sizes, worldSize: o.worldSize, phases: o.phases, latencyMs: o.latencyMs, concurrency: o.concurrency, serviceQps: o.serviceQps,
-      applyParallelism: o.applyParallelism, steadyMinutes: o.steadyMinutes, rotations: o.rotations, limitModes: o.limitModes,
+      sizes: o.sizes,
+      worldSize: o.worldSize,
+      phases: o.phases,
+      latencyMs: o.latencyMs,
+      concurrency: o.concurrency,
+      serviceQps: o.serviceQps,
+      applyParallelism: o.applyParallelism,
+      steadyMinutes: o.steadyMinutes,
+      rotations: o.rotations,
+      limitModes: o.limitModes,
     },
     environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
     controllerFlags: controllerFlags({ concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel }),
@@ -180,7 +252,8 @@ async function main(): Promise<number> {
   fs.writeFileSync(path.join(outDir, 'latest.md'), markdown);
   say(`\n${markdown}`);
   say(`written: ${path.join(outDir, 'latest.json')}, ${path.join(outDir, 'latest.md')}; controller logs in ${logDir}`);
-  const failed = fatal !== undefined || [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : [])].some((p) => !p.ok);
+  const failed =
+    fatal !== undefined || [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : [])].some((p) => !p.ok);
   return failed ? 1 : 0;
 }
 

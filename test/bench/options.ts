@@ -134,7 +134,10 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
   let phases: readonly Phase[] = base.phases;
   const rawPhases = given.get('phases');
   if (rawPhases !== undefined) {
-    const names = rawPhases.split(',').map((s) => s.trim()).filter(Boolean);
+    const names = rawPhases
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const unknown = names.filter((n) => !(PHASES as readonly string[]).includes(n));
     if (unknown.length > 0 || names.length === 0) errors.push(`--phases: unknown ${unknown.join(', ') || '(empty)'}; choose from ${PHASES.join(', ')}`);
     phases = PHASES.filter((p) => names.includes(p));
@@ -143,10 +146,27 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
   const rawModes = given.get('limit-modes');
   if (rawModes !== undefined) {
     const modes = rawModes.split(',').map((m) => m.trim());
-    if (modes.some((m) => !(LIMIT_MODES as readonly string[]).includes(m))) errors.push(`--limit-modes: "${rawModes}" is not a list of ${LIMIT_MODES.join(', ')}`);
+    if (modes.some((m) => !(LIMIT_MODES as readonly string[]).includes(m)))
+      errors.push(`--limit-modes: "${rawModes}" is not a list of ${LIMIT_MODES.join(', ')}`);
     limitModes = LIMIT_MODES.filter((m) => modes.includes(m));
   }
-  const known = new Set(['limit-modes', 'n', 'world-n', 'phases', 'latency-ms', 'concurrency', 'service-qps', 'apply-parallelism', 'steady-minutes', 'rotations', 'phase-timeout-s', 'controller-log-level', 'controller-node-options', 'controller-node-flags', 'out']);
+  const known = new Set([
+    'limit-modes',
+    'n',
+    'world-n',
+    'phases',
+    'latency-ms',
+    'concurrency',
+    'service-qps',
+    'apply-parallelism',
+    'steady-minutes',
+    'rotations',
+    'phase-timeout-s',
+    'controller-log-level',
+    'controller-node-options',
+    'controller-node-flags',
+    'out',
+  ]);
   for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
   const options: BenchOptions = {
     ...base,

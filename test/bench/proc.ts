@@ -60,7 +60,10 @@ export class ProcWatcher {
   private last: ProcSample | undefined;
   private readonly timer: NodeJS.Timeout;
 
-  constructor(readonly pid: number, intervalMs = 1000) {
+  constructor(
+    readonly pid: number,
+    intervalMs = 1000,
+  ) {
     this.last = sampleProcess(pid);
     this.timer = setInterval(() => this.sample(), intervalMs);
     this.timer.unref();

@@ -60,12 +60,20 @@ export function summarise(profile: Profile, top = 25): string {
     }
   }
   const pct = (us: number): string => `${((100 * us) / total).toFixed(1).padStart(5)}%  ${(us / 1e6).toFixed(2).padStart(7)} s`;
-  const list = (m: Map<string, number>, k: number): string => [...m].sort((a, b) => b[1] - a[1]).slice(0, k).map(([n, us]) => `  ${pct(us)}  ${n}`).join('\n');
+  const list = (m: Map<string, number>, k: number): string =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(([n, us]) => `  ${pct(us)}  ${n}`)
+      .join('\n');
   return [
     `profile: ${((profile.endTime - profile.startTime) / 1e6).toFixed(1)} s wall, ${(total / 1e6).toFixed(2)} s sampled`,
-    'self time by area:', list(areaSelf, 15),
-    'self time by function:', list(fnSelf, top),
-    'inclusive time of the controller\'s own functions:', list(inclusive, top),
+    'self time by area:',
+    list(areaSelf, 15),
+    'self time by function:',
+    list(fnSelf, top),
+    "inclusive time of the controller's own functions:",
+    list(inclusive, top),
   ].join('\n');
 }
 

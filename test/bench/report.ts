@@ -109,7 +109,10 @@ export interface BenchResults {
   readonly startedAt: string;
   readonly finishedAt: string;
   // As run; phases and limit modes as plain strings so results from older runs still read.
-  readonly options: Pick<BenchOptions, 'sizes' | 'worldSize' | 'latencyMs' | 'concurrency' | 'serviceQps' | 'applyParallelism' | 'steadyMinutes' | 'rotations'> & {
+  readonly options: Pick<
+    BenchOptions,
+    'sizes' | 'worldSize' | 'latencyMs' | 'concurrency' | 'serviceQps' | 'applyParallelism' | 'steadyMinutes' | 'rotations'
+  > & {
     readonly phases: readonly string[];
     readonly limitModes?: readonly string[];
   };
@@ -161,8 +164,8 @@ const cell = (text: string | undefined): string => {
 const atOther = (n: number): string => (n === TARGET_N ? '' : ` (at N=${count(n)}; the target is for ${count(TARGET_N)})`);
 
 const MODE_TITLES: Record<LimitMode, string> = {
-  'minimal': 'limit',
-  'controller-pattern': 'limit with the controller\'s requests',
+  minimal: 'limit',
+  'controller-pattern': "limit with the controller's requests",
   'concurrent-creation': 'limit during the creation',
 };
 
@@ -195,12 +198,17 @@ export function evaluateTargets(r: BenchResults): TargetVerdict[] {
       const cold = r.cold.find((c) => c.n === n);
       const limit = minimalLimits(r).find((l) => l.n === n);
       const ratio = coldRatio(r, n);
-      if (ratio === undefined) verdicts.push({ target, figure: `failed: ${cell([cold?.error, limit?.error].filter(Boolean).join('; '))}${atOther(n)}`, status: 'failed' });
+      if (ratio === undefined)
+        verdicts.push({ target, figure: `failed: ${cell([cold?.error, limit?.error].filter(Boolean).join('; '))}${atOther(n)}`, status: 'failed' });
       else {
         // Context, not the verdict: the operator's clock includes creating the UserGroups; the limit's does not.
         const during = r.limit.find((l) => l.mode === 'concurrent-creation' && l.n === n && l.ok);
         const context = during ? `; against the limit during the creation (${s(during.wallMs)}): ${num(coldRatio(r, n, 'concurrent-creation'))}` : '';
-        verdicts.push({ target, figure: `${num(ratio)} (limit ${s(limit?.wallMs)} / operator ${s(cold?.convergeMs)})${context}${atOther(n)}`, status: ratio >= 0.8 ? 'met' : 'missed' });
+        verdicts.push({
+          target,
+          figure: `${num(ratio)} (limit ${s(limit?.wallMs)} / operator ${s(cold?.convergeMs)})${context}${atOther(n)}`,
+          status: ratio >= 0.8 ? 'met' : 'missed',
+        });
       }
     }
   }
@@ -211,7 +219,12 @@ export function evaluateTargets(r: BenchResults): TargetVerdict[] {
     const x = r.restart;
     if (!x) verdicts.push({ target, figure: '–', status: 'not run' });
     else if (!x.ok) verdicts.push({ target, figure: `failed: ${cell(x.error)}; ${x.serviceCalls} service calls${atOther(x.n)}`, status: 'failed' });
-    else verdicts.push({ target, figure: `${x.serviceCalls} service calls; re-observed in ${s(x.reobservedMs)}${atOther(x.n)}`, status: x.serviceCalls === 0 ? 'met' : 'missed' });
+    else
+      verdicts.push({
+        target,
+        figure: `${x.serviceCalls} service calls; re-observed in ${s(x.reobservedMs)}${atOther(x.n)}`,
+        status: x.serviceCalls === 0 ? 'met' : 'missed',
+      });
   }
 
   // 3. Steady state: no service call, no polling.
@@ -233,8 +246,14 @@ export function evaluateTargets(r: BenchResults): TargetVerdict[] {
     const x = r.rotation;
     const latency = r.options.latencyMs === 20 ? '' : ` (measured at ${r.options.latencyMs} ms latency)`;
     if (!x) verdicts.push({ target, figure: '–', status: 'not run' });
-    else if (!x.ok || x.p99Ms === undefined) verdicts.push({ target, figure: `failed: ${cell(x.error)}; ${x.completed}/${x.requested} completed`, status: 'failed' });
-    else verdicts.push({ target, figure: `p99 ${s(x.p99Ms)}, p50 ${s(x.p50Ms)} over ${x.requested} rotations at N=${count(x.n)}${latency}`, status: x.p99Ms <= 2000 ? 'met' : 'missed' });
+    else if (!x.ok || x.p99Ms === undefined)
+      verdicts.push({ target, figure: `failed: ${cell(x.error)}; ${x.completed}/${x.requested} completed`, status: 'failed' });
+    else
+      verdicts.push({
+        target,
+        figure: `p99 ${s(x.p99Ms)}, p50 ${s(x.p50Ms)} over ${x.requested} rotations at N=${count(x.n)}${latency}`,
+        status: x.p99Ms <= 2000 ? 'met' : 'missed',
+      });
   }
 
   // 5. Memory.
@@ -244,14 +263,21 @@ export function evaluateTargets(r: BenchResults): TargetVerdict[] {
     if (n === undefined) verdicts.push({ target, figure: '–', status: 'not run' });
     else {
       const peak = Math.max(...r.memory.filter((m) => m.n === n).map((m) => m.peakRssBytes));
-      verdicts.push({ target, figure: `${mib(peak)} (max over the controller processes at this N)${atOther(n)}`, status: peak <= 150 * MiB ? 'met' : 'missed' });
+      verdicts.push({
+        target,
+        figure: `${mib(peak)} (max over the controller processes at this N)${atOther(n)}`,
+        status: peak <= 150 * MiB ? 'met' : 'missed',
+      });
     }
   }
   return verdicts;
 }
 
 const verbs = (requests: Readonly<Record<string, number>>): string =>
-  Object.entries(requests).sort(([a], [b]) => a.localeCompare(b)).map(([verb, n]) => `${verb} ${n}`).join(', ') || '0';
+  Object.entries(requests)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([verb, n]) => `${verb} ${n}`)
+    .join(', ') || '0';
 
 const table = (header: readonly string[], rows: readonly (readonly string[])[]): string =>
   [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
@@ -261,13 +287,24 @@ export function renderMarkdown(r: BenchResults): string {
   const o = r.options;
   const out: string[] = [];
   out.push('# Benchmark results', '');
-  out.push(`${r.startedAt} → ${r.finishedAt}; Node ${r.environment.node}, ${r.environment.cpus} CPUs, Kubernetes ${r.environment.kubernetes}; ` +
-    `service latency ${o.latencyMs} ms; controller \`${Object.entries(r.controllerEnv ?? {}).map(([k, v]) => `${k}=${v} `).join('')}node ${[...(r.controllerNodeFlags ?? []), 'dist/cli/main.js', 'run', ...r.controllerFlags].join(' ')}\` (leader election off); ` +
-    `UserGroups applied ${o.applyParallelism} at a time; load average at start ${r.environment.loadAverageStart.map((l) => l.toFixed(2)).join(' ')}.`, '');
+  out.push(
+    `${r.startedAt} → ${r.finishedAt}; Node ${r.environment.node}, ${r.environment.cpus} CPUs, Kubernetes ${r.environment.kubernetes}; ` +
+      `service latency ${o.latencyMs} ms; controller \`${Object.entries(r.controllerEnv ?? {})
+        .map(([k, v]) => `${k}=${v} `)
+        .join('')}node ${[...(r.controllerNodeFlags ?? []), 'dist/cli/main.js', 'run', ...r.controllerFlags].join(' ')}\` (leader election off); ` +
+      `UserGroups applied ${o.applyParallelism} at a time; load average at start ${r.environment.loadAverageStart.map((l) => l.toFixed(2)).join(' ')}.`,
+    '',
+  );
   if (r.error) out.push(`**The run stopped early:** ${cell(r.error)}`, '');
 
   out.push('## Targets', '');
-  out.push(table(['target', 'figure', 'status'], evaluateTargets(r).map((v) => [v.target, v.figure, v.status === 'met' ? 'met' : `**${v.status}**`])), '');
+  out.push(
+    table(
+      ['target', 'figure', 'status'],
+      evaluateTargets(r).map((v) => [v.target, v.figure, v.status === 'met' ? 'met' : `**${v.status}**`]),
+    ),
+    '',
+  );
 
   const sizes = [...new Set([...r.limit.map((l) => l.n), ...r.cold.map((c) => c.n)])].sort((a, b) => a - b);
   if (sizes.length > 0) {
@@ -278,63 +315,140 @@ export function renderMarkdown(r: BenchResults): string {
     };
     const base = sizes.map(perGroup).find((v) => v !== undefined);
     const diagnosticModes = LIMIT_MODES.filter((m) => m !== 'minimal' && r.limit.some((l) => l.mode === m));
-    out.push(table(
-      ['N', 'limit', ...diagnosticModes.map((m) => MODE_TITLES[m]), 'operator (cold)', 'ratio', ...diagnosticModes.map((m) => `ratio to the ${MODE_TITLES[m]}`), 'ms/group', 'vs smallest N', 'apply done', 'controller CPU', 'peak RSS', 'controller apiserver requests',
-        'limit step means: PUT / Secret / status', 'controller means: reconcile / service call / queue wait'],
-      sizes.map((n) => {
-        const l = minimalLimits(r).find((x) => x.n === n);
-        const extra = diagnosticModes.map((mode) => r.limit.find((x) => x.n === n && x.mode === mode));
-        const c = r.cold.find((x) => x.n === n);
-        const pg = perGroup(n);
-        return [
-          count(n),
-          l ? (l.ok ? s(l.wallMs) : `failed: ${cell(l.error)}`) : '–',
-          ...extra.map((lc) => (lc ? (lc.ok ? s(lc.wallMs) : `failed: ${cell(lc.error)}`) : '–')),
-          c ? (c.ok ? s(c.convergeMs) : `failed: ${cell(c.error)} (${count(c.ready)}/${count(n)} Ready, ${count(c.secrets)} Secrets)`) : '–',
-          num(coldRatio(r, n)),
-          ...diagnosticModes.map((mode) => num(coldRatio(r, n, mode))),
-          num(pg),
-          pg !== undefined && base !== undefined ? `${num(pg / base)}×` : '–',
-          c ? s(c.applyMs) : '–',
-          c?.controller.cpuSeconds !== undefined ? `${num(c.controller.cpuSeconds, 1)} s` : '–',
-          c ? mib(c.controller.peakRssBytes) : '–',
-          c ? verbs(c.controller.kubeRequests) : '–',
-          l?.stepMeansMs ? `${ms(l.stepMeansMs.put)} / ${ms(l.stepMeansMs.secretCreate)} / ${ms(l.stepMeansMs.statusPatch)}` : '–',
-          c?.controller.means ? `${ms(c.controller.means.reconcileMs)} / ${ms(c.controller.means.serviceCallMs)} / ${ms(c.controller.means.queueWaitMs)}` : '–',
-        ];
-      }),
-    ), '');
+    out.push(
+      table(
+        [
+          'N',
+          'limit',
+          ...diagnosticModes.map((m) => MODE_TITLES[m]),
+          'operator (cold)',
+          'ratio',
+          ...diagnosticModes.map((m) => `ratio to the ${MODE_TITLES[m]}`),
+          'ms/group',
+          'vs smallest N',
+          'apply done',
+          'controller CPU',
+          'peak RSS',
+          'controller apiserver requests',
+          'limit step means: PUT / Secret / status',
+          'controller means: reconcile / service call / queue wait',
+        ],
+        sizes.map((n) => {
+          const l = minimalLimits(r).find((x) => x.n === n);
+          const extra = diagnosticModes.map((mode) => r.limit.find((x) => x.n === n && x.mode === mode));
+          const c = r.cold.find((x) => x.n === n);
+          const pg = perGroup(n);
+          return [
+            count(n),
+            l ? (l.ok ? s(l.wallMs) : `failed: ${cell(l.error)}`) : '–',
+            ...extra.map((lc) => (lc ? (lc.ok ? s(lc.wallMs) : `failed: ${cell(lc.error)}`) : '–')),
+            c ? (c.ok ? s(c.convergeMs) : `failed: ${cell(c.error)} (${count(c.ready)}/${count(n)} Ready, ${count(c.secrets)} Secrets)`) : '–',
+            num(coldRatio(r, n)),
+            ...diagnosticModes.map((mode) => num(coldRatio(r, n, mode))),
+            num(pg),
+            pg !== undefined && base !== undefined ? `${num(pg / base)}×` : '–',
+            c ? s(c.applyMs) : '–',
+            c?.controller.cpuSeconds !== undefined ? `${num(c.controller.cpuSeconds, 1)} s` : '–',
+            c ? mib(c.controller.peakRssBytes) : '–',
+            c ? verbs(c.controller.kubeRequests) : '–',
+            l?.stepMeansMs ? `${ms(l.stepMeansMs.put)} / ${ms(l.stepMeansMs.secretCreate)} / ${ms(l.stepMeansMs.statusPatch)}` : '–',
+            c?.controller.means
+              ? `${ms(c.controller.means.reconcileMs)} / ${ms(c.controller.means.serviceCallMs)} / ${ms(c.controller.means.queueWaitMs)}`
+              : '–',
+          ];
+        }),
+      ),
+      '',
+    );
   }
 
   if (r.restart) {
     const x = r.restart;
     out.push('## Restart', '');
-    out.push(table(['N', 'caches synced', 're-observed', 'service calls', 'reconciles', 'apiserver requests', 'CPU', 'status'], [[
-      count(x.n), s(x.cachesSyncedMs), s(x.reobservedMs), String(x.serviceCalls), verbs(x.controller.reconciles), verbs(x.controller.kubeRequests),
-      x.controller.cpuSeconds !== undefined ? `${num(x.controller.cpuSeconds, 1)} s` : '–', x.ok ? 'ok' : `failed: ${cell(x.error)}`,
-    ]]), '');
+    out.push(
+      table(
+        ['N', 'caches synced', 're-observed', 'service calls', 'reconciles', 'apiserver requests', 'CPU', 'status'],
+        [
+          [
+            count(x.n),
+            s(x.cachesSyncedMs),
+            s(x.reobservedMs),
+            String(x.serviceCalls),
+            verbs(x.controller.reconciles),
+            verbs(x.controller.kubeRequests),
+            x.controller.cpuSeconds !== undefined ? `${num(x.controller.cpuSeconds, 1)} s` : '–',
+            x.ok ? 'ok' : `failed: ${cell(x.error)}`,
+          ],
+        ],
+      ),
+      '',
+    );
   }
   if (r.steady) {
     const x = r.steady;
     out.push('## Steady state', '');
-    out.push(table(['N', 'minutes', 'service calls/min', 'apiserver requests/min (all)', 'besides watches', 'requests', 'controller CPU', 'status'], [[
-      count(x.n), num(x.minutes, 1), num(x.serviceCallsPerMin), num(x.kubeRequestsPerMin), num(x.kubeNonWatchPerMin), verbs(x.controller.kubeRequests),
-      x.controller.cpuSeconds !== undefined ? `${num(x.controller.cpuSeconds)} s` : '–', x.ok ? 'ok' : `failed: ${cell(x.error)}`,
-    ]]), '');
+    out.push(
+      table(
+        ['N', 'minutes', 'service calls/min', 'apiserver requests/min (all)', 'besides watches', 'requests', 'controller CPU', 'status'],
+        [
+          [
+            count(x.n),
+            num(x.minutes, 1),
+            num(x.serviceCallsPerMin),
+            num(x.kubeRequestsPerMin),
+            num(x.kubeNonWatchPerMin),
+            verbs(x.controller.kubeRequests),
+            x.controller.cpuSeconds !== undefined ? `${num(x.controller.cpuSeconds)} s` : '–',
+            x.ok ? 'ok' : `failed: ${cell(x.error)}`,
+          ],
+        ],
+      ),
+      '',
+    );
   }
   if (r.rotation) {
     const x = r.rotation;
     out.push('## Rotation latency', '');
-    out.push(table(['N', 'requested at once', 'completed', 'p50', 'p99', 'max', 'rotations at the service', 'status'], [[
-      count(x.n), String(x.requested), String(x.completed), s(x.p50Ms), s(x.p99Ms), s(x.maxMs), String(x.serviceRotations), x.ok ? 'ok' : `failed: ${cell(x.error)}`,
-    ]]), '');
+    out.push(
+      table(
+        ['N', 'requested at once', 'completed', 'p50', 'p99', 'max', 'rotations at the service', 'status'],
+        [
+          [
+            count(x.n),
+            String(x.requested),
+            String(x.completed),
+            s(x.p50Ms),
+            s(x.p99Ms),
+            s(x.maxMs),
+            String(x.serviceRotations),
+            x.ok ? 'ok' : `failed: ${cell(x.error)}`,
+          ],
+        ],
+      ),
+      '',
+    );
   }
   if (r.memory.length > 0) {
     out.push('## Controller peak RSS (VmHWM)', '');
-    out.push(table(['N', 'process', 'peak RSS', 'RSS at end', 'V8 heap used / total at end', 'external'], r.memory.map((m) => [
-      count(m.n), m.process, mib(m.peakRssBytes), mib(m.endRssBytes), m.heap ? `${mib(m.heap.usedBytes)} / ${mib(m.heap.totalBytes)}` : '–', mib(m.heap?.externalBytes)])), '');
+    out.push(
+      table(
+        ['N', 'process', 'peak RSS', 'RSS at end', 'V8 heap used / total at end', 'external'],
+        r.memory.map((m) => [
+          count(m.n),
+          m.process,
+          mib(m.peakRssBytes),
+          mib(m.endRssBytes),
+          m.heap ? `${mib(m.heap.usedBytes)} / ${mib(m.heap.totalBytes)}` : '–',
+          mib(m.heap?.externalBytes),
+        ]),
+      ),
+      '',
+    );
   }
-  out.push(`Reproduce: \`npm run bench -- --n ${o.sizes.join(',')} --world-n ${o.worldSize} --phases ${o.phases.join(',')} --latency-ms ${o.latencyMs} --concurrency ${o.concurrency} --steady-minutes ${o.steadyMinutes}` +
-    `${o.limitModes && o.limitModes.join(',') !== 'minimal' ? ` --limit-modes ${o.limitModes.join(',')}` : ''}\``, '');
+  out.push(
+    `Reproduce: \`npm run bench -- --n ${o.sizes.join(',')} --world-n ${o.worldSize} --phases ${o.phases.join(',')} --latency-ms ${o.latencyMs} --concurrency ${o.concurrency} --steady-minutes ${o.steadyMinutes}` +
+      `${o.limitModes && o.limitModes.join(',') !== 'minimal' ? ` --limit-modes ${o.limitModes.join(',')}` : ''}\``,
+    '',
+  );
   return out.join('\n');
 }

@@ -16,15 +16,14 @@ const toYaml = (manifest: Record<string, unknown>): string => YAML.stringify(man
 const userGroup = (name: string, spec: unknown, extra: Record<string, unknown> = {}): string =>
   toYaml({ apiVersion, kind: 'UserGroup', metadata: { name }, ...(spec === undefined ? {} : { spec }), ...extra });
 
-const userGroupService = (name: string, spec: unknown): string =>
-  toYaml({ apiVersion, kind: 'UserGroupService', metadata: { name }, spec });
+const userGroupService = (name: string, spec: unknown): string => toYaml({ apiVersion, kind: 'UserGroupService', metadata: { name }, spec });
 
-const clusterService = (name: string, spec: unknown): string =>
-  toYaml({ apiVersion, kind: 'ClusterUserGroupService', metadata: { name }, spec });
+const clusterService = (name: string, spec: unknown): string => toYaml({ apiVersion, kind: 'ClusterUserGroupService', metadata: { name }, spec });
 
 const good = { userGroupId: 'acme-1', name: 'Acme Corp' };
 /** `n` entries k0, k1, … (three characters each up to k99) with the given values. */
-const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${String(i).padStart(2, '0')}`, value(i)]));
+const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${String(i).padStart(2, '0')}`, value(i)]));
 const ugsRef = { name: 'team-key' };
 
 interface BadCase {
@@ -46,17 +45,37 @@ const badUserGroups: BadCase[] = [
     error: "are the operator's own bookkeeping annotations",
   },
   { what: 'missing spec.name', manifest: userGroup(fresh(), { userGroupId: 'acme-1' }), error: 'spec.name: Required value' },
-  { what: 'empty spec.name', manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: '' }), error: /spec\.name: Invalid value: "": .*at least 1 chars long/ },
+  {
+    what: 'empty spec.name',
+    manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: '' }),
+    error: /spec\.name: Invalid value: "": .*at least 1 chars long/,
+  },
   { what: 'missing spec.userGroupId', manifest: userGroup(fresh(), { name: 'Acme' }), error: 'spec.userGroupId: Required value' },
-  { what: 'empty spec.userGroupId', manifest: userGroup(fresh(), { userGroupId: '', name: 'Acme' }), error: /spec\.userGroupId: Invalid value: "": .*at least 1 chars long/ },
+  {
+    what: 'empty spec.userGroupId',
+    manifest: userGroup(fresh(), { userGroupId: '', name: 'Acme' }),
+    error: /spec\.userGroupId: Invalid value: "": .*at least 1 chars long/,
+  },
   {
     what: 'spec.userGroupId of 256 characters',
     manifest: userGroup(fresh(), { userGroupId: 'x'.repeat(256), name: 'Acme' }),
     error: 'spec.userGroupId: Too long: may not be more than 255',
   },
-  { what: 'spec.userGroupId a number', manifest: userGroup(fresh(), { userGroupId: 42, name: 'Acme' }), error: 'spec.userGroupId in body must be of type string: "integer"' },
-  { what: 'spec.name a number', manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: 12 }), error: 'spec.name in body must be of type string: "integer"' },
-  { what: 'spec.name a list', manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: ['Acme'] }), error: 'spec.name in body must be of type string: "array"' },
+  {
+    what: 'spec.userGroupId a number',
+    manifest: userGroup(fresh(), { userGroupId: 42, name: 'Acme' }),
+    error: 'spec.userGroupId in body must be of type string: "integer"',
+  },
+  {
+    what: 'spec.name a number',
+    manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: 12 }),
+    error: 'spec.name in body must be of type string: "integer"',
+  },
+  {
+    what: 'spec.name a list',
+    manifest: userGroup(fresh(), { userGroupId: 'acme-1', name: ['Acme'] }),
+    error: 'spec.name in body must be of type string: "array"',
+  },
   {
     what: 'spec.mapping with a number value',
     manifest: userGroup(fresh(), { ...good, mapping: { tenant: 7 } }),
@@ -73,9 +92,21 @@ const badUserGroups: BadCase[] = [
     manifest: userGroup(fresh(), { ...good, mapping: { tenant: { schema: 'x' } } }),
     error: /spec\.mapping\.tenant/,
   },
-  { what: 'spec.mapping a list', manifest: userGroup(fresh(), { ...good, mapping: ['a', 'b'] }), error: 'spec.mapping in body must be of type object: "array"' },
-  { what: 'spec.properties a string', manifest: userGroup(fresh(), { ...good, properties: 'plan=gold' }), error: 'spec.properties in body must be of type object: "string"' },
-  { what: 'spec.properties a list', manifest: userGroup(fresh(), { ...good, properties: [1, 2] }), error: 'spec.properties in body must be of type object: "array"' },
+  {
+    what: 'spec.mapping a list',
+    manifest: userGroup(fresh(), { ...good, mapping: ['a', 'b'] }),
+    error: 'spec.mapping in body must be of type object: "array"',
+  },
+  {
+    what: 'spec.properties a string',
+    manifest: userGroup(fresh(), { ...good, properties: 'plan=gold' }),
+    error: 'spec.properties in body must be of type object: "string"',
+  },
+  {
+    what: 'spec.properties a list',
+    manifest: userGroup(fresh(), { ...good, properties: [1, 2] }),
+    error: 'spec.properties in body must be of type object: "array"',
+  },
   {
     what: 'spec.tokenSecret.name not a DNS name',
     manifest: userGroup(fresh(), { ...good, tokenSecret: { name: 'Acme_Token' } }),
@@ -128,7 +159,11 @@ const badUserGroups: BadCase[] = [
     manifest: userGroup(fresh(), { ...good, serviceRef: { name: 'Team_A' } }),
     error: 'spec.serviceRef.name in body should match',
   },
-  { what: 'spec.suspend a string', manifest: userGroup(fresh(), { ...good, suspend: 'true' }), error: 'spec.suspend in body must be of type boolean: "string"' },
+  {
+    what: 'spec.suspend a string',
+    manifest: userGroup(fresh(), { ...good, suspend: 'true' }),
+    error: 'spec.suspend in body must be of type boolean: "string"',
+  },
   { what: 'spec.suspend a number', manifest: userGroup(fresh(), { ...good, suspend: 1 }), error: 'spec.suspend in body must be of type boolean: "integer"' },
   // ---- size limits (README "Limits"): what the schema can see of properties, and all of mapping ----
   {
@@ -195,10 +230,26 @@ const badServices: BadCase[] = [
     manifest: userGroupService(fresh(), { url: 'http://127.0.0.1.nip.io', apiKeySecretRef: ugsRef }),
     error: 'spec.url must use https unless it is a loopback address or spec.allowInsecure is true',
   },
-  { what: 'a url that is not a URL', manifest: userGroupService(fresh(), { url: 'not a url', apiKeySecretRef: ugsRef }), error: 'spec.url must be an absolute http(s) URL' },
-  { what: 'a url with a space in the host', manifest: userGroupService(fresh(), { url: 'https://ana lytics.example.com', apiKeySecretRef: ugsRef }), error: 'spec.url must be an absolute http(s) URL' },
-  { what: 'an ftp url', manifest: userGroupService(fresh(), { url: 'ftp://analytics.example.com', apiKeySecretRef: ugsRef }), error: 'spec.url must be an absolute http(s) URL' },
-  { what: 'an https url without a host', manifest: userGroupService(fresh(), { url: 'https://', apiKeySecretRef: ugsRef }), error: 'spec.url must be an absolute http(s) URL' },
+  {
+    what: 'a url that is not a URL',
+    manifest: userGroupService(fresh(), { url: 'not a url', apiKeySecretRef: ugsRef }),
+    error: 'spec.url must be an absolute http(s) URL',
+  },
+  {
+    what: 'a url with a space in the host',
+    manifest: userGroupService(fresh(), { url: 'https://ana lytics.example.com', apiKeySecretRef: ugsRef }),
+    error: 'spec.url must be an absolute http(s) URL',
+  },
+  {
+    what: 'an ftp url',
+    manifest: userGroupService(fresh(), { url: 'ftp://analytics.example.com', apiKeySecretRef: ugsRef }),
+    error: 'spec.url must be an absolute http(s) URL',
+  },
+  {
+    what: 'an https url without a host',
+    manifest: userGroupService(fresh(), { url: 'https://', apiKeySecretRef: ugsRef }),
+    error: 'spec.url must be an absolute http(s) URL',
+  },
   {
     what: 'a url with credentials',
     manifest: userGroupService(fresh(), { url: 'https://user:secret@analytics.example.com', apiKeySecretRef: ugsRef }),
@@ -215,7 +266,11 @@ const badServices: BadCase[] = [
     error: 'spec.url must not have a query string or a fragment',
   },
   { what: 'missing spec.url', manifest: userGroupService(fresh(), { apiKeySecretRef: ugsRef }), error: 'spec.url: Required value' },
-  { what: 'missing spec.apiKeySecretRef', manifest: userGroupService(fresh(), { url: 'https://analytics.example.com' }), error: 'spec.apiKeySecretRef: Required value' },
+  {
+    what: 'missing spec.apiKeySecretRef',
+    manifest: userGroupService(fresh(), { url: 'https://analytics.example.com' }),
+    error: 'spec.apiKeySecretRef: Required value',
+  },
   {
     what: 'spec.apiKeySecretRef without name',
     manifest: userGroupService(fresh(), { url: 'https://analytics.example.com', apiKeySecretRef: { key: 'apiKey' } }),
@@ -279,7 +334,10 @@ const badClusterServices: BadCase[] = [
   },
   {
     what: 'a selector requirement In without values',
-    manifest: clusterService(fresh(), { ...cugsBase, tenants: [rule({ namespaces: [], namespaceSelector: { matchExpressions: [{ key: 'tenant', operator: 'In' }] } })] }),
+    manifest: clusterService(fresh(), {
+      ...cugsBase,
+      tenants: [rule({ namespaces: [], namespaceSelector: { matchExpressions: [{ key: 'tenant', operator: 'In' }] } })],
+    }),
     error: 'In and NotIn need values; Exists and DoesNotExist take none',
   },
   {
@@ -306,7 +364,11 @@ const badClusterServices: BadCase[] = [
 
 const goodServices: { what: string; name: string; spec: Record<string, unknown> }[] = [
   { what: 'https', name: 'svc-https', spec: { url: 'https://analytics.example.com/base', apiKeySecretRef: ugsRef } },
-  { what: 'plain http to a remote host with allowInsecure: true', name: 'svc-insecure', spec: { url: 'http://analytics.example.com', apiKeySecretRef: ugsRef, allowInsecure: true } },
+  {
+    what: 'plain http to a remote host with allowInsecure: true',
+    name: 'svc-insecure',
+    spec: { url: 'http://analytics.example.com', apiKeySecretRef: ugsRef, allowInsecure: true },
+  },
   { what: 'http://127.0.0.1:<port>', name: 'svc-loopback-v4', spec: { url: 'http://127.0.0.1:8080', apiKeySecretRef: ugsRef } },
   { what: 'http://localhost:<port>/path', name: 'svc-localhost', spec: { url: 'http://localhost:8080/service', apiKeySecretRef: ugsRef } },
   { what: 'http://[::1]:<port>', name: 'svc-loopback-v6', spec: { url: 'http://[::1]:8080', apiKeySecretRef: ugsRef } },
@@ -334,15 +396,21 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
   });
 
   it('accepts a good UserGroup with every field (positive control) and applies the defaults', async () => {
-    const res = await apply(userGroup('acme', {
-      userGroupId: 'acme-1',
-      name: 'Acme Corp',
-      mapping: { sales: 'acme_sales', 'n': 'yes' },
-      properties: { plan: 'gold', seats: 12, nested: { region: 'eu', flags: [true, false] } },
-      tokenSecret: { name: 'acme-token', labels: { 'example.com/team': 'acme', tier: 'gold' }, annotations: { 'Example.com/Owner': 'Jane Doe <jane@example.com>' } },
-      serviceRef: { name: 'svc-https' },
-      suspend: false,
-    }));
+    const res = await apply(
+      userGroup('acme', {
+        userGroupId: 'acme-1',
+        name: 'Acme Corp',
+        mapping: { sales: 'acme_sales', n: 'yes' },
+        properties: { plan: 'gold', seats: 12, nested: { region: 'eu', flags: [true, false] } },
+        tokenSecret: {
+          name: 'acme-token',
+          labels: { 'example.com/team': 'acme', tier: 'gold' },
+          annotations: { 'Example.com/Owner': 'Jane Doe <jane@example.com>' },
+        },
+        serviceRef: { name: 'svc-https' },
+        suspend: false,
+      }),
+    );
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     expect(res.stdout).toContain('usergroup.usergroup.dev/acme created');
@@ -353,7 +421,12 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       mapping: { sales: 'acme_sales', n: 'yes' },
       properties: { plan: 'gold', seats: 12, nested: { region: 'eu', flags: [true, false] } },
       // key defaulted by the schema
-      tokenSecret: { name: 'acme-token', key: 'token', labels: { 'example.com/team': 'acme', tier: 'gold' }, annotations: { 'Example.com/Owner': 'Jane Doe <jane@example.com>' } },
+      tokenSecret: {
+        name: 'acme-token',
+        key: 'token',
+        labels: { 'example.com/team': 'acme', tier: 'gold' },
+        annotations: { 'Example.com/Owner': 'Jane Doe <jane@example.com>' },
+      },
       serviceRef: { kind: 'UserGroupService', name: 'svc-https' },
       suspend: false,
     });
@@ -423,7 +496,11 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
         ...cugsBase,
         tenants: [
           rule({}),
-          { namespaceSelector: { matchLabels: { 'usergroup.dev/tenant': 'true' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] }, userGroupIds: { prefix: 'org/{namespace}:' }, adoption: 'Keep' },
+          {
+            namespaceSelector: { matchLabels: { 'usergroup.dev/tenant': 'true' }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] },
+            userGroupIds: { prefix: 'org/{namespace}:' },
+            adoption: 'Keep',
+          },
           { namespaces: ['billing'], userGroupIds: { exact: ['{namespace}', 'billing-eu'] }, adoption: 'Refuse' },
         ],
       }),
@@ -456,7 +533,10 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
     expect(table.stdout).not.toContain('usergroupservice');
     const lines = table.stdout.trim().split('\n');
     expect(lines[0]?.trim().split(/\s+/)).toEqual(['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'AGE']);
-    expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 2))).toEqual([['acme', 'acme-1'], ['minimal', 'minimal-1']]);
+    expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 2))).toEqual([
+      ['acme', 'acme-1'],
+      ['minimal', 'minimal-1'],
+    ]);
     const dryRun = await kubectl(['delete', 'usergroups', '--all', '-n', ns, '--dry-run=server'], { timeoutMs: 90_000 });
     expect(dryRun.code, dryRun.stderr).toBe(0);
     expect(dryRun.stdout).not.toContain('usergroupservice');
@@ -473,7 +553,9 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
     expect(changed.stderr).toContain('spec.userGroupId: Invalid value: "imm-2": userGroupId is immutable');
 
     // The same refusal for a patch that does not go through kubectl apply.
-    const patched = await kubectl(['patch', 'usergroup', 'immutable', '-n', ns, '--type', 'merge', '-p', '{"spec":{"userGroupId":"imm-3"}}'], { timeoutMs: 90_000 });
+    const patched = await kubectl(['patch', 'usergroup', 'immutable', '-n', ns, '--type', 'merge', '-p', '{"spec":{"userGroupId":"imm-3"}}'], {
+      timeoutMs: 90_000,
+    });
     expect(patched.code, patched.stdout).not.toBe(0);
     expect(patched.stderr).toContain('userGroupId is immutable');
 
@@ -484,15 +566,21 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
   });
 
   it('ignores a status in a create (status is a subresource), without an error', async () => {
-    const res = await apply(userGroup('with-status', { userGroupId: 'status-1', name: 'With status' }, {
-      status: {
-        observedGeneration: 7,
-        teamId: 99,
-        providedId: 'someone-else',
-        tokenSecretName: 'stolen',
-        conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: 'forged', lastTransitionTime: '2024-01-01T00:00:00Z' }],
-      },
-    }));
+    const res = await apply(
+      userGroup(
+        'with-status',
+        { userGroupId: 'status-1', name: 'With status' },
+        {
+          status: {
+            observedGeneration: 7,
+            teamId: 99,
+            providedId: 'someone-else',
+            tokenSecretName: 'stolen',
+            conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: 'forged', lastTransitionTime: '2024-01-01T00:00:00Z' }],
+          },
+        },
+      ),
+    );
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toContain('usergroup.usergroup.dev/with-status created');
     const stored = await getJson('usergroup', 'with-status');
@@ -533,7 +621,17 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
   it('documents the status fields in kubectl explain usergroup.status', async () => {
     const res = await kubectl(['explain', 'usergroup.status'], { timeoutMs: 90_000 });
     expect(res.code, res.stderr).toBe(0);
-    for (const field of ['observedGeneration', 'conditions', 'teamId', 'providedId', 'environmentTag', 'tokenSecretName', 'lastSyncTime', 'syncedHash', 'rotation']) {
+    for (const field of [
+      'observedGeneration',
+      'conditions',
+      'teamId',
+      'providedId',
+      'environmentTag',
+      'tokenSecretName',
+      'lastSyncTime',
+      'syncedHash',
+      'rotation',
+    ]) {
       expect(res.stdout, `status.${field}`).toMatch(new RegExp(`^  ${field}\\s+<[^>]+>\\n    \\S`, 'm'));
     }
     expect(res.stdout).not.toContain('<no description>');

@@ -95,7 +95,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     await env.patchUserGroup('leaving', { metadata: { finalizers: null } });
   });
 
-  it('documented exception: nulls the apiserver keeps in spec.properties do not survive Argo CD\'s Lua conversion', async () => {
+  it("documented exception: nulls the apiserver keeps in spec.properties do not survive Argo CD's Lua conversion", async () => {
     await env.createUserGroup('nulls', { userGroupId: 'argo-nulls', name: 'Nulls', properties: { list: [1, null, 3], value: null, inList: [{}], kept: 'x' } });
     const live = await env.getUserGroup('nulls');
     expect(live.spec['properties']).toEqual({ list: [1, null, 3], value: null, inList: [{}], kept: 'x' });
@@ -174,10 +174,14 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     saveFixture('rotation-pending', pending);
 
     operator = await startOperator();
-    const handled = await eventually(`rotation request ${requested} to be handled`, async () => {
-      const ug = await env.getUserGroup('rot');
-      return ug.status?.rotation?.lastHandledRequest === requested ? ug : undefined;
-    }, 60_000);
+    const handled = await eventually(
+      `rotation request ${requested} to be handled`,
+      async () => {
+        const ug = await env.getUserGroup('rot');
+        return ug.status?.rotation?.lastHandledRequest === requested ? ug : undefined;
+      },
+      60_000,
+    );
     const tokenAfter = await env.secretToken('rot');
     expect(tokenAfter).toBeTruthy();
     expect(tokenAfter).not.toBe(tokenBefore);
@@ -195,8 +199,11 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(secondValue).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ(-\d+)?$/);
     expect(secondValue).not.toBe(requested);
     await env.patchUserGroup('rot', second);
-    await eventually(`rotation request ${secondValue} to be handled`, async () =>
-      (await env.getUserGroup('rot')).status?.rotation?.lastHandledRequest === secondValue ? true : undefined, 60_000);
+    await eventually(
+      `rotation request ${secondValue} to be handled`,
+      async () => ((await env.getUserGroup('rot')).status?.rotation?.lastHandledRequest === secondValue ? true : undefined),
+      60_000,
+    );
     const tokenThird = await env.secretToken('rot');
     expect(tokenThird).toBeTruthy();
     expect(tokenThird).not.toBe(tokenAfter);

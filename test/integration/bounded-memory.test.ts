@@ -18,7 +18,11 @@ import { ifAssigned } from '../support/teardown.js';
 
 const BIG = 40;
 /** About 1 MB of properties, nested so that admission (64 entries, 16384-character top-level strings) lets it in. */
-const bigSpec = (i: number): Record<string, unknown> => ({ userGroupId: `big-${i}`, name: `Big ${i}`, properties: { payload: { blob: 'x'.repeat(1_000_000) } } });
+const bigSpec = (i: number): Record<string, unknown> => ({
+  userGroupId: `big-${i}`,
+  name: `Big ${i}`,
+  properties: { payload: { blob: 'x'.repeat(1_000_000) } },
+});
 const rotate = 'usergroup.dev/rotate-requested-at';
 
 describe('bounded memory: UserGroups over the size limits', () => {
@@ -59,7 +63,9 @@ describe('bounded memory: UserGroups over the size limits', () => {
       }
       // 40 MB went through; what stays is names, versions and error messages.
       expect(JSON.stringify(listed).length).toBeLessThan(BIG * 1000);
-      console.log(`bounded-memory: listed ${BIG} × 1 MB in pages of at most ${informer.stats.largestPageBytes} bytes (${informer.stats.oversizedPages} abandoned on the way)`);
+      console.log(
+        `bounded-memory: listed ${BIG} × 1 MB in pages of at most ${informer.stats.largestPageBytes} bytes (${informer.stats.oversizedPages} abandoned on the way)`,
+      );
 
       // A watch event of 1 MB is one line, under the 4 MiB bound: delivered, parsed, and trimmed the same way.
       await env.createUserGroup('big-watched', bigSpec(BIG));
@@ -104,7 +110,9 @@ describe('bounded memory: UserGroups over the size limits', () => {
     );
     expect(env.simGroup('good')?.rotations).toBe(0);
     await env.requestRotation('good', '2025-06-01T00:00:00Z');
-    await eventually('the rotation of good', async () => ((await env.getUserGroup('good')).status?.rotation?.lastHandledRequest === '2025-06-01T00:00:00Z' ? true : undefined));
+    await eventually('the rotation of good', async () =>
+      (await env.getUserGroup('good')).status?.rotation?.lastHandledRequest === '2025-06-01T00:00:00Z' ? true : undefined,
+    );
     await env.waitForReady('good');
     expect(env.simGroup('good')?.rotations).toBe(1);
 

@@ -12,11 +12,18 @@ import { MAIN } from '../support/controller-process.js';
 describe('configuration errors and --help', () => {
   const cli = (args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> =>
     new Promise((resolve) => {
-      const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [MAIN, ...args], {
+        env: { PATH: process.env['PATH'] ?? '', HOME: os.tmpdir(), ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
-      child.stdout.on('data', (c: Buffer) => { stdout += c.toString('utf8'); });
-      child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c.toString('utf8');
+      });
+      child.stderr.on('data', (c: Buffer) => {
+        stderr += c.toString('utf8');
+      });
       child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
     });
 
@@ -73,7 +80,18 @@ describe('configuration errors and --help', () => {
     ] as const) {
       expect(text).toMatch(new RegExp(`--${flag} [^\\n]*\\(default ${def.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)\\n\\s+env ${env}`));
     }
-    for (const flag of ['--leader-elect', '--leader-election-namespace', '--leader-election-id', '--namespaces', '--default-service', '--watch-inactivity-timeout', '--shutdown-grace-period', '--service-qps', '--service-burst', '--kubeconfig']) {
+    for (const flag of [
+      '--leader-elect',
+      '--leader-election-namespace',
+      '--leader-election-id',
+      '--namespaces',
+      '--default-service',
+      '--watch-inactivity-timeout',
+      '--shutdown-grace-period',
+      '--service-qps',
+      '--service-burst',
+      '--kubeconfig',
+    ]) {
       expect(text).toContain(flag);
     }
     expect((await cli(['run', '-h'])).code).toBe(0);

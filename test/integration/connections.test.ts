@@ -35,9 +35,16 @@ async function replaceApiKeySecret(namespace: string, name: string, data: Record
 }
 
 /** The simulators listen on loopback over http: a UserGroupService must opt in (allowInsecure), as a user would. */
-async function createService(namespace: string, name: string, spec: { url: string; apiKeySecretRef: { name: string; key?: string }; allowInsecure?: boolean }): Promise<void> {
+async function createService(
+  namespace: string,
+  name: string,
+  spec: { url: string; apiKeySecretRef: { name: string; key?: string }; allowInsecure?: boolean },
+): Promise<void> {
   await custom.createNamespacedCustomObject({
-    group, version, namespace, plural: 'usergroupservices',
+    group,
+    version,
+    namespace,
+    plural: 'usergroupservices',
     body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name }, spec: { allowInsecure: true, ...spec } },
   });
 }
@@ -55,7 +62,10 @@ async function deleteService(namespace: string, name: string): Promise<void> {
 
 async function createUserGroupIn(namespace: string, name: string, spec: Record<string, unknown>): Promise<void> {
   await custom.createNamespacedCustomObject({
-    group, version, namespace, plural: 'usergroups',
+    group,
+    version,
+    namespace,
+    plural: 'usergroups',
     body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec },
   });
 }
@@ -67,11 +77,16 @@ function readyOf(ug: UserGroupObject): { status: string; reason: string; message
 /** Ready matches and the status describes the current generation, in any namespace. */
 async function waitForReadyIn(namespace: string, name: string, reason: string, timeoutMs = 60_000): Promise<UserGroupObject> {
   const status = reason === 'Synced' ? 'True' : 'False';
-  return eventually(`UserGroup ${namespace}/${name} Ready=${status} reason ${reason}`, async () => {
-    const ug = (await custom.getNamespacedCustomObject({ group, version, namespace, plural: 'usergroups', name })) as UserGroupObject;
-    const ready = readyOf(ug);
-    return ready?.status === status && ready.reason === reason && ug.status?.observedGeneration === ug.metadata.generation ? ug : undefined;
-  }, timeoutMs, 500);
+  return eventually(
+    `UserGroup ${namespace}/${name} Ready=${status} reason ${reason}`,
+    async () => {
+      const ug = (await custom.getNamespacedCustomObject({ group, version, namespace, plural: 'usergroups', name })) as UserGroupObject;
+      const ready = readyOf(ug);
+      return ready?.status === status && ready.reason === reason && ug.status?.observedGeneration === ug.metadata.generation ? ug : undefined;
+    },
+    timeoutMs,
+    500,
+  );
 }
 
 async function secretTokenIn(namespace: string, name: string): Promise<string | undefined> {
@@ -127,10 +142,14 @@ describe('connections: UserGroupService in the namespace', () => {
     expect(env.simGroup('own-1')?.tokenSha256).toBe(sha256((await env.secretToken('own')) ?? ''));
     expect(anyGroupAt(team, 'own-1')).toBe(false);
 
-    await eventually('a Synced Event naming the UserGroupService', async () => {
-      const events = await env.eventsFor('own-ref');
-      return events.some((e) => e.reason === 'Synced' && (e.note ?? '').includes(`UserGroupService ${ns}/team-a`)) ? true : undefined;
-    }, 30_000);
+    await eventually(
+      'a Synced Event naming the UserGroupService',
+      async () => {
+        const events = await env.eventsFor('own-ref');
+        return events.some((e) => e.reason === 'Synced' && (e.note ?? '').includes(`UserGroupService ${ns}/team-a`)) ? true : undefined;
+      },
+      30_000,
+    );
   });
 
   it('reports ConnectionNotFound for a missing UserGroupService, then syncs as soon as it is created', async () => {
@@ -138,10 +157,14 @@ describe('connections: UserGroupService in the namespace', () => {
     const missing = await env.waitForReady('late', 'ConnectionNotFound', 'False', 60_000);
     expect(readyOf(missing)?.message).toContain(`UserGroupService ${ns}/late-svc does not exist`);
     expect(anyGroupAt(env.sim, 'late-1')).toBe(false);
-    await eventually('a ConnectionNotFound Warning Event', async () => {
-      const events = await env.eventsFor('late');
-      return events.some((e) => e.type === 'Warning' && e.reason === 'ConnectionNotFound') ? true : undefined;
-    }, 30_000);
+    await eventually(
+      'a ConnectionNotFound Warning Event',
+      async () => {
+        const events = await env.eventsFor('late');
+        return events.some((e) => e.type === 'Warning' && e.reason === 'ConnectionNotFound') ? true : undefined;
+      },
+      30_000,
+    );
     const generation = missing.metadata.generation;
 
     // Nothing about the UserGroup changes: the controller must notice the UserGroupService itself.
@@ -221,11 +244,15 @@ describe('connections: UserGroupService in the namespace', () => {
     // and the Secret must hold that account's token. Nothing about the UserGroup changes.
     await createApiKeySecret(ns, 'movable-key-2', { apiKey: env.apiKey });
     await patchService(ns, 'movable', { spec: { url: env.sim.url, apiKeySecretRef: { name: 'movable-key-2' } } });
-    const moved = await eventually('the group at the new account with its token in the Secret', async () => {
-      const atNew = env.simGroup('mover-1');
-      const token = await env.secretToken('mover');
-      return atNew && token && sha256(token) === atNew.tokenSha256 ? token : undefined;
-    }, 60_000);
+    const moved = await eventually(
+      'the group at the new account with its token in the Secret',
+      async () => {
+        const atNew = env.simGroup('mover-1');
+        const token = await env.secretToken('mover');
+        return atNew && token && sha256(token) === atNew.tokenSha256 ? token : undefined;
+      },
+      60_000,
+    );
     expect(moved).not.toBe(first);
     const ug = await env.waitForReady('mover', 'Synced', 'True', 30_000);
     expect(ug.status?.teamId).toBe(env.simGroup('mover-1')?.teamId);
@@ -318,7 +345,10 @@ describe('connections: a controller without a default connection', () => {
     // connection, so this controller is started directly, as `usergroup-operator run` does with no
     // --default-service.
     env = await TestEnv.create('conn-nodef');
-    const parsed = parseRunConfig(['--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS], {});
+    const parsed = parseRunConfig(
+      ['--namespaces', env.namespace, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS],
+      {},
+    );
     if (parsed.ok !== true) throw new Error(`bad test configuration: ${JSON.stringify(parsed)}`);
     const sink = new Writable({
       write(chunk: Buffer, _enc, done) {

@@ -100,7 +100,10 @@ describe('the test control plane', () => {
 
   it('garbage-collects an object owned by a deleted UserGroup (kube-controller-manager runs)', async () => {
     const owner = (await custom.createNamespacedCustomObject({
-      group, version, namespace: ns, plural,
+      group,
+      version,
+      namespace: ns,
+      plural,
       body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name: 'owner' }, spec: { userGroupId: 'owner-1', name: 'Owner' } },
     })) as UserGroupObject;
     await core.createNamespacedConfigMap({
@@ -114,14 +117,18 @@ describe('the test control plane', () => {
       },
     });
     await custom.deleteNamespacedCustomObject({ group, version, namespace: ns, plural, name: 'owner' });
-    await eventually('the owned ConfigMap to be garbage-collected', async () => {
-      try {
-        await core.readNamespacedConfigMap({ namespace: ns, name: 'owned' });
-        return undefined;
-      } catch (err) {
-        return err instanceof ApiException && err.code === 404 ? true : undefined;
-      }
-    }, 60_000);
+    await eventually(
+      'the owned ConfigMap to be garbage-collected',
+      async () => {
+        try {
+          await core.readNamespacedConfigMap({ namespace: ns, name: 'owned' });
+          return undefined;
+        } catch (err) {
+          return err instanceof ApiException && err.code === 404 ? true : undefined;
+        }
+      },
+      60_000,
+    );
   });
 
   it('authenticates a ServiceAccount token from the TokenRequest API and enforces RBAC', async () => {

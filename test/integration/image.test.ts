@@ -11,7 +11,7 @@ import { createNamespace, deleteNamespace, eventually, run } from '../support/ku
 // Without a Docker engine, the runtime stage is rebuilt as a directory: the files its COPY lines name,
 // with production dependencies only (what `npm prune --omit=dev` leaves), then its entry point is run from
 // there. A runtime import of a dev dependency, or a file the image lacks, fails here.
-describe('the image\'s runtime stage, as a directory', () => {
+describe("the image's runtime stage, as a directory", () => {
   let root: string;
   let entrypoint: string[];
   let cmd: string[];
@@ -70,10 +70,18 @@ describe('the image\'s runtime stage, as a directory', () => {
   it('its default command runs the controller against the test cluster and stops on SIGTERM with exit 0', async () => {
     const ns = await createNamespace('image');
     try {
-      const child = spawn(process.execPath, [...entrypoint.slice(1), ...cmd, '--kubeconfig', inject('kubeconfig'), '--namespaces', ns, '--metrics-addr', '0', '--health-addr', '0'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(
+        process.execPath,
+        [...entrypoint.slice(1), ...cmd, '--kubeconfig', inject('kubeconfig'), '--namespaces', ns, '--metrics-addr', '0', '--health-addr', '0'],
+        { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let out = '';
-      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString(); });
-      child.stderr.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+      });
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       await eventually('workers started', async () => (out.includes('"workers started"') ? true : undefined), 30_000);
       child.kill('SIGTERM');

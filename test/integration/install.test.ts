@@ -24,7 +24,9 @@ async function template(...sets: string[]): Promise<K8sObject[]> {
   const res = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', ...sets.flatMap((s) => ['--set', s])]);
   expect(res.stderr).toBe('');
   expect(res.code).toBe(0);
-  return parseAllDocuments(res.stdout).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
+  return parseAllDocuments(res.stdout)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
 }
 
 const only = (objects: K8sObject[], kind: string): K8sObject[] => objects.filter((o) => o.kind === kind);
@@ -47,7 +49,12 @@ interface PodSpec {
   }[];
   volumes: { name: string; projected?: { sources: { serviceAccountToken?: { expirationSeconds: number } }[] }; secret?: { secretName: string } }[];
 }
-interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
 
 const deploymentOf = (objects: K8sObject[]): { replicas: number; pod: PodSpec } => {
   const spec = one(objects, 'Deployment')['spec'] as { replicas: number; template: { spec: PodSpec } };
@@ -57,8 +64,12 @@ const envOf = (pod: PodSpec): Map<string, string | undefined> => new Map(pod.con
 
 describe('Helm chart', () => {
   it('passes helm lint --strict with default and typical values', async () => {
-    for (const sets of [[], ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'], ['metrics.serviceMonitor.enabled=true', 'replicaCount=1'],
-      ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}']]) {
+    for (const sets of [
+      [],
+      ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'],
+      ['metrics.serviceMonitor.enabled=true', 'replicaCount=1'],
+      ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}'],
+    ]) {
       const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);
       expect(res.stdout + res.stderr, sets.join(' ')).not.toMatch(/\[(ERROR|WARNING)\]/);
       expect(res.code, res.stdout + res.stderr).toBe(0);
@@ -68,8 +79,19 @@ describe('Helm chart', () => {
   it('renders a restricted, least-privilege Deployment with leader election by default', async () => {
     const objects = await template();
     expect(objects.map((o) => o.kind).sort()).toEqual([
-      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding',
-      'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ClusterRoleBinding',
+      'Deployment',
+      'PodDisruptionBudget',
+      'Role',
+      'RoleBinding',
+      'Service',
+      'ServiceAccount',
     ]);
     const { replicas, pod } = deploymentOf(objects);
     expect(replicas).toBe(2);
@@ -77,7 +99,12 @@ describe('Helm chart', () => {
     expect(one(objects, 'ServiceAccount')['automountServiceAccountToken']).toBe(false);
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     const container = pod.containers[0];
-    expect(container?.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(container?.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+      capabilities: { drop: ['ALL'] },
+    });
     expect(container?.livenessProbe.httpGet.path).toBe('/healthz');
     expect(container?.readinessProbe.httpGet.path).toBe('/readyz');
     expect(container?.args).toEqual(['run']);
@@ -104,7 +131,8 @@ describe('Helm chart', () => {
     const rules = [...controllerRoles('ClusterRole'), ...controllerRoles('Role')].flatMap((r) => r['rules'] as Rule[]);
     for (const rule of rules) {
       expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
-      if (rule.resources.some((r) => ['usergroups', 'usergroupservices', 'clusterusergroupservices', 'namespaces'].includes(r))) expect(rule.verbs).toEqual(['get', 'list', 'watch']);
+      if (rule.resources.some((r) => ['usergroups', 'usergroupservices', 'clusterusergroupservices', 'namespaces'].includes(r)))
+        expect(rule.verbs).toEqual(['get', 'list', 'watch']);
     }
     expect(rules.find((r) => r.resources.includes('usergroups/status'))?.verbs).toEqual(['patch']);
     expect(rules.find((r) => r.resources.includes('usergroupclaims'))?.verbs).toEqual(['get', 'list', 'watch', 'create', 'update', 'delete']);
@@ -124,27 +152,50 @@ describe('Helm chart', () => {
     const objects = await template();
     const edit = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-edit');
     const view = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-view');
-    expect(edit?.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-edit': 'true', 'rbac.authorization.k8s.io/aggregate-to-admin': 'true' });
+    expect(edit?.metadata.labels).toMatchObject({
+      'rbac.authorization.k8s.io/aggregate-to-edit': 'true',
+      'rbac.authorization.k8s.io/aggregate-to-admin': 'true',
+    });
     expect(view?.metadata.labels).toMatchObject({ 'rbac.authorization.k8s.io/aggregate-to-view': 'true' });
     for (const role of [edit, view]) for (const rule of role?.['rules'] as Rule[]) expect(rule.resources).toEqual(['usergroups', 'usergroupservices']);
   });
 
   it('with watchNamespaces: a Role per namespace; cluster-wide only the connections, claims, namespace labels and reviews of /metrics callers', async () => {
     const objects = await template('watchNamespaces={team-a,team-b}');
-    const clusterRoles = only(objects, 'ClusterRole').map((r) => r.metadata.name).sort();
-    expect(clusterRoles).toEqual(['ugo-usergroup-operator-cluster', 'ugo-usergroup-operator-edit', 'ugo-usergroup-operator-metrics-reader', 'ugo-usergroup-operator-view']);
+    const clusterRoles = only(objects, 'ClusterRole')
+      .map((r) => r.metadata.name)
+      .sort();
+    expect(clusterRoles).toEqual([
+      'ugo-usergroup-operator-cluster',
+      'ugo-usergroup-operator-edit',
+      'ugo-usergroup-operator-metrics-reader',
+      'ugo-usergroup-operator-view',
+    ]);
     const cluster = only(objects, 'ClusterRole').find((r) => r.metadata.name === 'ugo-usergroup-operator-cluster');
-    expect((cluster?.['rules'] as Rule[]).flatMap((r) => r.resources).sort()).toEqual(['clusterusergroupservices', 'namespaces', 'subjectaccessreviews', 'tokenreviews', 'usergroupclaims']);
+    expect((cluster?.['rules'] as Rule[]).flatMap((r) => r.resources).sort()).toEqual([
+      'clusterusergroupservices',
+      'namespaces',
+      'subjectaccessreviews',
+      'tokenreviews',
+      'usergroupclaims',
+    ]);
     expect(only(objects, 'ClusterRoleBinding').map((b) => b.metadata.name)).toEqual(['ugo-usergroup-operator-cluster']);
-    const roles = only(objects, 'Role').map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort();
-    expect(roles).toEqual(['team-a/ugo-usergroup-operator', 'team-b/ugo-usergroup-operator', 'ugo-system/ugo-usergroup-operator-api-keys', 'ugo-system/ugo-usergroup-operator-leader-election']);
+    const roles = only(objects, 'Role')
+      .map((r) => `${r.metadata.namespace}/${r.metadata.name}`)
+      .sort();
+    expect(roles).toEqual([
+      'team-a/ugo-usergroup-operator',
+      'team-b/ugo-usergroup-operator',
+      'ugo-system/ugo-usergroup-operator-api-keys',
+      'ugo-system/ugo-usergroup-operator-leader-election',
+    ]);
     const apiKeys = only(objects, 'Role').find((r) => r.metadata.name === 'ugo-usergroup-operator-api-keys');
     expect(apiKeys?.['rules']).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
     expect(only(objects, 'RoleBinding')).toHaveLength(4);
     expect(envOf(deploymentOf(objects).pod).get('USERGROUP_NAMESPACES')).toBe('team-a,team-b');
   });
 
-  it('with a connection: a ClusterUserGroupService named after the release as the default, its API key read from the chart\'s Secret or yours, deny by default', async () => {
+  it("with a connection: a ClusterUserGroupService named after the release as the default, its API key read from the chart's Secret or yours, deny by default", async () => {
     const created = await template('connection.url=https://analytics.example.com', 'connection.apiKey.value=not-a-real-key');
     const secret = one(created, 'Secret');
     expect(secret.metadata.name).toBe('ugo-usergroup-operator-api-key');
@@ -155,7 +206,8 @@ describe('Helm chart', () => {
     const service = one(created, 'ClusterUserGroupService');
     expect(service.metadata.name).toBe('ugo-usergroup-operator');
     expect(service['spec']).toEqual({
-      url: 'https://analytics.example.com', allowInsecure: false,
+      url: 'https://analytics.example.com',
+      allowInsecure: false,
       apiKeySecretRef: { namespace: 'ugo-system', name: 'ugo-usergroup-operator-api-key', key: 'apiKey' },
       tenants: [],
     });
@@ -167,24 +219,29 @@ describe('Helm chart', () => {
     expect(one(existing, 'ClusterUserGroupService')['spec']).toMatchObject({ apiKeySecretRef: { namespace: 'ugo-system', name: 'mine', key: 'k' } });
   });
 
-  it('a single team is one value: watchNamespaces becomes the connection\'s only rule, for any id', async () => {
+  it("a single team is one value: watchNamespaces becomes the connection's only rule, for any id", async () => {
     const objects = await template('connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={customers}');
-    expect(one(objects, 'ClusterUserGroupService')['spec']).toMatchObject({ tenants: [{ namespaces: ['customers'], userGroupIds: { prefix: '' }, adoption: 'Rotate' }] });
+    expect(one(objects, 'ClusterUserGroupService')['spec']).toMatchObject({
+      tenants: [{ namespaces: ['customers'], userGroupIds: { prefix: '' }, adoption: 'Rotate' }],
+    });
   });
 
   it('several teams: connection.tenants verbatim, each team with its own id prefix, and the apiserver accepts it', async () => {
     const values = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-values-')), 'values.yaml');
-    fs.writeFileSync(values, [
-      'connection:',
-      '  url: https://analytics.example.com',
-      '  apiKey: {existingSecret: key}',
-      '  tenants:',
-      '    - namespaces: [team-a, team-b]',
-      '      userGroupIds: {prefix: "{namespace}."}',
-      '    - namespaceSelector: {matchLabels: {tier: gold}}',
-      '      userGroupIds: {exact: ["gold-{namespace}"]}',
-      '      adoption: Keep',
-    ].join('\n'));
+    fs.writeFileSync(
+      values,
+      [
+        'connection:',
+        '  url: https://analytics.example.com',
+        '  apiKey: {existingSecret: key}',
+        '  tenants:',
+        '    - namespaces: [team-a, team-b]',
+        '      userGroupIds: {prefix: "{namespace}."}',
+        '    - namespaceSelector: {matchLabels: {tier: gold}}',
+        '      userGroupIds: {exact: ["gold-{namespace}"]}',
+        '      adoption: Keep',
+      ].join('\n'),
+    );
     const rendered = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', '-f', values]);
     expect(rendered.code, rendered.stderr).toBe(0);
     const docs = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as K8sObject | null);
@@ -197,17 +254,31 @@ describe('Helm chart', () => {
     expect(dryRun.code, dryRun.stderr).toBe(0);
   });
 
-  it('renders a ServiceMonitor only when asked, sending Prometheus\' ServiceAccount token or one from a Secret', async () => {
+  it("renders a ServiceMonitor only when asked, sending Prometheus' ServiceAccount token or one from a Secret", async () => {
     expect(only(await template(), 'ServiceMonitor')).toEqual([]);
     const monitor = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.labels.release=prom'), 'ServiceMonitor');
     expect(monitor.metadata.labels?.['release']).toBe('prom');
-    expect(monitor['spec']).toMatchObject({ endpoints: [{ port: 'metrics', path: '/metrics', bearerTokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' }] });
-    const fromSecret = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.serviceMonitor.authorization.credentials.name=scrape-token', 'metrics.serviceMonitor.authorization.credentials.key=token'), 'ServiceMonitor');
+    expect(monitor['spec']).toMatchObject({
+      endpoints: [{ port: 'metrics', path: '/metrics', bearerTokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' }],
+    });
+    const fromSecret = one(
+      await template(
+        'metrics.serviceMonitor.enabled=true',
+        'metrics.serviceMonitor.authorization.credentials.name=scrape-token',
+        'metrics.serviceMonitor.authorization.credentials.key=token',
+      ),
+      'ServiceMonitor',
+    );
     const endpoint = (fromSecret['spec'] as { endpoints: Record<string, unknown>[] }).endpoints[0];
     expect(endpoint?.['authorization']).toEqual({ type: 'Bearer', credentials: { name: 'scrape-token', key: 'token' } });
     expect(endpoint?.['bearerTokenFile']).toBeUndefined();
     const open = one(await template('metrics.serviceMonitor.enabled=true', 'metrics.auth=false'), 'ServiceMonitor');
-    expect(Object.keys((open['spec'] as { endpoints: Record<string, unknown>[] }).endpoints[0] ?? {}).sort()).toEqual(['interval', 'path', 'port', 'scrapeTimeout']);
+    expect(Object.keys((open['spec'] as { endpoints: Record<string, unknown>[] }).endpoints[0] ?? {}).sort()).toEqual([
+      'interval',
+      'path',
+      'port',
+      'scrapeTimeout',
+    ]);
   });
 
   it('metrics.auth: a ClusterRole for scrapers and the reviews for the controller; off, neither', async () => {
@@ -219,13 +290,13 @@ describe('Helm chart', () => {
 
     const off = await template('metrics.auth=false');
     expect(only(off, 'ClusterRole').map((r) => r.metadata.name)).not.toContain('ugo-usergroup-operator-metrics-reader');
-    const rules = only(off, 'ClusterRole').flatMap((r) => (r['rules'] as Partial<Rule>[]));
+    const rules = only(off, 'ClusterRole').flatMap((r) => r['rules'] as Partial<Rule>[]);
     expect(rules.flatMap((r) => r.resources ?? [])).not.toContain('tokenreviews');
     expect(rules.flatMap((r) => r.resources ?? [])).not.toContain('subjectaccessreviews');
     expect(envOf(deploymentOf(off).pod).get('USERGROUP_METRICS_AUTH')).toBe('false');
   });
 
-  it('namespacedServices: the hosts tenants\' UserGroupServices may use, and plain http, reach the controller', async () => {
+  it("namespacedServices: the hosts tenants' UserGroupServices may use, and plain http, reach the controller", async () => {
     const objects = await template('namespacedServices.allowedHosts={analytics.example.com,*.eu.example.com:8443}', 'namespacedServices.allowHttp=true');
     const env = envOf(deploymentOf(objects).pod);
     expect(env.get('USERGROUP_ALLOWED_SERVICE_HOSTS')).toBe('analytics.example.com,*.eu.example.com:8443');
@@ -240,33 +311,51 @@ describe('Helm chart', () => {
       ingress: [{ ports: [{ port: 'metrics', protocol: 'TCP' }] }, { ports: [{ port: 'health', protocol: 'TCP' }] }],
       egress: [
         {
-          ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }],
-          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
+          ports: [
+            { port: 53, protocol: 'UDP' },
+            { port: 53, protocol: 'TCP' },
+          ],
+          to: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } },
+          ],
         },
-        { ports: [{ port: 443, protocol: 'TCP' }, { port: 6443, protocol: 'TCP' }] },
+        {
+          ports: [
+            { port: 443, protocol: 'TCP' },
+            { port: 6443, protocol: 'TCP' },
+          ],
+        },
         { ports: [{ port: 443, protocol: 'TCP' }] },
       ],
     });
 
     const values = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-values-')), 'values.yaml');
-    fs.writeFileSync(values, [
-      'networkPolicy:',
-      '  enabled: true',
-      '  metricsFrom:',
-      '    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}',
-      '  apiServer: {cidrs: [10.0.0.1/32], ports: [6443]}',
-      '  serviceEgress:',
-      '    - cidrs: [0.0.0.0/0]',
-      '      except: [10.0.0.0/8, 169.254.0.0/16]',
-      '      ports: [443]',
-      '    - cidrs: [192.0.2.0/24, 198.51.100.0/24]',
-      '      ports: [8443]',
-    ].join('\n'));
+    fs.writeFileSync(
+      values,
+      [
+        'networkPolicy:',
+        '  enabled: true',
+        '  metricsFrom:',
+        '    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}',
+        '  apiServer: {cidrs: [10.0.0.1/32], ports: [6443]}',
+        '  serviceEgress:',
+        '    - cidrs: [0.0.0.0/0]',
+        '      except: [10.0.0.0/8, 169.254.0.0/16]',
+        '      ports: [443]',
+        '    - cidrs: [192.0.2.0/24, 198.51.100.0/24]',
+        '      ports: [8443]',
+      ].join('\n'),
+    );
     const rendered = await helm(['template', 'ugo', CHART_DIR, '--namespace', 'ugo-system', '-f', values]);
     expect(rendered.code, rendered.stderr).toBe(0);
-    const policy = parseAllDocuments(rendered.stdout).map((d) => d.toJS() as K8sObject | null).find((o) => o?.kind === 'NetworkPolicy');
+    const policy = parseAllDocuments(rendered.stdout)
+      .map((d) => d.toJS() as K8sObject | null)
+      .find((o) => o?.kind === 'NetworkPolicy');
     const spec = policy?.['spec'] as { ingress: unknown[]; egress: unknown[] };
-    expect(spec.ingress[0]).toEqual({ ports: [{ port: 'metrics', protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] });
+    expect(spec.ingress[0]).toEqual({
+      ports: [{ port: 'metrics', protocol: 'TCP' }],
+      from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+    });
     expect(spec.ingress[1]).toEqual({ ports: [{ port: 'health', protocol: 'TCP' }] });
     expect(spec.egress.slice(1)).toEqual([
       { ports: [{ port: 6443, protocol: 'TCP' }], to: [{ ipBlock: { cidr: '10.0.0.1/32' } }] },
@@ -275,7 +364,9 @@ describe('Helm chart', () => {
     ]);
     // The apiserver's validation (ports, CIDRs, except inside cidr) accepts both.
     for (const object of [defaults, policy]) {
-      const dryRun = await kubectl(['apply', '--dry-run=server', '-n', 'default', '-f', '-'], { input: JSON.stringify({ ...object, metadata: { ...object?.metadata, namespace: 'default' } }) });
+      const dryRun = await kubectl(['apply', '--dry-run=server', '-n', 'default', '-f', '-'], {
+        input: JSON.stringify({ ...object, metadata: { ...object?.metadata, namespace: 'default' } }),
+      });
       expect(dryRun.code, dryRun.stderr).toBe(0);
     }
   });
@@ -313,7 +404,13 @@ describe('helm install into the test control plane', () => {
     ns = await createNamespace('helm');
     watched = await createNamespace('helm-watched');
     // The namespace enforces Pod Security "restricted": the ReplicaSet's pods are admitted only if they comply.
-    const label = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/enforce-version=latest']);
+    const label = await kubectl([
+      'label',
+      'namespace',
+      ns,
+      'pod-security.kubernetes.io/enforce=restricted',
+      'pod-security.kubernetes.io/enforce-version=latest',
+    ]);
     expect(label.code, label.stderr).toBe(0);
   });
   afterAll(async () => {
@@ -324,9 +421,17 @@ describe('helm install into the test control plane', () => {
 
   it('installs without --wait, and its pods are admitted under the restricted Pod Security Standard', async () => {
     const res = await helm([
-      'install', release, CHART_DIR, '--namespace', ns,
-      '--set', `watchNamespaces={${watched}}`,
-      '--set', 'connection.url=https://analytics.example.com', '--set', 'connection.apiKey.value=not-a-real-key',
+      'install',
+      release,
+      CHART_DIR,
+      '--namespace',
+      ns,
+      '--set',
+      `watchNamespaces={${watched}}`,
+      '--set',
+      'connection.url=https://analytics.example.com',
+      '--set',
+      'connection.apiKey.value=not-a-real-key',
     ]);
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout).toContain('STATUS: deployed');
@@ -334,7 +439,16 @@ describe('helm install into the test control plane', () => {
 
     const status = await helm(['status', release, '--namespace', ns, '-o', 'json']);
     expect((JSON.parse(status.stdout) as { info: { status: string } }).info.status).toBe('deployed');
-    for (const [kind, namespace] of [['deployment', ns], ['serviceaccount', ns], ['service', ns], ['poddisruptionbudget', ns], ['secret', ns], ['role', watched], ['rolebinding', watched], ['role', ns]] as const) {
+    for (const [kind, namespace] of [
+      ['deployment', ns],
+      ['serviceaccount', ns],
+      ['service', ns],
+      ['poddisruptionbudget', ns],
+      ['secret', ns],
+      ['role', watched],
+      ['rolebinding', watched],
+      ['role', ns],
+    ] as const) {
       const got = await kubectl(['get', kind, '-n', namespace, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
       expect(got.stdout.trim(), `${kind} in ${namespace}`).not.toBe('');
     }
@@ -360,7 +474,7 @@ describe('helm install into the test control plane', () => {
   it('helm uninstall removes what it installed and keeps the CRDs', async () => {
     const res = await helm(['uninstall', release, '--namespace', ns]);
     expect(res.code, res.stderr).toBe(0);
-    await eventually('the release\'s objects gone', async () => {
+    await eventually("the release's objects gone", async () => {
       const got = await kubectl(['get', 'deployment,serviceaccount,role,secret', '-n', ns, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
       const roles = await kubectl(['get', 'role', '-n', watched, '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
       return got.stdout.trim() === '' && roles.stdout.trim() === '' ? true : undefined;

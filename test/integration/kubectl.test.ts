@@ -22,7 +22,10 @@ const rotateCalls = (env: TestEnv): number => Object.values(env.calls().rotate).
 
 /** The table's rows as whitespace-separated cells, header included (no cell here contains a space). */
 function tableRows(stdout: string): string[][] {
-  return stdout.trimEnd().split('\n').map((line) => line.trim().split(/\s+/));
+  return stdout
+    .trimEnd()
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/));
 }
 
 /**
@@ -50,8 +53,12 @@ function start(bin: string, args: readonly string[], env: NodeJS.ProcessEnv, tim
   const child = spawn(bin, args, { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
   let stdout = '';
   let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
   let exited = false;
   const done = new Promise<CommandResult & { ms: number }>((resolve) => {
     child.once('close', (code, signal) => {
@@ -111,7 +118,11 @@ describe('kubectl wait on the Ready condition', () => {
 
   it('kubectl wait --for=condition=Ready returns once the controller syncs a new group', async () => {
     await env.createUserGroup('waited', { userGroupId: 'waited-1', name: 'Waited' });
-    const wait = start(kubectlBin(), ['--kubeconfig', env.kubeconfigPath, 'wait', '--for=condition=Ready', 'usergroup/waited', '-n', env.namespace, '--timeout=60s'], process.env);
+    const wait = start(
+      kubectlBin(),
+      ['--kubeconfig', env.kubeconfigPath, 'wait', '--for=condition=Ready', 'usergroup/waited', '-n', env.namespace, '--timeout=60s'],
+      process.env,
+    );
     await sleep(2_000);
     // Still waiting: no controller has written any status.
     expect(wait.running(), `kubectl wait ended early: ${wait.stdout()} ${wait.stderr()}`).toBe(true);
@@ -128,7 +139,11 @@ describe('kubectl wait on the Ready condition', () => {
     await ensureOperator();
     await env.createUserGroup('stuck', { userGroupId: 'stuck-1', name: 'Stuck', serviceRef: { name: 'no-such-service' } });
     await env.waitForReady('stuck', 'ConnectionNotFound', 'False', 60_000);
-    const result = await start(kubectlBin(), ['--kubeconfig', env.kubeconfigPath, 'wait', '--for=condition=Ready', 'usergroup/stuck', '-n', env.namespace, '--timeout=5s'], process.env).done;
+    const result = await start(
+      kubectlBin(),
+      ['--kubeconfig', env.kubeconfigPath, 'wait', '--for=condition=Ready', 'usergroup/stuck', '-n', env.namespace, '--timeout=5s'],
+      process.env,
+    ).done;
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('timed out waiting for the condition on usergroups/stuck');
     expect(result.ms).toBeGreaterThanOrEqual(4_500);
@@ -169,12 +184,15 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     expect(rows).toHaveLength(3);
   });
 
-  it('kubectl explain prints the CRD\'s own description of every spec and tokenSecret field', async () => {
+  it("kubectl explain prints the CRD's own description of every spec and tokenSecret field", async () => {
     const crd = parseYaml(fs.readFileSync(path.join(repoRoot, 'crds/usergroup.dev_usergroups.yaml'), 'utf8')) as CrdFile;
     const spec = crd.spec.versions[0]?.schema.openAPIV3Schema.properties?.['spec'];
     const tokenSecret = spec?.properties?.['tokenSecret'];
     const oneLine = (text: string): string => text.replace(/\s+/g, ' ').trim();
-    for (const [field, schema] of [['usergroup.spec', spec], ['usergroup.spec.tokenSecret', tokenSecret]] as const) {
+    for (const [field, schema] of [
+      ['usergroup.spec', spec],
+      ['usergroup.spec.tokenSecret', tokenSecret],
+    ] as const) {
       const res = await kubectl(['explain', field]);
       expect(res.code, res.stderr).toBe(0);
       const shown = oneLine(res.stdout);
@@ -249,8 +267,14 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     const all = await withPlugin(['usergroup', 'status', '-A', '--kubeconfig', env.kubeconfigPath]).done;
     expect(all.code, all.stderr).toBe(0);
     expect(all.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+USERGROUPID/);
-    const ours = tableRows(all.stdout).filter((r) => r[0] === env.namespace).map((r) => r.slice(1, 5));
-    expect(ours).toEqual([['alpha', 'alpha-1', 'True', 'Synced'], ['orphan', 'orphan-1', 'False', 'ConnectionNotFound'], ['paused', 'paused-1', 'False', 'Suspended']]);
+    const ours = tableRows(all.stdout)
+      .filter((r) => r[0] === env.namespace)
+      .map((r) => r.slice(1, 5));
+    expect(ours).toEqual([
+      ['alpha', 'alpha-1', 'True', 'Synced'],
+      ['orphan', 'orphan-1', 'False', 'ConnectionNotFound'],
+      ['paused', 'paused-1', 'False', 'Suspended'],
+    ]);
   });
 
   it('takes the namespace from the kubeconfig context when -n is not given (and KUBECONFIG, without --kubeconfig)', async () => {
@@ -260,7 +284,11 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     fs.writeFileSync(file, stringifyYaml(config), { mode: 0o600 });
     const res = await withPlugin(['usergroup', 'status'], { KUBECONFIG: file }).done;
     expect(res.code, res.stderr).toBe(0);
-    expect(tableRows(res.stdout).slice(1).map((r) => r[0])).toEqual(['alpha', 'orphan', 'paused']);
+    expect(
+      tableRows(res.stdout)
+        .slice(1)
+        .map((r) => r[0]),
+    ).toEqual(['alpha', 'orphan', 'paused']);
 
     const empty = await withPlugin(['usergroup', 'status', '-n', 'kube-public'], { KUBECONFIG: file }).done;
     expect(empty).toMatchObject({ code: 0, stdout: '', stderr: 'No resources found in kube-public namespace.\n' });
@@ -286,8 +314,12 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     expect(res.code).toBe(1);
     expect(res.stdout).toBe('');
     // Told at once why it may take long, then the timeout with the same reason.
-    expect(res.stderr).toMatch(/^usergroup\/orphan: Ready=False ConnectionNotFound: .*missing-svc.* \(the token is rotated once that is fixed\); waiting up to 3s\n/);
-    expect(res.stderr).toMatch(/error: timed out after 3s waiting for usergroup\/orphan to rotate its token \(request "[^"]+"\): Ready=False ConnectionNotFound: /);
+    expect(res.stderr).toMatch(
+      /^usergroup\/orphan: Ready=False ConnectionNotFound: .*missing-svc.* \(the token is rotated once that is fixed\); waiting up to 3s\n/,
+    );
+    expect(res.stderr).toMatch(
+      /error: timed out after 3s waiting for usergroup\/orphan to rotate its token \(request "[^"]+"\): Ready=False ConnectionNotFound: /,
+    );
     expect(res.ms).toBeGreaterThanOrEqual(3_000);
     expect(res.ms).toBeLessThan(15_000);
 
@@ -343,10 +375,14 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     expect(res.code, res.stderr).toBe(0);
     const match = /^usergroup\/alpha rotation requested \(usergroup\.dev\/rotate-requested-at=(\S+)\)\n$/.exec(res.stdout);
     expect(match, res.stdout).not.toBeNull();
-    await eventually('the --no-wait request to be handled', async () => {
-      const ug = await env.getUserGroup('alpha');
-      return ug.status?.rotation?.lastHandledRequest === match?.[1] ? true : undefined;
-    }, 30_000);
+    await eventually(
+      'the --no-wait request to be handled',
+      async () => {
+        const ug = await env.getUserGroup('alpha');
+        return ug.status?.rotation?.lastHandledRequest === match?.[1] ? true : undefined;
+      },
+      30_000,
+    );
   });
 
   it('bad usage through kubectl: exit 2 with the usage', async () => {

@@ -27,7 +27,13 @@ async function rawLease(env: TestEnv, name: string): Promise<Record<string, unkn
 
 const rotationsOf = (env: TestEnv, userGroupId: string): number => env.sim.stats(env.apiKey).rotationsByUserGroupId[userGroupId] ?? 0;
 
-const SERVICE_CALL_MSGS = new Set(['user group synced', 'token rotated', 'rotation refused; recovered the current token', 'service call failed', 'reconcile failed']);
+const SERVICE_CALL_MSGS = new Set([
+  'user group synced',
+  'token rotated',
+  'rotation refused; recovered the current token',
+  'service call failed',
+  'reconcile failed',
+]);
 
 // =============================================================================================
 
@@ -46,8 +52,7 @@ describe('leader election with two controller processes', () => {
     const a = env.spawnController(LEADER_ARGS(env));
     const b = env.spawnController(LEADER_ARGS(env));
     await Promise.all([a, b].map((c) => waitLog(c, 'caches synced', msgIs('caches synced'))));
-    const firstLeader = await eventually('one controller to become leader', async () =>
-      [a, b].find((c) => c.logs.some(msgIs('became leader'))), 30_000, 100);
+    const firstLeader = await eventually('one controller to become leader', async () => [a, b].find((c) => c.logs.some(msgIs('became leader'))), 30_000, 100);
     const standby = firstLeader === a ? b : a;
     // Give the loser several retry periods: it must stay a standby.
     await sleep(3 * RETRY_MS + 500);
@@ -85,11 +90,18 @@ describe('leader election with two controller processes', () => {
 
     const took = await waitLog(standby, 'became leader', msgIs('became leader'), LEASE_MS + 20_000);
     const failoverMs = took.at - killedAt;
-    const leaseNow = await eventually('the Lease to name the standby', async () => {
-      const l = await readLease(env, 'ug-test');
-      return l?.holder === standbyId ? { l, at: Date.now() } : undefined;
-    }, 10_000, 100);
-    console.log(`[leader election] failover (SIGKILL -> standby "became leader"): ${failoverMs} ms; Lease holder changed seen after ${leaseNow.at - killedAt} ms (lease 6s, renew 4s, retry 1s)`);
+    const leaseNow = await eventually(
+      'the Lease to name the standby',
+      async () => {
+        const l = await readLease(env, 'ug-test');
+        return l?.holder === standbyId ? { l, at: Date.now() } : undefined;
+      },
+      10_000,
+      100,
+    );
+    console.log(
+      `[leader election] failover (SIGKILL -> standby "became leader"): ${failoverMs} ms; Lease holder changed seen after ${leaseNow.at - killedAt} ms (lease 6s, renew 4s, retry 1s)`,
+    );
     // Within the lease duration plus the standby's retry period (and slack for a loaded 2-core machine).
     expect(failoverMs).toBeLessThanOrEqual(LEASE_MS + 2 * RETRY_MS * 1.2 + 2_000);
     expect(leaseNow.l?.transitions).toBe(transitionsBefore + 1);

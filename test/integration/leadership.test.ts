@@ -18,9 +18,19 @@ const SERVICE_TIMEOUT_MS = 60_000;
 const CUT_OFF_BOUND_MS = 2_000;
 const LEASE = 'ug-lose';
 const ARGS = (env: TestEnv): string[] => [
-  '--leader-elect', '--leader-election-namespace', env.namespace, '--leader-election-id', LEASE,
-  '--lease-duration', '6s', '--renew-deadline', '4s', '--retry-period', '1s',
-  '--service-timeout', `${SERVICE_TIMEOUT_MS / 1000}s`,
+  '--leader-elect',
+  '--leader-election-namespace',
+  env.namespace,
+  '--leader-election-id',
+  LEASE,
+  '--lease-duration',
+  '6s',
+  '--renew-deadline',
+  '4s',
+  '--retry-period',
+  '1s',
+  '--service-timeout',
+  `${SERVICE_TIMEOUT_MS / 1000}s`,
 ];
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
@@ -31,10 +41,12 @@ const microTime = (ms: number): string => new Date(ms).toISOString().replace(/Z$
 /** Rewrites the Lease's holder, as another candidate taking it would (a merge patch: it wins whatever the leader does next). */
 async function setLeaseHolder(env: TestEnv, holder: string, leaseDurationSeconds: number): Promise<void> {
   const now = microTime(Date.now());
-  await env.kc.makeApiClient(CoordinationV1Api).patchNamespacedLease(
-    { namespace: env.namespace, name: LEASE, body: { spec: { holderIdentity: holder, leaseDurationSeconds, acquireTime: now, renewTime: now } } },
-    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  );
+  await env.kc
+    .makeApiClient(CoordinationV1Api)
+    .patchNamespacedLease(
+      { namespace: env.namespace, name: LEASE, body: { spec: { holderIdentity: holder, leaseDurationSeconds, acquireTime: now, renewTime: now } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
 }
 
 describe('a leader that loses its Lease', () => {
@@ -70,8 +82,10 @@ describe('a leader that loses its Lease', () => {
     const closedAt = await eventually('the held PUT to be closed by the controller', async () => put.clientClosedAt, LATENCY_MS, 10);
     const withdrawn = await waitLog(c, 'work was withdrawn', msgMatches(/work was withdrawn/), 5_000);
     const cutOffMs = closedAt - lostAt;
-    console.log(`[leadership] Lease taken -> "${String(lost.json?.['msg'])}" after ${lostAt - takenAt} ms (renew deadline 4 s); ` +
-      `lost leadership -> held PUT closed after ${cutOffMs} ms (PUT out for ${closedAt - put.receivedAt} ms; service latency ${LATENCY_MS} ms, timeout ${SERVICE_TIMEOUT_MS} ms)`);
+    console.log(
+      `[leadership] Lease taken -> "${String(lost.json?.['msg'])}" after ${lostAt - takenAt} ms (renew deadline 4 s); ` +
+        `lost leadership -> held PUT closed after ${cutOffMs} ms (PUT out for ${closedAt - put.receivedAt} ms; service latency ${LATENCY_MS} ms, timeout ${SERVICE_TIMEOUT_MS} ms)`,
+    );
     expect(cutOffMs).toBeGreaterThanOrEqual(0);
     expect(cutOffMs).toBeLessThan(CUT_OFF_BOUND_MS);
     expect(withdrawn.json?.['usergroup']).toBe(key);
@@ -86,7 +100,9 @@ describe('a leader that loses its Lease', () => {
     expect(await env.getSecret('held')).toBeUndefined();
     // The cut-off call is no failure of the service: not logged as one, nothing at error level about the group.
     const sinceLoss = c.logs.slice(c.logs.indexOf(lost) + 1);
-    expect(sinceLoss.filter((l) => ['service call failed', 'reconcile failed', 'reconcile threw', 'user group synced'].includes(String(l.json?.['msg'])))).toEqual([]);
+    expect(
+      sinceLoss.filter((l) => ['service call failed', 'reconcile failed', 'reconcile threw', 'user group synced'].includes(String(l.json?.['msg']))),
+    ).toEqual([]);
     expect(sinceLoss.filter((l) => l.json?.['usergroup'] === key).map((l) => l.json?.['msg'])).toEqual([withdrawn.json?.['msg']]);
     expect((await env.eventsFor('held')).map((e) => e.reason)).not.toContain('ServiceUnavailable');
     expect(proxy.putsFor('lose-1')).toHaveLength(1);

@@ -58,13 +58,18 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
 
   /** A fresh token (the operator has never seen it) for a ServiceAccount of the env's namespace. */
   async function tokenFor(serviceAccount: string): Promise<string> {
-    const request = await env.core.createNamespacedServiceAccountToken({ namespace: env.namespace, name: serviceAccount, body: { spec: { expirationSeconds: 3600 } } });
+    const request = await env.core.createNamespacedServiceAccountToken({
+      namespace: env.namespace,
+      name: serviceAccount,
+      body: { spec: { expirationSeconds: 3600 } },
+    });
     const token = request.status?.token;
     if (!token) throw new Error('the TokenRequest returned no token');
     sent.add(token);
     return token;
   }
-  const scrape = (token?: string): Promise<HttpAnswer> => httpGet(metricsPort, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
+  const scrape = (token?: string): Promise<HttpAnswer> =>
+    httpGet(metricsPort, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
 
   beforeAll(async () => {
     env = await TestEnv.create('metrics-auth');
@@ -88,8 +93,12 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
 
   afterAll(async () => {
     await killAllControllers();
-    await ifAssigned(rbac)?.deleteClusterRoleBinding({ name: reader }).catch(() => undefined);
-    await ifAssigned(rbac)?.deleteClusterRole({ name: reader }).catch(() => undefined);
+    await ifAssigned(rbac)
+      ?.deleteClusterRoleBinding({ name: reader })
+      .catch(() => undefined);
+    await ifAssigned(rbac)
+      ?.deleteClusterRole({ name: reader })
+      .catch(() => undefined);
     await ifAssigned(env)?.close();
   });
 
@@ -124,12 +133,17 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
     expect(counter(res.body, 'usergroup_metrics_auth_reviews_total', { review: 'SubjectAccessReview', result: 'denied' })).toBeGreaterThanOrEqual(1);
     expect(counter(res.body, 'usergroup_metrics_auth_requests_total', { result: 'unauthenticated' })).toBeGreaterThanOrEqual(4);
     const head = await new Promise<number>((resolve, reject) => {
-      http.request({ host: '127.0.0.1', port: metricsPort, path: '/metrics', method: 'HEAD', agent: false, headers: { authorization: `Bearer ${token}` } }, (r) => resolve(r.statusCode ?? 0)).on('error', reject).end();
+      http
+        .request({ host: '127.0.0.1', port: metricsPort, path: '/metrics', method: 'HEAD', agent: false, headers: { authorization: `Bearer ${token}` } }, (r) =>
+          resolve(r.statusCode ?? 0),
+        )
+        .on('error', reject)
+        .end();
     });
     expect(head).toBe(200);
   });
 
-  it('/healthz and /readyz stay open (the kubelet\'s probes carry no token)', async () => {
+  it("/healthz and /readyz stay open (the kubelet's probes carry no token)", async () => {
     expect((await httpGet(healthPort, '/healthz')).status).toBe(200);
     expect((await httpGet(healthPort, '/readyz')).status).toBe(200);
   });
@@ -157,7 +171,9 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
     const accessReviews = after.accessReviews - before.accessReviews;
     // Each token's decision is reviewed again at most once per TTL.
     const windows = Math.floor(elapsed / TTL_MS) + 1;
-    console.log(`[metrics-auth] ${3 * SCRAPES} scrapes with 3 tokens in ${elapsed} ms: ${tokenReviews} TokenReviews, ${accessReviews} SubjectAccessReviews at the apiserver (bound ${3 * windows} / ${2 * windows})`);
+    console.log(
+      `[metrics-auth] ${3 * SCRAPES} scrapes with 3 tokens in ${elapsed} ms: ${tokenReviews} TokenReviews, ${accessReviews} SubjectAccessReviews at the apiserver (bound ${3 * windows} / ${2 * windows})`,
+    );
     expect([...statuses.allowed]).toEqual([200]);
     expect([...statuses.refused]).toEqual([403]);
     expect([...statuses.garbage]).toEqual([401]);
@@ -221,7 +237,9 @@ describe('/metrics needs a token allowed to get it (TokenReview + SubjectAccessR
     const after = await apiserverReviews();
     const tokenReviews = after.tokenReviews - before.tokenReviews;
     const bound = BURST + Math.ceil((elapsed / 1000) * PER_SECOND) + 1;
-    console.log(`[metrics-auth] flood of ${FLOOD} distinct made-up tokens (${CONCURRENCY} at once) in ${elapsed} ms: ${JSON.stringify(Object.fromEntries(statuses))}; ${tokenReviews} TokenReviews at the apiserver (bound ${bound}); the cached scraper got ${[...scraperStatuses].join(', ')}`);
+    console.log(
+      `[metrics-auth] flood of ${FLOOD} distinct made-up tokens (${CONCURRENCY} at once) in ${elapsed} ms: ${JSON.stringify(Object.fromEntries(statuses))}; ${tokenReviews} TokenReviews at the apiserver (bound ${bound}); the cached scraper got ${[...scraperStatuses].join(', ')}`,
+    );
     expect(elapsed).toBeLessThan(TTL_MS); // else the scraper's decision would have expired mid-flood
     expect([...statuses.keys()].sort()).toEqual([401, 429]);
     expect(statuses.get(429)).toBeGreaterThan(FLOOD / 2);

@@ -24,7 +24,10 @@ import { ifAssigned } from '../support/teardown.js';
 
 /** One parsed scrape: lookups by name and labels, and a check of a histogram's shape. */
 class Scrape {
-  constructor(readonly text: string, readonly families: Map<string, Family>) {}
+  constructor(
+    readonly text: string,
+    readonly families: Map<string, Family>,
+  ) {}
 
   static parse(text: string): Scrape {
     return new Scrape(text, parsePrometheus(text));
@@ -109,13 +112,18 @@ describe('/metrics, /healthz and /readyz', () => {
     await env.createUserGroup('broken', { userGroupId: 'met-broken', name: 'Broken', serviceRef: { name: 'does-not-exist' } });
     await env.waitForReady('broken', 'ConnectionNotFound', 'False');
 
-    const s = await eventually('a quiet scrape (queue drained, counters consistent)', async () => {
-      const s = await scrape(op.metricsPort ?? 0);
-      const reconciles = s.sum('usergroup_reconcile_total');
-      const worked = s.value('workqueue_work_duration_seconds_count', { name: 'usergroup' }) ?? -1;
-      const synced = s.value('usergroup_usergroups', { ready: 'True', reason: 'Synced' });
-      return s.value('workqueue_depth', { name: 'usergroup' }) === 0 && worked === reconciles && synced === 3 ? s : undefined;
-    }, 30_000, 500);
+    const s = await eventually(
+      'a quiet scrape (queue drained, counters consistent)',
+      async () => {
+        const s = await scrape(op.metricsPort ?? 0);
+        const reconciles = s.sum('usergroup_reconcile_total');
+        const worked = s.value('workqueue_work_duration_seconds_count', { name: 'usergroup' }) ?? -1;
+        const synced = s.value('usergroup_usergroups', { ready: 'True', reason: 'Synced' });
+        return s.value('workqueue_depth', { name: 'usergroup' }) === 0 && worked === reconciles && synced === 3 ? s : undefined;
+      },
+      30_000,
+      500,
+    );
     console.log(`[metrics] scrape: ${s.families.size} families, ${[...s.families.values()].reduce((a, f) => a + f.samples.length, 0)} samples`);
 
     // Every family has HELP and TYPE.
@@ -190,7 +198,13 @@ describe('/metrics, /healthz and /readyz', () => {
     expect(s.value('usergroup_events_total', { type: 'Warning', reason: 'ConnectionNotFound' })).toBeGreaterThanOrEqual(1);
 
     // prom-client's process defaults.
-    for (const name of ['process_cpu_user_seconds_total', 'process_cpu_system_seconds_total', 'process_start_time_seconds', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes']) {
+    for (const name of [
+      'process_cpu_user_seconds_total',
+      'process_cpu_system_seconds_total',
+      'process_start_time_seconds',
+      'process_resident_memory_bytes',
+      'nodejs_heap_size_used_bytes',
+    ]) {
       expect(s.samples(name).length, name).toBeGreaterThan(0);
     }
     expect(s.value('process_start_time_seconds')).toBeGreaterThan(1_600_000_000);
@@ -232,14 +246,23 @@ describe('/metrics, /healthz and /readyz', () => {
     let started: OperatorHandle | undefined;
     let startError: Error | undefined;
     const starting = env.startOperator({ kc, args: ['--metrics-addr', '0', '--health-addr', `127.0.0.1:${healthPort}`] }).then(
-      (s) => { started = s; },
-      (err: unknown) => { startError = asError(err); },
+      (s) => {
+        started = s;
+      },
+      (err: unknown) => {
+        startError = asError(err);
+      },
     );
     try {
-      const notReady = await eventually('the health server to answer', async () => {
-        if (startError) throw startError;
-        return httpGet(healthPort ?? 0, '/readyz').catch(() => undefined);
-      }, 20_000, 100);
+      const notReady = await eventually(
+        'the health server to answer',
+        async () => {
+          if (startError) throw startError;
+          return httpGet(healthPort ?? 0, '/readyz').catch(() => undefined);
+        },
+        20_000,
+        100,
+      );
       expect(notReady.status).toBe(503);
       expect(notReady.body).toMatch(/caches not synced/);
       expect((await httpGet(healthPort ?? 0, '/healthz')).status).toBe(200);
@@ -250,7 +273,12 @@ describe('/metrics, /healthz and /readyz', () => {
 
       const openedAt = Date.now();
       proxy.refuseNew(false);
-      await eventually('/readyz 200 once the apiserver is reachable', async () => ((await httpGet(healthPort ?? 0, '/readyz')).status === 200 ? true : undefined), 60_000, 100);
+      await eventually(
+        '/readyz 200 once the apiserver is reachable',
+        async () => ((await httpGet(healthPort ?? 0, '/readyz')).status === 200 ? true : undefined),
+        60_000,
+        100,
+      );
       console.log(`[health] /readyz turned 200 ${Date.now() - openedAt} ms after the apiserver became reachable`);
       await starting;
       expect(started?.operator?.controller.synced).toBe(true);

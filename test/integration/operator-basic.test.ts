@@ -15,7 +15,12 @@ describe('operator basics', () => {
     const ug = await env.waitForReady('acme');
     const token = await env.secretToken('acme');
     expect(token).toMatch(/^[A-Za-z0-9]{64}$/);
-    expect(env.simGroup('acme-1')?.tokenSha256).toBe((await import('node:crypto')).createHash('sha256').update(token ?? '').digest('hex'));
+    expect(env.simGroup('acme-1')?.tokenSha256).toBe(
+      (await import('node:crypto'))
+        .createHash('sha256')
+        .update(token ?? '')
+        .digest('hex'),
+    );
     const secret = await env.getSecret('acme');
     expect(secret?.type).toBe('Opaque');
     expect(secret?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'UserGroup', name: 'acme', uid: ug.metadata.uid, controller: true });

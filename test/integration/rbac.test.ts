@@ -18,10 +18,13 @@ const scrape = (port: number, token: string | undefined): Promise<HttpAnswer> =>
   httpGet(port, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
 
 /** Tokens are compared by hash, so a failing assertion never prints one. */
-const sha256 = (value: string | undefined): string => createHash('sha256').update(value ?? '').digest('hex');
+const sha256 = (value: string | undefined): string =>
+  createHash('sha256')
+    .update(value ?? '')
+    .digest('hex');
 
 // A private control plane: the cluster-wide install's controller must not touch other test files' objects.
-describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () => {
+describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => {
   let cp: ControlPlane;
 
   beforeAll(async () => {
@@ -34,28 +37,39 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
 
   const admin = (args: readonly string[], input?: string): Promise<CommandResult> =>
     run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, ...args], input === undefined ? {} : { input });
-  const helm = (args: readonly string[]): Promise<CommandResult> =>
-    run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
+  const helm = (args: readonly string[]): Promise<CommandResult> => run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
 
   /** A kubeconfig holding nothing but a token for the ServiceAccount, issued through the TokenRequest API. */
-  async function serviceAccountKubeconfig(namespace: string, serviceAccount: string): Promise<{ path: string; as: (args: readonly string[], input?: string) => Promise<CommandResult> }> {
+  async function serviceAccountKubeconfig(
+    namespace: string,
+    serviceAccount: string,
+  ): Promise<{ path: string; as: (args: readonly string[], input?: string) => Promise<CommandResult> }> {
     const token = await admin(['create', 'token', serviceAccount, '-n', namespace, '--duration=1h']);
     expect(token.code, token.stderr).toBe(0);
     const adminConfig = parseYaml(fs.readFileSync(cp.kubeconfigPath, 'utf8')) as { clusters: { name: string; cluster: Record<string, unknown> }[] };
     const cluster = adminConfig.clusters[0];
     if (!cluster) throw new Error('admin kubeconfig has no cluster');
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-sa-kc-')), 'kubeconfig');
-    fs.writeFileSync(file, stringifyYaml({
-      apiVersion: 'v1', kind: 'Config',
-      clusters: [cluster],
-      users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
-      contexts: [{ name: serviceAccount, context: { cluster: cluster.name, user: serviceAccount } }],
-      'current-context': serviceAccount,
-    }), { mode: 0o600 });
+    fs.writeFileSync(
+      file,
+      stringifyYaml({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [cluster],
+        users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
+        contexts: [{ name: serviceAccount, context: { cluster: cluster.name, user: serviceAccount } }],
+        'current-context': serviceAccount,
+      }),
+      { mode: 0o600 },
+    );
     return { path: file, as: (args, input) => run(cp.binaries.kubectl, ['--kubeconfig', file, ...args], input === undefined ? {} : { input }) };
   }
 
-  async function expectForbidden(as: (args: readonly string[], input?: string) => Promise<CommandResult>, args: readonly string[], input?: string): Promise<void> {
+  async function expectForbidden(
+    as: (args: readonly string[], input?: string) => Promise<CommandResult>,
+    args: readonly string[],
+    input?: string,
+  ): Promise<void> {
     const res = await as(args, input);
     expect(res.code, `kubectl ${args.join(' ')} should be refused`).not.toBe(0);
     expect(res.stderr, `kubectl ${args.join(' ')}`).toMatch(/forbidden/i);
@@ -67,7 +81,13 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
    */
   async function expectMetricsGuarded(namespace: string, readerRole: string, port: number): Promise<void> {
     for (const sa of ['prometheus', 'stranger']) expect((await admin(['create', 'serviceaccount', sa, '-n', namespace])).code).toBe(0);
-    const bound = await admin(['create', 'clusterrolebinding', `${readerRole}-prometheus`, `--clusterrole=${readerRole}`, `--serviceaccount=${namespace}:prometheus`]);
+    const bound = await admin([
+      'create',
+      'clusterrolebinding',
+      `${readerRole}-prometheus`,
+      `--clusterrole=${readerRole}`,
+      `--serviceaccount=${namespace}:prometheus`,
+    ]);
     expect(bound.code, bound.stderr).toBe(0);
     const token = async (sa: string): Promise<string> => (await admin(['create', 'token', sa, '-n', namespace])).stdout.trim();
     try {
@@ -96,8 +116,19 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
     let c: ControllerProcess | undefined;
     try {
       // A single-team install as the README gives it: the service, its key, and the team's namespace.
-      const installed = await helm(['install', 'ugo', CHART_DIR, '--namespace', system, '--set', `watchNamespaces={${env.namespace}}`,
-        '--set', `connection.url=${env.sim.url}`, '--set', `connection.apiKey.value=${env.apiKey}`]);
+      const installed = await helm([
+        'install',
+        'ugo',
+        CHART_DIR,
+        '--namespace',
+        system,
+        '--set',
+        `watchNamespaces={${env.namespace}}`,
+        '--set',
+        `connection.url=${env.sim.url}`,
+        '--set',
+        `connection.apiKey.value=${env.apiKey}`,
+      ]);
       expect(installed.code, installed.stderr).toBe(0);
       const sa = await serviceAccountKubeconfig(system, 'ugo-usergroup-operator');
       const granted = await sa.as(['auth', 'can-i', '--list', '-n', env.namespace]);
@@ -107,8 +138,18 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       // The chart's own ClusterUserGroupService is the default: its API key is read from the release namespace.
       const [metricsPort = 0] = await freePorts(1);
       c = spawnController({
-        kubeconfigPath: sa.path, namespace: env.namespace, defaultService: 'ugo-usergroup-operator',
-        args: ['--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugo-usergroup-operator', '--metrics-addr', `127.0.0.1:${metricsPort}`],
+        kubeconfigPath: sa.path,
+        namespace: env.namespace,
+        defaultService: 'ugo-usergroup-operator',
+        args: [
+          '--leader-elect',
+          '--leader-election-namespace',
+          system,
+          '--leader-election-id',
+          'ugo-usergroup-operator',
+          '--metrics-addr',
+          `127.0.0.1:${metricsPort}`,
+        ],
       });
       await waitLog(c, 'workers started', msgIs('workers started'));
       await env.createUserGroup('acme', { userGroupId: 'acme', name: 'Acme', tokenSecret: { name: 'acme-token' } });
@@ -125,7 +166,12 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       // A UserGroupService in the same namespace: its API-key Secret is read with the same token.
       // Of the type a UserGroupService may use (README: Connections); the simulator is plain http on loopback.
       await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, '--type=usergroup.dev/api-key', `--from-literal=apiKey=${env.apiKey}`]);
-      const service = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: 'own', namespace: env.namespace }, spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } } };
+      const service = {
+        apiVersion: 'usergroup.dev/v1alpha1',
+        kind: 'UserGroupService',
+        metadata: { name: 'own', namespace: env.namespace },
+        spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } },
+      };
       expect((await admin(['apply', '-f', '-'], JSON.stringify(service))).code).toBe(0);
       await env.createUserGroup('initech', { userGroupId: 'initech', name: 'Initech', serviceRef: { name: 'own' } });
       await env.waitForReady('initech');
@@ -184,9 +230,21 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       const sa = await serviceAccountKubeconfig(system, 'ugc-usergroup-operator');
       const [metricsPort = 0] = await freePorts(1);
       c = spawnController({
-        kubeconfigPath: sa.path, namespace: env.namespace, defaultService: env.defaultService,
+        kubeconfigPath: sa.path,
+        namespace: env.namespace,
+        defaultService: env.defaultService,
         // No --namespaces: every namespace, as the chart's default.
-        args: ['--namespaces', '', '--leader-elect', '--leader-election-namespace', system, '--leader-election-id', 'ugc-usergroup-operator', '--metrics-addr', `127.0.0.1:${metricsPort}`],
+        args: [
+          '--namespaces',
+          '',
+          '--leader-elect',
+          '--leader-election-namespace',
+          system,
+          '--leader-election-id',
+          'ugc-usergroup-operator',
+          '--metrics-addr',
+          `127.0.0.1:${metricsPort}`,
+        ],
       });
       await waitLog(c, 'workers started', msgIs('workers started'));
       await env.createUserGroup('globex', { userGroupId: 'globex', name: 'Globex' });
@@ -196,11 +254,26 @@ describe('RBAC: the chart\'s ServiceAccount token is enough, and no more', () =>
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
       await expectForbidden(sa.as, ['patch', 'usergroup', 'globex', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
-      await expectForbidden(sa.as, ['create', '-n', env.namespace, '-f', '-'], JSON.stringify({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: { name: 'planted' }, spec: { userGroupId: 'planted', name: 'Planted' } }));
+      await expectForbidden(
+        sa.as,
+        ['create', '-n', env.namespace, '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'usergroup.dev/v1alpha1',
+          kind: 'UserGroup',
+          metadata: { name: 'planted' },
+          spec: { userGroupId: 'planted', name: 'Planted' },
+        }),
+      );
       await expectForbidden(sa.as, ['delete', 'usergroup', 'globex', '-n', env.namespace]);
       await expectForbidden(sa.as, ['get', 'pods,configmaps,serviceaccounts', '-A']);
       await expectForbidden(sa.as, ['get', 'lease', 'kube-controller-manager', '-n', 'kube-system']);
-      await expectForbidden(sa.as, ['create', 'clusterrolebinding', 'escalate', '--clusterrole=cluster-admin', `--serviceaccount=${system}:ugc-usergroup-operator`]);
+      await expectForbidden(sa.as, [
+        'create',
+        'clusterrolebinding',
+        'escalate',
+        '--clusterrole=cluster-admin',
+        `--serviceaccount=${system}:ugc-usergroup-operator`,
+      ]);
     } finally {
       if (c) await signalAndWait(c, 'SIGTERM');
       await helm(['uninstall', 'ugc', '--namespace', system]);

@@ -28,24 +28,39 @@ async function inSync(env: TestEnv, ug: UserGroupObject): Promise<boolean> {
 }
 
 async function waitInSync(env: TestEnv, name: string, timeoutMs = 90_000, intervalMs = 200): Promise<UserGroupObject> {
-  return eventually(`${env.namespace}/${name} in sync with the service`, async () => {
-    const ug = await env.getUserGroup(name);
-    return (await inSync(env, ug)) ? ug : undefined;
-  }, timeoutMs, intervalMs);
+  return eventually(
+    `${env.namespace}/${name} in sync with the service`,
+    async () => {
+      const ug = await env.getUserGroup(name);
+      return (await inSync(env, ug)) ? ug : undefined;
+    },
+    timeoutMs,
+    intervalMs,
+  );
 }
 
 async function listUserGroups(env: TestEnv): Promise<UserGroupObject[]> {
-  const list = (await env.custom.listNamespacedCustomObject({ group: 'usergroup.dev', version: 'v1alpha1', namespace: env.namespace, plural: 'usergroups' })) as { items: UserGroupObject[] };
+  const list = (await env.custom.listNamespacedCustomObject({
+    group: 'usergroup.dev',
+    version: 'v1alpha1',
+    namespace: env.namespace,
+    plural: 'usergroups',
+  })) as { items: UserGroupObject[] };
   return list.items;
 }
 
 /** Every UserGroup in the namespace is in sync (spec name at the service, token in the Secret). */
 async function waitAllInSync(env: TestEnv, timeoutMs = 120_000): Promise<UserGroupObject[]> {
-  return eventually(`every UserGroup in ${env.namespace} in sync`, async () => {
-    const items = await listUserGroups(env);
-    for (const ug of items) if (!(await inSync(env, ug))) return undefined;
-    return items;
-  }, timeoutMs, 500);
+  return eventually(
+    `every UserGroup in ${env.namespace} in sync`,
+    async () => {
+      const items = await listUserGroups(env);
+      for (const ug of items) if (!(await inSync(env, ug))) return undefined;
+      return items;
+    },
+    timeoutMs,
+    500,
+  );
 }
 
 /** Retries an apiserver call while the apiserver is away (restarting). */
@@ -104,8 +119,14 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       await retrying('rename r0', () => env.patchUserGroup('r0', { spec: { name: 'R 0 after restart' } }));
       await waitInSync(env, 'after-restart', 120_000, 100);
       const recoveryMs = Date.now() - restartedAt;
-      await eventually('the rename made after the restart to reach the service', async () => (env.simGroup('re-0')?.name === 'R 0 after restart' ? true : undefined), 120_000);
-      console.log(`[resilience] apiserver restart took ${restartedAt - restartStart} ms; a UserGroup created right after it was Synced ${recoveryMs} ms after the restart completed`);
+      await eventually(
+        'the rename made after the restart to reach the service',
+        async () => (env.simGroup('re-0')?.name === 'R 0 after restart' ? true : undefined),
+        120_000,
+      );
+      console.log(
+        `[resilience] apiserver restart took ${restartedAt - restartStart} ms; a UserGroup created right after it was Synced ${recoveryMs} ms after the restart completed`,
+      );
       await sleep(2_000);
       state.churning = false;
       await churn;
@@ -124,7 +145,9 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       expect(env.sim.groups(env.apiKey).length).toBe(all.length);
       expect(env.calls().upsert.created).toBe(all.length);
       const watchTrouble = c.logs.filter((l) => /watch|list/.test(String(l.json?.['msg'])) && l.json?.['level'] !== 'debug');
-      console.log(`[resilience] controller watch/list log lines around the restart: ${[...new Set(watchTrouble.map((l) => `${String(l.json?.['informer'])}: ${String(l.json?.['msg'])}`))].join(' | ')}`);
+      console.log(
+        `[resilience] controller watch/list log lines around the restart: ${[...new Set(watchTrouble.map((l) => `${String(l.json?.['informer'])}: ${String(l.json?.['msg'])}`))].join(' | ')}`,
+      );
     } finally {
       await signalAndWait(c, 'SIGTERM');
       await env.close();
@@ -155,8 +178,17 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       process.kill(c.pid, 'SIGCONT');
       console.log(`[resilience] apiserver restarted, changes made, etcd compacted at revision ${revision}; controller resumed`);
 
-      const gone = await waitLog(c, '410 Gone re-list of usergroups', (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups', 60_000, linesBefore).catch((err: unknown) => {
-        const informerLines = c.logs.slice(linesBefore).filter((l) => l.json?.['informer'] !== undefined).map((l) => l.text);
+      const gone = await waitLog(
+        c,
+        '410 Gone re-list of usergroups',
+        (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups',
+        60_000,
+        linesBefore,
+      ).catch((err: unknown) => {
+        const informerLines = c.logs
+          .slice(linesBefore)
+          .filter((l) => l.json?.['informer'] !== undefined)
+          .map((l) => l.text);
         console.log(`[resilience] informer log lines after resuming:\n${informerLines.join('\n')}`);
         throw err;
       });
@@ -165,12 +197,22 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       // Everything that happened while it was away is acted on; the deletion could only be learnt from the re-list.
       await eventually('a Deleted Event for a', async () => ((await env.eventsFor('a')).some((e) => e.reason === 'Deleted') ? true : undefined), 60_000, 500);
       // The Event can be read back before this process has read the controller's stdout: wait for the line.
-      const deleted = await waitLog(c, 'deletion of a logged', (l) => l.json?.['msg'] === 'UserGroup deleted; the group stays at the service' && l.json['usergroup'] === `${env.namespace}/a`, 10_000, linesBefore);
+      const deleted = await waitLog(
+        c,
+        'deletion of a logged',
+        (l) => l.json?.['msg'] === 'UserGroup deleted; the group stays at the service' && l.json['usergroup'] === `${env.namespace}/a`,
+        10_000,
+        linesBefore,
+      );
       expect(c.logs.indexOf(deleted)).toBeGreaterThan(c.logs.indexOf(gone));
       await waitInSync(env, 'e');
       await waitInSync(env, 'c');
       expect(env.simGroup('gone-c')?.name).toBe('C changed while away');
-      await eventually('rotation of d handled', async () => ((await env.getUserGroup('d')).status?.rotation?.lastHandledRequest === 'while-away' ? true : undefined), 60_000);
+      await eventually(
+        'rotation of d handled',
+        async () => ((await env.getUserGroup('d')).status?.rotation?.lastHandledRequest === 'while-away' ? true : undefined),
+        60_000,
+      );
       await waitInSync(env, 'd');
 
       // And after the re-list, the new watches see further changes.
@@ -211,7 +253,9 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       const silentLines = c.logs.slice(linesBefore).filter(msgIs('watch went silent; reconnecting'));
       const firstSilent = silentLines.find((l) => l.json?.['informer'] === 'usergroups');
       const stalled = c.logs.slice(linesBefore).filter((l) => String(l.json?.['err']).includes('timed out after'));
-      console.log(`[resilience] after freezing ${frozen} proxied connections: the usergroups watch was dropped as silent after ${(firstSilent?.at ?? NaN) - frozenAt} ms; a UserGroup created then was Synced after ${tookMs} ms (watch inactivity timeout 3s); ${stalled.length} apiserver requests timed out on frozen pooled connections meanwhile: ${stalled.map((l) => String(l.json?.['err'])).join('; ')}`);
+      console.log(
+        `[resilience] after freezing ${frozen} proxied connections: the usergroups watch was dropped as silent after ${(firstSilent?.at ?? NaN) - frozenAt} ms; a UserGroup created then was Synced after ${tookMs} ms (watch inactivity timeout 3s); ${stalled.length} apiserver requests timed out on frozen pooled connections meanwhile: ${stalled.map((l) => String(l.json?.['err'])).join('; ')}`,
+      );
       expect(frozen).toBeGreaterThan(0);
       // The watchdog drops the frozen watch after the inactivity timeout (plus slack for a busy machine).
       expect(firstSilent).toBeDefined();

@@ -44,38 +44,59 @@ function rotateCalls(env: TestEnv): number {
 /** Waits until the UserGroup is Synced and its Secret holds exactly the service's current token. */
 async function waitInSync(env: TestEnv, name: string, userGroupId: string, timeoutMs = 60_000): Promise<{ ug: UserGroupObject; token: string }> {
   const ug = await env.waitForReady(name, 'Synced', 'True', timeoutMs);
-  const token = await eventually(`Secret ${name} to hold the service's token of ${userGroupId}`, async () => {
-    const token = await tokenOf(env, name);
-    const sim = env.simGroup(userGroupId);
-    return token && sha256(token) === sim?.tokenSha256 ? token : undefined;
-  }, timeoutMs);
+  const token = await eventually(
+    `Secret ${name} to hold the service's token of ${userGroupId}`,
+    async () => {
+      const token = await tokenOf(env, name);
+      const sim = env.simGroup(userGroupId);
+      return token && sha256(token) === sim?.tokenSha256 ? token : undefined;
+    },
+    timeoutMs,
+  );
   return { ug, token };
 }
 
 /** Waits until a rotation request value is recorded as handled, the Secret follows the service, and Ready is Synced. */
-async function waitHandled(env: TestEnv, name: string, userGroupId: string, value: string, timeoutMs = 60_000): Promise<{ ug: UserGroupObject; token: string }> {
-  return eventually(`rotation request "${value}" of ${name} to be handled`, async () => {
-    const ug = await env.getUserGroup(name);
-    const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
-    if (ug.status?.rotation?.lastHandledRequest !== value || ready?.status !== 'True' || ready.reason !== 'Synced') return undefined;
-    const secret = await env.getSecret(name);
-    const token = await tokenOf(env, name);
-    const sim = env.simGroup(userGroupId);
-    if (!token || sha256(token) !== sim?.tokenSha256) return undefined;
-    if (secret?.metadata?.annotations?.[PENDING] !== undefined) return undefined;
-    return { ug, token };
-  }, timeoutMs);
+async function waitHandled(
+  env: TestEnv,
+  name: string,
+  userGroupId: string,
+  value: string,
+  timeoutMs = 60_000,
+): Promise<{ ug: UserGroupObject; token: string }> {
+  return eventually(
+    `rotation request "${value}" of ${name} to be handled`,
+    async () => {
+      const ug = await env.getUserGroup(name);
+      const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+      if (ug.status?.rotation?.lastHandledRequest !== value || ready?.status !== 'True' || ready.reason !== 'Synced') return undefined;
+      const secret = await env.getSecret(name);
+      const token = await tokenOf(env, name);
+      const sim = env.simGroup(userGroupId);
+      if (!token || sha256(token) !== sim?.tokenSha256) return undefined;
+      if (secret?.metadata?.annotations?.[PENDING] !== undefined) return undefined;
+      return { ug, token };
+    },
+    timeoutMs,
+  );
 }
 
 async function waitForEvent(env: TestEnv, name: string, reason: string, type: 'Normal' | 'Warning', noteIncludes = ''): Promise<void> {
-  await eventually(`a ${type} Event ${reason} about ${name}`, async () => {
-    const events = await env.eventsFor(name);
-    return events.some((e) => e.reason === reason && e.type === type && (e.note ?? '').includes(noteIncludes)) ? true : undefined;
-  }, 30_000);
+  await eventually(
+    `a ${type} Event ${reason} about ${name}`,
+    async () => {
+      const events = await env.eventsFor(name);
+      return events.some((e) => e.reason === reason && e.type === type && (e.note ?? '').includes(noteIncludes)) ? true : undefined;
+    },
+    30_000,
+  );
 }
 
 /** Rotates a token directly at the service, behind the operator's back. */
-async function rotateAtService(env: TestEnv, currentToken: string): Promise<{ status: number; body: { success: number; message?: string; user_group?: { token?: string } } }> {
+async function rotateAtService(
+  env: TestEnv,
+  currentToken: string,
+): Promise<{ status: number; body: { success: number; message?: string; user_group?: { token?: string } } }> {
   const res = await fetch(`${env.sim.url}/api/user`, {
     method: 'POST',
     headers: { authorization: `Token ${env.apiKey}`, 'content-type': 'application/json' },
@@ -205,10 +226,15 @@ describe('token rotation', () => {
     // The service applies a call after the delay, even if the client has gone away by then.
     env.sim.setFaults({ latencyMs: 6_000 });
     await env.requestRotation('crash', 'c1');
-    await eventually('the rotation-pending annotation (POST about to be / in flight)', async () => {
-      const secret = await env.getSecret('crash');
-      return secret?.metadata?.annotations?.[PENDING] === 'c1' ? true : undefined;
-    }, 30_000, 50);
+    await eventually(
+      'the rotation-pending annotation (POST about to be / in flight)',
+      async () => {
+        const secret = await env.getSecret('crash');
+        return secret?.metadata?.annotations?.[PENDING] === 'c1' ? true : undefined;
+      },
+      30_000,
+      50,
+    );
     // The POST follows the pending write within milliseconds; leave it a moment to leave the process.
     await sleep(1_000);
     expect(rotationsOf(env, 'rot-crash')).toBe(0);
@@ -347,7 +373,12 @@ describe('token rotation', () => {
     for (const e of envs) {
       const events = await e.events.listNamespacedEvent({ namespace: e.namespace });
       texts.push(...events.items.map((ev) => JSON.stringify(ev)));
-      const ugs = (await e.custom.listNamespacedCustomObject({ group: 'usergroup.dev', version: 'v1alpha1', namespace: e.namespace, plural: 'usergroups' })) as { items: UserGroupObject[] };
+      const ugs = (await e.custom.listNamespacedCustomObject({
+        group: 'usergroup.dev',
+        version: 'v1alpha1',
+        namespace: e.namespace,
+        plural: 'usergroups',
+      })) as { items: UserGroupObject[] };
       texts.push(...ugs.items.map((ug) => JSON.stringify(ug)));
     }
     const secrets = [...envs.map((e) => e.apiKey), ...seenTokens];

@@ -44,20 +44,28 @@ function readyOf(ug: UserGroupObject): { status: string; reason: string; message
 /** Synced, and the Secret holds the service's current token (and a matching sha annotation). */
 async function waitSynced(env: TestEnv, name: string, userGroupId: string, timeoutMs = 90_000): Promise<string> {
   await env.waitForReady(name, 'Synced', 'True', timeoutMs);
-  return eventually(`Secret ${name} to hold the service's token of ${userGroupId}`, async () => {
-    const secret = await env.getSecret(name);
-    const token = await tokenOf(env, name);
-    const sim = env.simGroup(userGroupId);
-    return token && sha256(token) === sim?.tokenSha256 && secret?.metadata?.annotations?.[TOKEN_SHA] === sim.tokenSha256 ? token : undefined;
-  }, timeoutMs);
+  return eventually(
+    `Secret ${name} to hold the service's token of ${userGroupId}`,
+    async () => {
+      const secret = await env.getSecret(name);
+      const token = await tokenOf(env, name);
+      const sim = env.simGroup(userGroupId);
+      return token && sha256(token) === sim?.tokenSha256 && secret?.metadata?.annotations?.[TOKEN_SHA] === sim.tokenSha256 ? token : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 /** A Warning Event (events.k8s.io) with that reason whose note names the condition reason. */
 async function waitForWarning(env: TestEnv, name: string, eventReason: 'SyncFailed' | 'RotationFailed', conditionReason: string): Promise<void> {
-  await eventually(`a Warning Event ${eventReason} (${conditionReason}) about ${name}`, async () => {
-    const events = await env.eventsFor(name);
-    return events.some((e) => e.reason === eventReason && e.type === 'Warning' && (e.note ?? '').includes(conditionReason)) ? true : undefined;
-  }, 30_000);
+  await eventually(
+    `a Warning Event ${eventReason} (${conditionReason}) about ${name}`,
+    async () => {
+      const events = await env.eventsFor(name);
+      return events.some((e) => e.reason === eventReason && e.type === 'Warning' && (e.note ?? '').includes(conditionReason)) ? true : undefined;
+    },
+    30_000,
+  );
 }
 
 describe('service errors', () => {
@@ -151,14 +159,24 @@ describe('service errors', () => {
     expect((await env.getUserGroup('rot-unavailable')).status?.rotation?.lastHandledRequest).toBeUndefined();
 
     env.sim.setFaults({});
-    const token = await eventually('the rotation to complete after the outage', async () => {
-      const ug = await env.getUserGroup('rot-unavailable');
-      const ready = readyOf(ug);
-      const secret = await env.getSecret('rot-unavailable');
-      const t = await tokenOf(env, 'rot-unavailable');
-      const sim = env.simGroup('err-5xx-rotate');
-      return ug.status?.rotation?.lastHandledRequest === 'r1' && ready?.reason === 'Synced' && t && sha256(t) === sim?.tokenSha256 && secret?.metadata?.annotations?.[PENDING] === undefined ? t : undefined;
-    }, 90_000);
+    const token = await eventually(
+      'the rotation to complete after the outage',
+      async () => {
+        const ug = await env.getUserGroup('rot-unavailable');
+        const ready = readyOf(ug);
+        const secret = await env.getSecret('rot-unavailable');
+        const t = await tokenOf(env, 'rot-unavailable');
+        const sim = env.simGroup('err-5xx-rotate');
+        return ug.status?.rotation?.lastHandledRequest === 'r1' &&
+          ready?.reason === 'Synced' &&
+          t &&
+          sha256(t) === sim?.tokenSha256 &&
+          secret?.metadata?.annotations?.[PENDING] === undefined
+          ? t
+          : undefined;
+      },
+      90_000,
+    );
     expect(token).not.toBe(original);
     await sleep(2_000);
     expect(env.sim.stats(env.apiKey).rotationsByUserGroupId['err-5xx-rotate']).toBe(1);
@@ -249,7 +267,12 @@ describe('service errors', () => {
       const events = await e.events.listNamespacedEvent({ namespace: e.namespace });
       expect(events.items.length).toBeGreaterThan(0);
       texts.push(...events.items.map((ev) => `${ev.note ?? ''} ${JSON.stringify(ev)}`));
-      const ugs = (await e.custom.listNamespacedCustomObject({ group: 'usergroup.dev', version: 'v1alpha1', namespace: e.namespace, plural: 'usergroups' })) as { items: UserGroupObject[] };
+      const ugs = (await e.custom.listNamespacedCustomObject({
+        group: 'usergroup.dev',
+        version: 'v1alpha1',
+        namespace: e.namespace,
+        plural: 'usergroups',
+      })) as { items: UserGroupObject[] };
       texts.push(...ugs.items.map((ug) => JSON.stringify(ug.status ?? {})));
       // The final tokens too, not only those read along the way.
       const secrets = await e.core.listNamespacedSecret({ namespace: e.namespace });

@@ -48,11 +48,18 @@ describe('graceful shutdown on SIGTERM under load', () => {
     const exit = await Promise.race([c.exit, sleep(graceMs + 15_000).then(() => undefined)]);
     await creating;
     if (!exit) {
-      console.log(`[shutdown] the process had not exited ${graceMs + 15_000} ms after SIGTERM; last lines:\n${c.logs.slice(-15).map((l) => l.text).join('\n')}`);
+      console.log(
+        `[shutdown] the process had not exited ${graceMs + 15_000} ms after SIGTERM; last lines:\n${c.logs
+          .slice(-15)
+          .map((l) => l.text)
+          .join('\n')}`,
+      );
     }
     expect(exit, 'the process exits after SIGTERM').toBeDefined();
     const exitMs = (exit?.at ?? 0) - termAt;
-    console.log(`[shutdown] SIGTERM with ${createdAtTerm}/${N} groups created at the service -> exit code ${exit?.code} signal ${exit?.signal} after ${exitMs} ms (grace period ${graceMs} ms)`);
+    console.log(
+      `[shutdown] SIGTERM with ${createdAtTerm}/${N} groups created at the service -> exit code ${exit?.code} signal ${exit?.signal} after ${exitMs} ms (grace period ${graceMs} ms)`,
+    );
     expect(exit?.signal).toBeNull();
     expect(exit?.code).toBe(0);
     expect(exitMs).toBeLessThan(graceMs);
@@ -77,7 +84,10 @@ describe('graceful shutdown on SIGTERM under load', () => {
     }
     for (const g of atExit) {
       const name = g.userGroupId.replace(/^sd-/, '');
-      expect(secrets.some((s) => s.metadata?.name === name), `Secret of ${name} (created at the service before the exit)`).toBe(true);
+      expect(
+        secrets.some((s) => s.metadata?.name === name),
+        `Secret of ${name} (created at the service before the exit)`,
+      ).toBe(true);
       const ready = (await env.getUserGroup(name)).status?.conditions?.find((cond) => cond.type === 'Ready');
       expect(ready?.reason, `status of ${name}`).toBe('Synced');
     }

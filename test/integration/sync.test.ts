@@ -148,7 +148,9 @@ describe('sync to the service (default connection through a recording proxy)', (
     // ...and still the only calls since the restart are the probe's one create.
     const after = env.calls();
     expect(totalCalls(after)).toEqual({ upsert: before.upsert + 1, rotate: before.rotate });
-    expect(proxy.requests.slice(requestsBefore).map((r) => `${r.method} ${(JSON.parse(r.body) as { user_group_id: string }).user_group_id}`)).toEqual(['PUT restart-probe-id']);
+    expect(proxy.requests.slice(requestsBefore).map((r) => `${r.method} ${(JSON.parse(r.body) as { user_group_id: string }).user_group_id}`)).toEqual([
+      'PUT restart-probe-id',
+    ]);
     for (const name of names) {
       const ug = await env.getUserGroup(name);
       expect(ready(ug)).toMatchObject({ status: 'True', reason: 'Synced' });
@@ -207,7 +209,8 @@ describe('sync to the service (default connection through a recording proxy)', (
     expect(ready(ug)?.message).toContain('taken');
 
     const warning = await eventually('a SecretConflict Warning Event', async () =>
-      (await env.eventsFor('taken')).find((e) => e.type === 'Warning' && e.reason === 'SecretConflict'));
+      (await env.eventsFor('taken')).find((e) => e.type === 'Warning' && e.reason === 'SecretConflict'),
+    );
     expect(warning.regarding?.kind).toBe('UserGroup');
 
     const now = await env.getSecret('taken');
@@ -223,7 +226,12 @@ describe('sync to the service (default connection through a recording proxy)', (
     await env.createUserGroup('custom', {
       userGroupId: 'custom-1',
       name: 'Custom',
-      tokenSecret: { name: 'custom-token-secret', key: 'apiToken', labels: { team: 'payments', tier: 'gold' }, annotations: { 'example.com/owner': 'payments-team' } },
+      tokenSecret: {
+        name: 'custom-token-secret',
+        key: 'apiToken',
+        labels: { team: 'payments', tier: 'gold' },
+        annotations: { 'example.com/owner': 'payments-team' },
+      },
     });
     const ug = await env.waitForReady('custom');
     expect(ug.status?.tokenSecretName).toBe('custom-token-secret');
@@ -282,7 +290,9 @@ describe('sync to the service (default connection through a recording proxy)', (
 
     expect(env.simGroup('doomed-1')).toMatchObject({ userGroupId: 'doomed-1', tokenSha256: simBefore?.tokenSha256 });
     // The watch over the whole file saw this object come and go, never with a finalizer.
-    await eventually('the watch to see doomed deleted', async () => (watchedEvents.some((e) => e.type === 'DELETED' && e.name === 'doomed') ? true : undefined));
+    await eventually('the watch to see doomed deleted', async () =>
+      watchedEvents.some((e) => e.type === 'DELETED' && e.name === 'doomed') ? true : undefined,
+    );
     expect(watchedEvents.filter((e) => e.name === 'doomed').length).toBeGreaterThanOrEqual(2);
     expect(finalizersSeen).toEqual([]);
   });
@@ -337,7 +347,10 @@ describe('sync to the service (default connection through a recording proxy)', (
     expect(out.code, out.stderr).toBe(0);
     const lines = out.stdout.trim().split('\n');
     expect(lines[0]?.trim().split(/\s+/)).toEqual(['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'AGE']);
-    const row = lines.find((l) => l.startsWith('columns '))?.trim().split(/\s+/);
+    const row = lines
+      .find((l) => l.startsWith('columns '))
+      ?.trim()
+      .split(/\s+/);
     expect(row?.slice(0, 5)).toEqual(['columns', 'columns-1', 'True', 'Synced', 'columns-secret']);
     expect(row?.[5]).toMatch(/^\d+[smhd]/);
   });

@@ -1,9 +1,28 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  acrossShards, forgedHandled, metadataNoise, rbacSurface, refusedAdoption, rotationHijack, sleeper, squatter, takeover, unadmitted, urlSpelling,
+  acrossShards,
+  forgedHandled,
+  metadataNoise,
+  rbacSurface,
+  refusedAdoption,
+  rotationHijack,
+  sleeper,
+  squatter,
+  takeover,
+  unadmitted,
+  urlSpelling,
   type AttackOutcome,
 } from '../support/tenancy-attacks.js';
-import { createTenancyWorld, createUserGroupAs, leakedTokens, secretTokenAs, serviceGroup, sha256, waitForReason, type TenancyWorld } from '../support/tenancy.js';
+import {
+  createTenancyWorld,
+  createUserGroupAs,
+  leakedTokens,
+  secretTokenAs,
+  serviceGroup,
+  sha256,
+  waitForReason,
+  type TenancyWorld,
+} from '../support/tenancy.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /**
@@ -45,7 +64,12 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
       expect(serviceGroup(world, `${t.namespace}.acme`)?.tokenSha256).toBe(sha256((await secretTokenAs(t, 'acme')) ?? ''));
     }
     const claims = await world.env.claims(world.tenants.map((t) => t.namespace));
-    expect(claims.map((c) => [c.spec.namespace, c.spec.userGroupId]).sort()).toEqual([[a.namespace, `${a.namespace}.acme`], [b.namespace, `${b.namespace}.acme`]].sort());
+    expect(claims.map((c) => [c.spec.namespace, c.spec.userGroupId]).sort()).toEqual(
+      [
+        [a.namespace, `${a.namespace}.acme`],
+        [b.namespace, `${b.namespace}.acme`],
+      ].sort(),
+    );
   });
 
   it('takeover of a group made outside the cluster, with an id of another id space: UserGroupIdNotAllowed, no call', async () => {
@@ -94,7 +118,7 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
     expectRefused(o);
   });
 
-  it('the tenant cannot touch claims, shared connections, namespace labels, status, or the operator\'s API key', async () => {
+  it("the tenant cannot touch claims, shared connections, namespace labels, status, or the operator's API key", async () => {
     expectRefused(await rbacSurface(world, world.tenants[0]!));
   });
 

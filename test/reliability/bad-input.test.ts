@@ -62,8 +62,7 @@ const jsonOrAbsent = (value: unknown): string => (value === undefined ? 'absent'
 /** A logged field as text: strings as they are, anything else as JSON. */
 const logText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
 const matches = (text: string, m: string | RegExp): boolean => (typeof m === 'string' ? text.includes(m) : m.test(text));
-const describeExpected = (e: Expected): string =>
-  e.kind === 'rejected' ? 'rejected' : e.kind === 'condition' ? `Ready=False ${e.reason}` : 'Synced';
+const describeExpected = (e: Expected): string => (e.kind === 'rejected' ? 'rejected' : e.kind === 'condition' ? `Ready=False ${e.reason}` : 'Synced');
 
 describe('5. bad input', () => {
   let env: TestEnv;
@@ -74,7 +73,10 @@ describe('5. bad input', () => {
   beforeAll(async () => {
     env = await TestEnv.create('rel-bad', { testingApiKeys: [isolatedApiKey] });
     badNs = await createNamespace('rel-bad-x', env.kc);
-    await env.putClusterService(env.defaultService, { url: env.sim.url, tenants: [{ namespaces: [env.namespace, badNs], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
+    await env.putClusterService(env.defaultService, {
+      url: env.sim.url,
+      tenants: [{ namespaces: [env.namespace, badNs], userGroupIds: { prefix: '' }, adoption: 'Keep' }],
+    });
     controller = spawnController({
       kubeconfigPath: env.kubeconfigPath,
       namespace: `${env.namespace},${badNs}`,
@@ -100,9 +102,16 @@ describe('5. bad input', () => {
     const goodService = 'team-shared';
     const svc = await kubectl(['apply', '-n', env.namespace, '-f', '-'], {
       input: JSON.stringify({
-        apiVersion: 'v1', kind: 'List', items: [
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
           { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'team-shared-api-key' }, type: 'usergroup.dev/api-key', stringData: { apiKey: env.apiKey } },
-          { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupService', metadata: { name: goodService }, spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-shared-api-key' } } },
+          {
+            apiVersion: 'usergroup.dev/v1alpha1',
+            kind: 'UserGroupService',
+            metadata: { name: goodService },
+            spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-shared-api-key' } },
+          },
         ],
       }),
     });
@@ -117,31 +126,33 @@ describe('5. bad input', () => {
     let rotations = 0;
     const trafficErrors: string[] = [];
     // Each loop owns its share of the groups, so no two loops request rotations of one group.
-    const traffic = Promise.all(Array.from({ length: TRAFFIC_LOOPS }, async (_, loop) => {
-      const mine = good.filter((_g, k) => k % TRAFFIC_LOOPS === loop);
-      for (let i = 0; !stopTraffic; i++) {
-        const g = mine[i % mine.length];
-        if (!g) break;
-        try {
-          // Every third operation is a rotation request; the offset moves each pass, so every group gets some.
-          if ((i + Math.floor(i / mine.length)) % 3 === 0) {
-            // Never supersede a value the controller has not handled yet: each recorded value must execute.
-            const last = ledger.requested(g.userGroupId).at(-1);
-            const ug = last === undefined ? undefined : await env.getUserGroup(g.name);
-            if (last === undefined || ug?.status?.rotation?.lastHandledRequest === last) {
-              await ledger.request(env, g.name, g.userGroupId, `barrage-${loop}-${i}`);
-              rotations++;
+    const traffic = Promise.all(
+      Array.from({ length: TRAFFIC_LOOPS }, async (_, loop) => {
+        const mine = good.filter((_g, k) => k % TRAFFIC_LOOPS === loop);
+        for (let i = 0; !stopTraffic; i++) {
+          const g = mine[i % mine.length];
+          if (!g) break;
+          try {
+            // Every third operation is a rotation request; the offset moves each pass, so every group gets some.
+            if ((i + Math.floor(i / mine.length)) % 3 === 0) {
+              // Never supersede a value the controller has not handled yet: each recorded value must execute.
+              const last = ledger.requested(g.userGroupId).at(-1);
+              const ug = last === undefined ? undefined : await env.getUserGroup(g.name);
+              if (last === undefined || ug?.status?.rotation?.lastHandledRequest === last) {
+                await ledger.request(env, g.name, g.userGroupId, `barrage-${loop}-${i}`);
+                rotations++;
+              }
+            } else {
+              await env.patchUserGroup(g.name, { spec: { properties: { revision: i, note: 'updated during the barrage' } } });
+              updates++;
             }
-          } else {
-            await env.patchUserGroup(g.name, { spec: { properties: { revision: i, note: 'updated during the barrage' } } });
-            updates++;
+          } catch (err) {
+            trafficErrors.push(String(err).slice(0, 200));
           }
-        } catch (err) {
-          trafficErrors.push(String(err).slice(0, 200));
+          await sleep(TRAFFIC_PAUSE_MS);
         }
-        await sleep(TRAFFIC_PAUSE_MS);
-      }
-    }));
+      }),
+    );
 
     // ---- the barrage ----
     const readUg = async (ns: string, name: string): Promise<UserGroupObject | undefined> => {
@@ -172,9 +183,13 @@ describe('5. bad input', () => {
     /** What the controller logged about an object lately (warn and above), as evidence for a failed case. */
     const logsAbout = (ns: string, name: string): string => {
       const key = `${ns}/${name}`;
-      const lines = controller.logs.filter((l) => l.json?.['usergroup'] === key && (l.json['level'] === 'error' || l.json['level'] === 'warn' || l.json['level'] === 'fatal'));
+      const lines = controller.logs.filter(
+        (l) => l.json?.['usergroup'] === key && (l.json['level'] === 'error' || l.json['level'] === 'warn' || l.json['level'] === 'fatal'),
+      );
       const last = lines.at(-1)?.json;
-      return last ? `; controller logged ${lines.length}× at warn/error, last: ${String(last['level'])} "${String(last['msg'])}" ${short(logText(last['err'] ?? last['reason'] ?? ''), 80)}` : '';
+      return last
+        ? `; controller logged ${lines.length}× at warn/error, last: ${String(last['level'])} "${String(last['msg'])}" ${short(logText(last['err'] ?? last['reason'] ?? ''), 80)}`
+        : '';
     };
     /** Polls until `check` says done, the controller dies, or CASE_WAIT_MS passes. */
     const poll = async (check: () => Promise<boolean>): Promise<boolean> => {
@@ -211,7 +226,10 @@ describe('5. bad input', () => {
 
       if (e.kind === 'rejected') {
         // The line that says what is wrong (the apiserver lists one error per line after a header).
-        const lines = res.stderr.split('\n').map((l) => l.replace(/^\* /, '').trim()).filter((l) => l !== '');
+        const lines = res.stderr
+          .split('\n')
+          .map((l) => l.replace(/^\* /, '').trim())
+          .filter((l) => l !== '');
         const telling = lines.find((l) => matches(l, e.error)) ?? lines[0] ?? '';
         observed = res.code === 0 ? `accepted: ${short(res.stdout.trim(), 60)}` : `rejected: ${short(telling.replace(/^Error from server \(\w+\): /, ''), 90)}`;
         if (res.code === 0) problems.push(`kubectl accepted it: ${short(res.stdout.trim(), 120)}`);
@@ -259,13 +277,18 @@ describe('5. bad input', () => {
         // duplicate's (or a claimed) id belongs to the group that holds it; a failed Secret write comes after a successful PUT.
         if (e.reason !== 'DuplicateUserGroupId' && e.reason !== 'UserGroupIdClaimed' && e.reason !== 'SecretWriteFailed') {
           const id = (seen?.spec as { userGroupId?: string } | undefined)?.userGroupId;
-          const atService = [...env.sim.groups(env.apiKey), ...(e.reason === 'InvalidSpec' ? [] : env.sim.groups(isolatedApiKey))].some((g) => g.userGroupId === id);
+          const atService = [...env.sim.groups(env.apiKey), ...(e.reason === 'InvalidSpec' ? [] : env.sim.groups(isolatedApiKey))].some(
+            (g) => g.userGroupId === id,
+          );
           if (id === undefined || atService) problems.push(`the service has a group ${short(String(id))} although the controller reported ${e.reason}`);
         }
         if (e.untouchedSecret) {
           const secret = await env.core.readNamespacedSecret({ namespace: ns, name: e.untouchedSecret });
           const uid = seen?.metadata.uid;
-          if ((secret.metadata?.ownerReferences ?? []).some((o) => o.uid === uid) || secret.metadata?.annotations?.['usergroup.dev/token-sha256'] !== undefined) {
+          if (
+            (secret.metadata?.ownerReferences ?? []).some((o) => o.uid === uid) ||
+            secret.metadata?.annotations?.['usergroup.dev/token-sha256'] !== undefined
+          ) {
             problems.push(`Secret ${e.untouchedSecret} was taken over`);
           }
         }
@@ -288,10 +311,14 @@ describe('5. bad input', () => {
         return token.ok && rotated;
       });
       observed = ok ? 'Synced' : describeState(seen);
-      if (!ok) problems.push(`expected Synced with the service's token${e.rotations !== undefined ? ` and ${e.rotations} rotation(s)` : ''}; got ${describeState(seen)}${token.ok ? '' : ', Secret not the service\'s token'}${logsAbout(ns, name)}`);
+      if (!ok)
+        problems.push(
+          `expected Synced with the service's token${e.rotations !== undefined ? ` and ${e.rotations} rotation(s)` : ''}; got ${describeState(seen)}${token.ok ? '' : ", Secret not the service's token"}${logsAbout(ns, name)}`,
+        );
       for (const [key, want] of Object.entries(e.stored ?? {})) {
         const got = seen?.spec[key];
-        if (JSON.stringify(got) !== JSON.stringify(want)) problems.push(`stored spec.${key} is ${short(jsonOrAbsent(got))}, expected ${short(jsonOrAbsent(want))}`);
+        if (JSON.stringify(got) !== JSON.stringify(want))
+          problems.push(`stored spec.${key} is ${short(jsonOrAbsent(got))}, expected ${short(jsonOrAbsent(want))}`);
       }
       return { c, observed, problems, ms: Date.now() - t0 };
     };
@@ -299,12 +326,21 @@ describe('5. bad input', () => {
     const barrageStarted = Date.now();
     const results: CaseResult[] = [];
     const queue = [...badCases];
-    await Promise.all(Array.from({ length: CASE_PARALLEL }, async () => {
-      for (let c = queue.shift(); c; c = queue.shift()) {
-        const bad = c;
-        results.push(await runCase(bad).catch((err: unknown) => ({ c: bad, observed: 'test error', problems: [`the check threw: ${String(err).slice(0, 300)}`], ms: 0 })));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: CASE_PARALLEL }, async () => {
+        for (let c = queue.shift(); c; c = queue.shift()) {
+          const bad = c;
+          results.push(
+            await runCase(bad).catch((err: unknown) => ({
+              c: bad,
+              observed: 'test error',
+              problems: [`the check threw: ${String(err).slice(0, 300)}`],
+              ms: 0,
+            })),
+          );
+        }
+      }),
+    );
     const barrageMs = Date.now() - barrageStarted;
     stopTraffic = true;
     await traffic;
@@ -329,9 +365,14 @@ describe('5. bad input', () => {
     const table = [
       '| # | case | ns | expected | observed | s | ok |',
       '|---:|---|---|---|---|---:|---|',
-      ...results.map((r, i) => `| ${i + 1} | ${short(r.c.what, 70).replace(/\|/g, '\\|')} | ${r.c.ns} | ${describeExpected(r.c.expected)} | ${r.observed.replace(/\|/g, '\\|')} | ${(r.ms / 1000).toFixed(1)} | ${r.problems.length === 0 ? 'yes' : '**NO**'} |`),
+      ...results.map(
+        (r, i) =>
+          `| ${i + 1} | ${short(r.c.what, 70).replace(/\|/g, '\\|')} | ${r.c.ns} | ${describeExpected(r.c.expected)} | ${r.observed.replace(/\|/g, '\\|')} | ${(r.ms / 1000).toFixed(1)} | ${r.problems.length === 0 ? 'yes' : '**NO**'} |`,
+      ),
     ].join('\n');
-    console.log(`\n5. bad input: ${results.length} cases (${rejectedN} rejected at admission, ${conditionN} reported by a condition, ${syncedN} accepted and synced) in ${(barrageMs / 1000).toFixed(1)} s\n${table}\n`);
+    console.log(
+      `\n5. bad input: ${results.length} cases (${rejectedN} rejected at admission, ${conditionN} reported by a condition, ${syncedN} accepted and synced) in ${(barrageMs / 1000).toFixed(1)} s\n${table}\n`,
+    );
     if (failed.length > 0) {
       console.log(`cases not as expected:\n${failed.map((r) => `- ${r.c.id}: ${r.problems.join('; ')}`).join('\n')}\n`);
     }
@@ -349,7 +390,12 @@ describe('5. bad input', () => {
     const crashLines = controller.stderr.filter((l) => /error|exception|fatal|uncaught/i.test(l));
 
     if (errorLogs.length > 0 || exitedEarly) {
-      console.log(`controller error logs (${errorLogs.length}), first 5:\n${errorLogs.slice(0, 5).map((l) => short(l.text, 400)).join('\n')}\n`);
+      console.log(
+        `controller error logs (${errorLogs.length}), first 5:\n${errorLogs
+          .slice(0, 5)
+          .map((l) => short(l.text, 400))
+          .join('\n')}\n`,
+      );
     }
 
     const health = `controller ${exitedEarly ? 'EXITED' : 'never restarted'} (${starts} start${starts === 1 ? '' : 's'}), ${errorLogs.length} error-level log lines`;
@@ -361,7 +407,8 @@ describe('5. bad input', () => {
       tokensLost: inv.tokensLost,
       duplicateRotations: inv.duplicateRotations,
       wallMs: Date.now() - started,
-      notes: `${results.length} cases: ${rejectedN} rejected at admission, ${conditionN} reported by a condition, ${syncedN} accepted and synced; ` +
+      notes:
+        `${results.length} cases: ${rejectedN} rejected at admission, ${conditionN} reported by a condition, ${syncedN} accepted and synced; ` +
         `${results.length - failed.length}/${results.length} as expected` +
         (failed.length > 0 ? ` (NOT: ${failed.map((r) => short(r.c.id, 24)).join(', ')})` : '') +
         `; ${health}; barrage ${(barrageMs / 1000).toFixed(1)} s; invariant after ${(inv.elapsedMs / 1000).toFixed(1)} s`,

@@ -87,7 +87,12 @@ class Churn {
   firstRefusedAt: number | undefined;
   backAt: number | undefined;
 
-  constructor(private readonly env: TestEnv, private readonly ledger: RotationLedger, private readonly targets: { name: string; userGroupId: string }[], private readonly tag: string) {}
+  constructor(
+    private readonly env: TestEnv,
+    private readonly ledger: RotationLedger,
+    private readonly targets: { name: string; userGroupId: string }[],
+    private readonly tag: string,
+  ) {}
 
   /** `deletable`: UserGroups (known to the controller) that every ninth operation deletes, one at a time. */
   start(options: { maxOps?: number; deletable?: string[] } = {}): void {
@@ -240,7 +245,14 @@ describe('3. control-plane trouble', () => {
       });
     };
     /** A new group synced, a rename at the service, a rotation handled with the new token in the Secret. */
-    const pickedUp = async (created: string, createdId: string, renamed: { name: string; userGroupId: string }, newName: string, rotated: { name: string; userGroupId: string }, value: string): Promise<boolean> => {
+    const pickedUp = async (
+      created: string,
+      createdId: string,
+      renamed: { name: string; userGroupId: string },
+      newName: string,
+      rotated: { name: string; userGroupId: string },
+      value: string,
+    ): Promise<boolean> => {
       const ug = await env.getUserGroup(created);
       const ready = ug.status?.conditions?.find((x) => x.type === 'Ready');
       if (ready?.status !== 'True' || ug.status?.observedGeneration !== ug.metadata.generation) return false;
@@ -265,14 +277,20 @@ describe('3. control-plane trouble', () => {
     await createSafely('after-restart', 'after-restart-id', 'After restart');
     await retrying(() => env.patchUserGroup(g0.name, { spec: { name: 'G0 after restart' } }));
     await requestRotationSafely(g1.name, g1.userGroupId, 'after-restart');
-    const pickupAMs = await timeUntil(() => pickedUp('after-restart', 'after-restart-id', g0, 'G0 after restart', g1, 'after-restart'), PICKUP_TIMEOUT_MS, restartAEnd);
+    const pickupAMs = await timeUntil(
+      () => pickedUp('after-restart', 'after-restart-id', g0, 'G0 after restart', g1, 'after-restart'),
+      PICKUP_TIMEOUT_MS,
+      restartAEnd,
+    );
     await sleep(sized(3_000, 1_000));
     await churnA.stop();
     const ambiguousA = await churnA.resolveAmbiguous();
     const afterA = await awaitInvariant(env, ledger, CONVERGE_TIMEOUT_MS);
     const convergeAMs = Date.now() - restartAEnd;
     const awayMs = churnA.firstRefusedAt !== undefined && churnA.backAt !== undefined ? churnA.backAt - churnA.firstRefusedAt : undefined;
-    console.log(`[control-plane] A: restart ${secs(restartAMs)} (writes refused for ${secs(awayMs)}); churn ${churnA.accepted} accepted / ${churnA.refused} refused (${churnA.creates} creates, ${churnA.renames} renames, ${churnA.rotations} rotations; failed rotation requests: ${ambiguousA.recorded} applied, ${ambiguousA.dropped} not); changes after the restart picked up after ${secs(pickupAMs)}; converged ${afterA.converged} ${secs(convergeAMs)} after the restart (${afterA.objects} objects) ${afterA.problems.join('; ')}`);
+    console.log(
+      `[control-plane] A: restart ${secs(restartAMs)} (writes refused for ${secs(awayMs)}); churn ${churnA.accepted} accepted / ${churnA.refused} refused (${churnA.creates} creates, ${churnA.renames} renames, ${churnA.rotations} rotations; failed rotation requests: ${ambiguousA.recorded} applied, ${ambiguousA.dropped} not); changes after the restart picked up after ${secs(pickupAMs)}; converged ${afterA.converged} ${secs(convergeAMs)} after the restart (${afterA.objects} objects) ${afterA.problems.join('; ')}`,
+    );
 
     // --- B. frozen controller, restart, changes, etcd compaction → 410 Gone ------------------------
     const churnB = new Churn(env, ledger, churnTargets, 'b');
@@ -287,21 +305,47 @@ describe('3. control-plane trouble', () => {
     const revision = await cp.compactEtcd();
     const resumedAt = Date.now();
     process.kill(c.pid, 'SIGCONT');
-    const gone = await waitLog(c, '410 Gone re-list of usergroups', (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups', 60_000, linesBefore).catch(() => undefined);
-    const goneInformers = [...new Set(c.logs.slice(linesBefore).filter(msgIs('watch expired (410 Gone); re-listing')).map((l) => String(l.json?.['informer'])))];
+    const gone = await waitLog(
+      c,
+      '410 Gone re-list of usergroups',
+      (l) => l.json?.['msg'] === 'watch expired (410 Gone); re-listing' && l.json['informer'] === 'usergroups',
+      60_000,
+      linesBefore,
+    ).catch(() => undefined);
+    const goneInformers = [
+      ...new Set(
+        c.logs
+          .slice(linesBefore)
+          .filter(msgIs('watch expired (410 Gone); re-listing'))
+          .map((l) => String(l.json?.['informer'])),
+      ),
+    ];
     await createSafely('after-compaction', 'after-compaction-id', 'After compaction');
     await retrying(() => env.patchUserGroup(g2.name, { spec: { name: 'G2 after compaction' } }));
     await requestRotationSafely(g3.name, g3.userGroupId, 'after-compaction');
-    const pickupBMs = await timeUntil(() => pickedUp('after-compaction', 'after-compaction-id', g2, 'G2 after compaction', g3, 'after-compaction'), PICKUP_TIMEOUT_MS, resumedAt);
+    const pickupBMs = await timeUntil(
+      () => pickedUp('after-compaction', 'after-compaction-id', g2, 'G2 after compaction', g3, 'after-compaction'),
+      PICKUP_TIMEOUT_MS,
+      resumedAt,
+    );
     const ambiguousB = await churnB.resolveAmbiguous();
     const afterB = await awaitInvariant(env, ledger, CONVERGE_TIMEOUT_MS);
     const convergeBMs = Date.now() - resumedAt;
     // The deletions made while it was away could only be learnt from the re-list.
-    const deletedSeen = churnB.deletes === 0 ? 0 : await timeUntil(async () => {
-      const events = (await env.events.listNamespacedEvent({ namespace: env.namespace })).items;
-      return churnB.deleted.every((name) => events.some((e) => e.reason === 'Deleted' && e.regarding?.name === name));
-    }, PICKUP_TIMEOUT_MS, resumedAt);
-    console.log(`[control-plane] B: restart ${secs(restartBMs)} with the controller frozen; ${churnB.accepted} changes while away (${churnB.creates} creates, ${churnB.renames} renames, ${churnB.rotations} rotations, ${churnB.deletes} deletes; ${churnB.refused} refused, of which rotation requests ${ambiguousB.recorded} applied / ${ambiguousB.dropped} not); etcd compacted at revision ${revision}; 410 Gone on usergroups ${gone ? secs(gone.at - resumedAt) : 'never'} after resuming (informers with 410: ${goneInformers.join(', ') || 'none'}); deletes seen: ${secs(deletedSeen)}; changes after it picked up after ${secs(pickupBMs)}; converged ${afterB.converged} ${secs(convergeBMs)} after resuming ${afterB.problems.join('; ')}`);
+    const deletedSeen =
+      churnB.deletes === 0
+        ? 0
+        : await timeUntil(
+            async () => {
+              const events = (await env.events.listNamespacedEvent({ namespace: env.namespace })).items;
+              return churnB.deleted.every((name) => events.some((e) => e.reason === 'Deleted' && e.regarding?.name === name));
+            },
+            PICKUP_TIMEOUT_MS,
+            resumedAt,
+          );
+    console.log(
+      `[control-plane] B: restart ${secs(restartBMs)} with the controller frozen; ${churnB.accepted} changes while away (${churnB.creates} creates, ${churnB.renames} renames, ${churnB.rotations} rotations, ${churnB.deletes} deletes; ${churnB.refused} refused, of which rotation requests ${ambiguousB.recorded} applied / ${ambiguousB.dropped} not); etcd compacted at revision ${revision}; 410 Gone on usergroups ${gone ? secs(gone.at - resumedAt) : 'never'} after resuming (informers with 410: ${goneInformers.join(', ') || 'none'}); deletes seen: ${secs(deletedSeen)}; changes after it picked up after ${secs(pickupBMs)}; converged ${afterB.converged} ${secs(convergeBMs)} after resuming ${afterB.problems.join('; ')}`,
+    );
 
     const final: InvariantResult = afterB;
     const churnOps = churnA.accepted + churnB.accepted;
@@ -315,7 +359,8 @@ describe('3. control-plane trouble', () => {
       tokensLost: final.tokensLost,
       duplicateRotations: final.duplicateRotations,
       wallMs: Date.now() - wallStart,
-      notes: `${GROUPS} groups + churn of ${churnOps} writes (${churnA.refused} refused while the apiserver was away), ${ledger.total} rotations; ` +
+      notes:
+        `${GROUPS} groups + churn of ${churnOps} writes (${churnA.refused} refused while the apiserver was away), ${ledger.total} rotations; ` +
         `restart: writes refused for ${secs(awayMs)}, changes after it picked up in ${secs(pickupAMs)}, converged ${secs(convergeAMs)} after it; ` +
         `410: ${churnB.accepted} changes (${churnB.deletes} deletes) made while frozen, usergroups re-listed ${gone ? secs(gone.at - resumedAt) : 'NEVER'} after resuming, deletes seen ${secs(deletedSeen)}, changes after it picked up in ${secs(pickupBMs)}, converged ${secs(convergeBMs)} after resuming` +
         `${final.missingRotations ? `; ${final.missingRotations} rotations missing` : ''}${exitedEarly ? '; controller EXITED' : ''}`,

@@ -124,7 +124,11 @@ describe('2. controller crashes', () => {
           case 'on-intent-written': {
             await workersStarted(c);
             await sleep(between(killRng, 100, 1_000));
-            const intent = secrets.waitFor((ev) => ev.type === 'MODIFIED' && ev.annotations[PENDING_ANNOTATION] !== undefined && ev.annotations[PENDING_ANNOTATION] !== ev.pendingBefore, 10_000)
+            const intent = secrets
+              .waitFor(
+                (ev) => ev.type === 'MODIFIED' && ev.annotations[PENDING_ANNOTATION] !== undefined && ev.annotations[PENDING_ANNOTATION] !== ev.pendingBefore,
+                10_000,
+              )
               .then((ev) => {
                 killNow(c);
                 return ev;
@@ -158,7 +162,8 @@ describe('2. controller crashes', () => {
         }
         const livedMs = Date.now() - bornAt;
         // Rotation intents the kill left behind (the next controller must find out whether the POST happened).
-        for (const secret of (await e.core.listNamespacedSecret({ namespace: e.namespace, labelSelector: 'app.kubernetes.io/managed-by=usergroup-operator' })).items) {
+        for (const secret of (await e.core.listNamespacedSecret({ namespace: e.namespace, labelSelector: 'app.kubernetes.io/managed-by=usergroup-operator' }))
+          .items) {
           const pending = secret.metadata?.annotations?.[PENDING_ANNOTATION];
           if (pending !== undefined) intentsLeft.add(`${secret.metadata?.name ?? ''}=${pending}`);
         }
@@ -168,7 +173,9 @@ describe('2. controller crashes', () => {
         const pauseMs = killRng() < 0.4 ? 0 : between(killRng, 300, 3_000);
         await sleep(pauseMs);
         kills.push({ mode, livedMs, aimed, downMs: Date.now() - bornAt - livedMs });
-        console.log(`[controller crashes] kill ${k + 1}/${KILLS}: ${mode}${aimed ? '' : ' (moment not seen: killed at the timeout)'} after ${livedMs} ms; down ${kills[kills.length - 1]?.downMs} ms`);
+        console.log(
+          `[controller crashes] kill ${k + 1}/${KILLS}: ${mode}${aimed ? '' : ' (moment not seen: killed at the timeout)'} after ${livedMs} ms; down ${kills[kills.length - 1]?.downMs} ms`,
+        );
       }
 
       // The last controller stays: the rest of the groups, a little more churn, then quiet.

@@ -61,33 +61,90 @@ describe('9c. hostile tenant: egress', () => {
 
   const apply = async (k: Case, id: string): Promise<void> => {
     await tenant.custom.createNamespacedCustomObject({
-      group, version, namespace: ns, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: k.name }, spec: { url: k.url, allowInsecure: k.allowInsecure, apiKeySecretRef: { name: k.secret, key: 'value' } } },
+      group,
+      version,
+      namespace: ns,
+      plural: 'usergroupservices',
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'UserGroupService',
+        metadata: { name: k.name },
+        spec: { url: k.url, allowInsecure: k.allowInsecure, apiKeySecretRef: { name: k.secret, key: 'value' } },
+      },
     });
     await tenant.custom.createNamespacedCustomObject({
-      group, version, namespace: ns, plural,
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name: k.name }, spec: { userGroupId: id, name: k.name, serviceRef: { name: k.name } } },
+      group,
+      version,
+      namespace: ns,
+      plural,
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'UserGroup',
+        metadata: { name: k.name },
+        spec: { userGroupId: id, name: k.name, serviceRef: { name: k.name } },
+      },
     });
   };
 
   it('a tenant cannot make the operator connect where the policy does not allow, nor send a Secret that did not opt in', async () => {
     const started = Date.now();
     // What an admin put in the tenant's namespace, and what the tenant made for itself.
-    await env.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'db-password' }, type: 'Opaque', stringData: { value: 'db-password-s3cr3t-value' } } });
-    await tenant.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'own-key' }, type: API_KEY_SECRET_TYPE, stringData: { value: 'tenant-own-api-key-value' } } });
+    await env.core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'db-password' }, type: 'Opaque', stringData: { value: 'db-password-s3cr3t-value' } },
+    });
+    await tenant.core.createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name: 'own-key' }, type: API_KEY_SECRET_TYPE, stringData: { value: 'tenant-own-api-key-value' } },
+    });
 
     // Phase 1: the policy allows 127.0.0.1 and http.
     c = await start(['--allowed-service-hosts', '127.0.0.1', '--allow-http-services']);
     const phase1: Case[] = [
-      { name: 'steal-db-password', url: listener.url(), secret: 'db-password', allowInsecure: true, reason: 'ConnectionInvalid', message: /is not an API-key Secret \(its type must be usergroup\.dev\/api-key/ },
-      { name: 'unlisted-host', url: listener.url('localhost'), secret: 'own-key', allowInsecure: true, reason: 'ServiceNotAllowed', message: /host localhost \(port \d+\) is not among the hosts/ },
-      { name: 'metadata-endpoint', url: 'http://169.254.169.254', secret: 'own-key', allowInsecure: true, reason: 'ServiceNotAllowed', message: /host 169\.254\.169\.254 \(port 80\) is not among the hosts/ },
-      { name: 'http-without-opt-in', url: listener.url(), secret: 'own-key', allowInsecure: false, reason: 'ServiceNotAllowed', message: /plain http needs spec\.allowInsecure/ },
+      {
+        name: 'steal-db-password',
+        url: listener.url(),
+        secret: 'db-password',
+        allowInsecure: true,
+        reason: 'ConnectionInvalid',
+        message: /is not an API-key Secret \(its type must be usergroup\.dev\/api-key/,
+      },
+      {
+        name: 'unlisted-host',
+        url: listener.url('localhost'),
+        secret: 'own-key',
+        allowInsecure: true,
+        reason: 'ServiceNotAllowed',
+        message: /host localhost \(port \d+\) is not among the hosts/,
+      },
+      {
+        name: 'metadata-endpoint',
+        url: 'http://169.254.169.254',
+        secret: 'own-key',
+        allowInsecure: true,
+        reason: 'ServiceNotAllowed',
+        message: /host 169\.254\.169\.254 \(port 80\) is not among the hosts/,
+      },
+      {
+        name: 'http-without-opt-in',
+        url: listener.url(),
+        secret: 'own-key',
+        allowInsecure: false,
+        reason: 'ServiceNotAllowed',
+        message: /plain http needs spec\.allowInsecure/,
+      },
     ];
     let id = 0;
     for (const k of phase1) await apply(k, `egress-${++id}`);
     // The positive control: allowed host, opted-in Secret. The listener answers 500 with internal text.
-    const control: Case = { name: 'control', url: listener.url(), secret: 'own-key', allowInsecure: true, reason: 'ServiceUnavailable', message: /no answer|service unavailable \(HTTP 500\)/ };
+    const control: Case = {
+      name: 'control',
+      url: listener.url(),
+      secret: 'own-key',
+      allowInsecure: true,
+      reason: 'ServiceUnavailable',
+      message: /no answer|service unavailable \(HTTP 500\)/,
+    };
     await apply(control, 'egress-control');
 
     for (const k of [...phase1, control]) {
@@ -101,7 +158,12 @@ describe('9c. hostile tenant: egress', () => {
     await signalAndWait(c, 'SIGTERM');
     const before2 = listener.connections();
     c = await start(['--allowed-service-hosts', '127.0.0.1', '--allow-http-services=false']);
-    await eventually('control Ready=False ServiceNotAllowed', async () => ((await ready('control')).reason === 'ServiceNotAllowed' ? true : undefined), 60_000, 300);
+    await eventually(
+      'control Ready=False ServiceNotAllowed',
+      async () => ((await ready('control')).reason === 'ServiceNotAllowed' ? true : undefined),
+      60_000,
+      300,
+    );
     const httpMessage = (await ready('control')).message ?? '';
     await new Promise((r) => setTimeout(r, 3_000));
     const phase2Connections = listener.connections() - before2;
@@ -116,11 +178,18 @@ describe('9c. hostile tenant: egress', () => {
       scenario: '9c. hostile tenant: egress',
       objects: phase1.length + 1,
       faults: `a tenant (ServiceAccount, namespace editor) aims ${phase1.length} UserGroupServices: at a listener with a Secret that did not opt in (an admin's "db-password"), at hosts the policy does not list (localhost, 169.254.169.254), over http without allowInsecure; then http forbidden by the operator`,
-      converged: authorizations.every((a) => a === 'Token tenant-own-api-key-value') && controlRequests > 0 && leakedDbPassword === 0 && phase2Connections === 0 && statusWithRemoteText === 0 && eventsWithRemoteText === 0,
+      converged:
+        authorizations.every((a) => a === 'Token tenant-own-api-key-value') &&
+        controlRequests > 0 &&
+        leakedDbPassword === 0 &&
+        phase2Connections === 0 &&
+        statusWithRemoteText === 0 &&
+        eventsWithRemoteText === 0,
       tokensLost: 0,
       duplicateRotations: 0,
       wallMs: Date.now() - started,
-      notes: `refused at reconcile: ${messages.filter(({ k, r }) => k !== control && r.reason === k.reason).length}/${phase1.length} (${phase1.map((k) => `${k.name} → ${k.reason}`).join(', ')}); ` +
+      notes:
+        `refused at reconcile: ${messages.filter(({ k, r }) => k !== control && r.reason === k.reason).length}/${phase1.length} (${phase1.map((k) => `${k.name} → ${k.reason}`).join(', ')}); ` +
         `connections to the listener: ${phase1Connections} (${controlRequests} requests, all from the allowed control, each with the tenant's own opted-in key); "db-password" sent: ${leakedDbPassword}×; ` +
         `the listener's error text in status: ${statusWithRemoteText}, in Events: ${eventsWithRemoteText} (tenants see kind and HTTP status only); with http forbidden: ${phase2Connections} connections, reason ServiceNotAllowed`,
     });

@@ -46,7 +46,10 @@ describe('9b. hostile tenant: fairness', () => {
     tenantA = await tenantIdentity(nsA, env.kc);
     tarpit = await startTarpit();
     // The shared connection admits both tenants, A for any id (its duplicates are a legitimate shape).
-    await env.putClusterService(env.defaultService, { url: env.sim.url, tenants: [{ namespaces: [env.namespace, nsA], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
+    await env.putClusterService(env.defaultService, {
+      url: env.sim.url,
+      tenants: [{ namespaces: [env.namespace, nsA], userGroupIds: { prefix: '' }, adoption: 'Keep' }],
+    });
   }, 180_000);
   afterAll(async () => {
     await killAllControllers();
@@ -56,21 +59,43 @@ describe('9b. hostile tenant: fairness', () => {
   });
 
   async function createAs(t: Tenant, name: string, spec: Record<string, unknown>): Promise<void> {
-    await t.custom.createNamespacedCustomObject({ group, version, namespace: t.namespace, plural, body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec } });
+    await t.custom.createNamespacedCustomObject({
+      group,
+      version,
+      namespace: t.namespace,
+      plural,
+      body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec },
+    });
   }
 
   it(`tenant B's ${ROTATIONS} rotations stay within ${P99_TARGET_MS / 1000} s p99 while tenant A floods the queue (${BLACKHOLED} black-holed + ${DUPLICATES} duplicates)`, async () => {
     const started = Date.now();
-    c = spawnController({ kubeconfigPath: env.kubeconfigPath, namespace: `${env.namespace},${nsA}`, defaultService: env.defaultService, args: ['--concurrency', '16', '--log-level', 'info'] });
+    c = spawnController({
+      kubeconfigPath: env.kubeconfigPath,
+      namespace: `${env.namespace},${nsA}`,
+      defaultService: env.defaultService,
+      args: ['--concurrency', '16', '--log-level', 'info'],
+    });
     await waitLog(c, 'workers started', msgIs('workers started'));
     const b = await createUserGroups(env, 'b', ROTATIONS, 20);
     for (const g of b) await env.waitForReady(g.name, 'Synced', 'True', 120_000);
 
     // Tenant A's connection into the black hole, with a key it made for it.
-    await tenantA.core.createNamespacedSecret({ namespace: nsA, body: { metadata: { name: 'hole-key' }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: 'a-key-for-the-hole' } } });
+    await tenantA.core.createNamespacedSecret({
+      namespace: nsA,
+      body: { metadata: { name: 'hole-key' }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: 'a-key-for-the-hole' } },
+    });
     await tenantA.custom.createNamespacedCustomObject({
-      group, version, namespace: nsA, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: 'hole' }, spec: { url: tarpit.url, allowInsecure: true, apiKeySecretRef: { name: 'hole-key' } } },
+      group,
+      version,
+      namespace: nsA,
+      plural: 'usergroupservices',
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'UserGroupService',
+        metadata: { name: 'hole' },
+        spec: { url: tarpit.url, allowInsecure: true, apiKeySecretRef: { name: 'hole-key' } },
+      },
     });
     // The flood, 32 writes at a time; B's rotations go in when a third of it is in.
     const flood: (() => Promise<void>)[] = [];
@@ -83,18 +108,23 @@ describe('9b. hostile tenant: fairness', () => {
     // When the apiserver had accepted each request (the annotation seen by a watch, as the operator sees it):
     // under the flood the apiserver itself takes a share of the 2 s before the operator can act.
     const accepted = new Map<string, number>();
-    const stopUserGroupWatch = await new Watch(env.kc).watch(`/apis/${group}/${version}/namespaces/${env.namespace}/${plural}`, {},
+    const stopUserGroupWatch = await new Watch(env.kc).watch(
+      `/apis/${group}/${version}/namespaces/${env.namespace}/${plural}`,
+      {},
       (_type: string, obj: { metadata?: { name?: string; annotations?: Record<string, string> } }) => {
         const name = obj.metadata?.name ?? '';
         const at = asked.get(name);
         if (at !== undefined && !accepted.has(name) && obj.metadata?.annotations?.[ROTATE_ANNOTATION] === 'fair-1') accepted.set(name, Date.now() - at);
       },
-      () => undefined);
+      () => undefined,
+    );
     // "New token" is the token Secret's final write (it records the request handled), seen through a watch
     // at the moment the apiserver sends it: no polling interval or list latency in the figure.
     let allDone: () => void = () => undefined;
     const done = new Promise<void>((resolve) => (allDone = resolve));
-    const stopWatch = await new Watch(env.kc).watch(`/api/v1/namespaces/${env.namespace}/secrets`, { labelSelector: 'app.kubernetes.io/managed-by=usergroup-operator' },
+    const stopWatch = await new Watch(env.kc).watch(
+      `/api/v1/namespaces/${env.namespace}/secrets`,
+      { labelSelector: 'app.kubernetes.io/managed-by=usergroup-operator' },
       (_type: string, obj: { metadata?: { name?: string; annotations?: Record<string, string> } }) => {
         const name = obj.metadata?.name ?? '';
         const at = asked.get(name);
@@ -102,7 +132,8 @@ describe('9b. hostile tenant: fairness', () => {
         latencies.set(name, Date.now() - at);
         if (latencies.size === ROTATIONS) allDone();
       },
-      () => undefined);
+      () => undefined,
+    );
     const floodStarted = Date.now();
     let next = 0;
     const writers = Array.from({ length: 32 }, async () => {
@@ -113,10 +144,12 @@ describe('9b. hostile tenant: fairness', () => {
     });
     while (next < flood.length / 3) await new Promise((r) => setTimeout(r, 50));
     const rotationsAt = Date.now() - floodStarted;
-    await Promise.all(b.map(async (g) => {
-      asked.set(g.name, Date.now());
-      await env.requestRotation(g.name, 'fair-1');
-    }));
+    await Promise.all(
+      b.map(async (g) => {
+        asked.set(g.name, Date.now());
+        await env.requestRotation(g.name, 'fair-1');
+      }),
+    );
     await Promise.race([done, new Promise((r) => setTimeout(r, 120_000))]);
     stopWatch.abort();
     stopUserGroupWatch.abort();
@@ -124,7 +157,8 @@ describe('9b. hostile tenant: fairness', () => {
     const floodDone = Date.now() - floodStarted;
 
     // What A's flood came to, once it settled: one duplicate holds the id, the rest wait; the hole is paused.
-    const listA = async (): Promise<UserGroupObject[]> => ((await env.custom.listNamespacedCustomObject({ group, version, namespace: nsA, plural })) as { items: UserGroupObject[] }).items;
+    const listA = async (): Promise<UserGroupObject[]> =>
+      ((await env.custom.listNamespacedCustomObject({ group, version, namespace: nsA, plural })) as { items: UserGroupObject[] }).items;
     let a: UserGroupObject[];
     const settleDeadline = Date.now() + sized(300_000, 120_000);
     for (;;) {
@@ -154,7 +188,8 @@ describe('9b. hostile tenant: fairness', () => {
       tokensLost: 0,
       duplicateRotations: 0,
       wallMs: Date.now() - started,
-      notes: `B's request → new token (the Secret's final write, seen by a watch): p50 ${s(p50)}, p99 ${s(p99)}, max ${s(sorted[sorted.length - 1] ?? NaN)} (target p99 ≤ ${s(P99_TARGET_MS)} ${SCALE === 'full' ? 'end to end' : "on the operator's share"}; simulator latency 20 ms, --concurrency 16), of which the apiserver accepting the request: p50 ${s(percentile(acceptedSorted, 50))}, p99 ${s(percentile(acceptedSorted, 99))}, ` +
+      notes:
+        `B's request → new token (the Secret's final write, seen by a watch): p50 ${s(p50)}, p99 ${s(p99)}, max ${s(sorted[sorted.length - 1] ?? NaN)} (target p99 ≤ ${s(P99_TARGET_MS)} ${SCALE === 'full' ? 'end to end' : "on the operator's share"}; simulator latency 20 ms, --concurrency 16), of which the apiserver accepting the request: p50 ${s(percentile(acceptedSorted, 50))}, p99 ${s(percentile(acceptedSorted, 99))}, ` +
         `and request accepted → new token (the operator's share): p50 ${s(percentile(operatorShare, 50))}, p99 ${s(percentile(operatorShare, 99))}; ` +
         `A's flood written in ${s(floodDone)}; A's UserGroups by reason: ${[...reasons].map(([r, n]) => `${r} ${n}`).join(', ')}; connections into the black hole: ${tarpitConnections} (for ${BLACKHOLED} UserGroups); controller ${c.exited() ? 'EXITED' : 'alive'}`,
     });

@@ -38,7 +38,10 @@ describe('9a. hostile tenant: memory', () => {
     env = await TestEnv.create('rel-mem');
     nsA = await createNamespace('rel-mem-a', env.kc);
     tenantA = await tenantIdentity(nsA, env.kc);
-    await env.putClusterService(env.defaultService, { url: env.sim.url, tenants: [{ namespaces: [env.namespace, nsA], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
+    await env.putClusterService(env.defaultService, {
+      url: env.sim.url,
+      tenants: [{ namespaces: [env.namespace, nsA], userGroupIds: { prefix: '' }, adoption: 'Keep' }],
+    });
   }, 180_000);
   afterAll(async () => {
     await killAllControllers();
@@ -48,16 +51,22 @@ describe('9a. hostile tenant: memory', () => {
 
   async function inParallel(count: number, parallel: number, job: (i: number) => Promise<unknown>): Promise<void> {
     let next = 0;
-    await Promise.all(Array.from({ length: parallel }, async () => {
-      while (next < count) await job(next++);
-    }));
+    await Promise.all(
+      Array.from({ length: parallel }, async () => {
+        while (next < count) await job(next++);
+      }),
+    );
   }
 
   it(`stays under ${LIMIT_MIB} MiB with ${SECRETS} labelled 1 MiB Secrets and ${USERGROUPS} maximal UserGroups in a tenant's namespace`, async () => {
     const started = Date.now();
     c = spawnController({
-      kubeconfigPath: env.kubeconfigPath, namespace: `${env.namespace},${nsA}`, defaultService: env.defaultService,
-      nodeFlags: [...imageNodeFlags(repoRoot), `--max-old-space-size=${LIMIT_MIB}`], env: imageEnv(repoRoot), args: ['--log-level', 'info'],
+      kubeconfigPath: env.kubeconfigPath,
+      namespace: `${env.namespace},${nsA}`,
+      defaultService: env.defaultService,
+      nodeFlags: [...imageNodeFlags(repoRoot), `--max-old-space-size=${LIMIT_MIB}`],
+      env: imageEnv(repoRoot),
+      args: ['--log-level', 'info'],
     });
     const watcher = new ProcWatcher(c.pid, 250);
     await waitLog(c, 'workers started', msgIs('workers started'));
@@ -73,39 +82,66 @@ describe('9a. hostile tenant: memory', () => {
     const uids: string[] = [];
     await inParallel(USERGROUPS, 8, async (i) => {
       const made = (await tenantA.custom.createNamespacedCustomObject({
-      group, version, namespace: nsA, plural,
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name: `huge-${i}` }, spec: { userGroupId: `huge-${i}`, name: `Huge ${i}`, properties: i % 2 === 0 ? wide : deep } },
+        group,
+        version,
+        namespace: nsA,
+        plural,
+        body: {
+          apiVersion: `${group}/${version}`,
+          kind: 'UserGroup',
+          metadata: { name: `huge-${i}` },
+          spec: { userGroupId: `huge-${i}`, name: `Huge ${i}`, properties: i % 2 === 0 ? wide : deep },
+        },
       })) as UserGroupObject;
       uids[i] = made.metadata.uid ?? '';
     });
     // 1 MiB Secrets with the operator's label; the first FORGED also "owned" by a UserGroup.
     const blob = 'x'.repeat(MiB - 1024);
-    await inParallel(SECRETS, 8, (i) => tenantA.core.createNamespacedSecret({
-      namespace: nsA,
-      body: {
-        metadata: {
-          name: `big-${i}`,
-          labels: { 'app.kubernetes.io/managed-by': 'usergroup-operator', 'usergroup.dev/usergroup': `fake-${i}` },
-          ...(i < FORGED ? {
-            annotations: { padding: 'a'.repeat(200 * 1024) },
-            // Owned by one of the tenant's real UserGroups, so garbage collection keeps it.
-            ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: `huge-${i % USERGROUPS}`, uid: uids[i % USERGROUPS] ?? '', controller: true }],
-          } : {}),
+    await inParallel(SECRETS, 8, (i) =>
+      tenantA.core.createNamespacedSecret({
+        namespace: nsA,
+        body: {
+          metadata: {
+            name: `big-${i}`,
+            labels: { 'app.kubernetes.io/managed-by': 'usergroup-operator', 'usergroup.dev/usergroup': `fake-${i}` },
+            ...(i < FORGED
+              ? {
+                  annotations: { padding: 'a'.repeat(200 * 1024) },
+                  // Owned by one of the tenant's real UserGroups, so garbage collection keeps it.
+                  ownerReferences: [
+                    {
+                      apiVersion: 'usergroup.dev/v1alpha1',
+                      kind: 'UserGroup',
+                      name: `huge-${i % USERGROUPS}`,
+                      uid: uids[i % USERGROUPS] ?? '',
+                      controller: true,
+                    },
+                  ],
+                }
+              : {}),
+          },
+          type: 'Opaque',
+          stringData: { token: blob.slice(0, blob.length - (i < FORGED ? 200 * 1024 : 0)) },
         },
-        type: 'Opaque',
-        stringData: { token: blob.slice(0, blob.length - (i < FORGED ? 200 * 1024 : 0)) },
-      },
-    }));
+      }),
+    );
     const floodDone = Date.now() - started;
 
     // Meanwhile the other namespace keeps working: a rotation for each of its groups, and they sync.
     for (const g of good) await ledger.request(env, g.name, g.userGroupId, 'during-flood');
     const others = await awaitInvariant(env, ledger, 120_000);
     // Every huge UserGroup is told why it is not synced.
-    await eventually('every huge UserGroup Ready=False InvalidSpec', async () => {
-      const list = ((await env.custom.listNamespacedCustomObject({ group, version, namespace: nsA, plural })) as { items: UserGroupObject[] }).items;
-      return list.length === USERGROUPS && list.every((ug) => ug.status?.conditions?.some((x) => x.type === 'Ready' && x.reason === 'InvalidSpec')) ? true : undefined;
-    }, 180_000, 1_000);
+    await eventually(
+      'every huge UserGroup Ready=False InvalidSpec',
+      async () => {
+        const list = ((await env.custom.listNamespacedCustomObject({ group, version, namespace: nsA, plural })) as { items: UserGroupObject[] }).items;
+        return list.length === USERGROUPS && list.every((ug) => ug.status?.conditions?.some((x) => x.type === 'Ready' && x.reason === 'InvalidSpec'))
+          ? true
+          : undefined;
+      },
+      180_000,
+      1_000,
+    );
     // A restart over all of it: the list at startup is where pages pile up.
     const sample = watcher.sample();
     const peakFirst = sample?.peakRssBytes ?? 0;
@@ -113,8 +149,12 @@ describe('9a. hostile tenant: memory', () => {
     await c.exit;
     watcher.stop();
     const restarted = spawnController({
-      kubeconfigPath: env.kubeconfigPath, namespace: `${env.namespace},${nsA}`, defaultService: env.defaultService,
-      nodeFlags: [...imageNodeFlags(repoRoot), `--max-old-space-size=${LIMIT_MIB}`], env: imageEnv(repoRoot), args: ['--log-level', 'info'],
+      kubeconfigPath: env.kubeconfigPath,
+      namespace: `${env.namespace},${nsA}`,
+      defaultService: env.defaultService,
+      nodeFlags: [...imageNodeFlags(repoRoot), `--max-old-space-size=${LIMIT_MIB}`],
+      env: imageEnv(repoRoot),
+      args: ['--log-level', 'info'],
     });
     const watcher2 = new ProcWatcher(restarted.pid, 250);
     await waitLog(restarted, 'workers started', msgIs('workers started'), 120_000);
@@ -135,7 +175,8 @@ describe('9a. hostile tenant: memory', () => {
       tokensLost: afterRestart.tokensLost,
       duplicateRotations: afterRestart.duplicateRotations,
       wallMs: Date.now() - started,
-      notes: `controller as the image runs it (${[...imageNodeFlags(repoRoot)].join(' ')}) with --max-old-space-size=${LIMIT_MIB}: peak RSS ${mib(rssBefore)} before the flood, ${mib(peakFirst)} through it, ${mib(peakRestart)} for the restarted controller listing it all (limit ${LIMIT_MIB} MiB); ` +
+      notes:
+        `controller as the image runs it (${[...imageNodeFlags(repoRoot)].join(' ')}) with --max-old-space-size=${LIMIT_MIB}: peak RSS ${mib(rssBefore)} before the flood, ${mib(peakFirst)} through it, ${mib(peakRestart)} for the restarted controller listing it all (limit ${LIMIT_MIB} MiB); ` +
         `flood written in ${(floodDone / 1000).toFixed(1)} s; the other namespace's ${GOOD} groups rotated twice (during the flood, after the restart): converged ${others.converged && afterRestart.converged ? 'yes' : 'NO'}; every huge UserGroup Ready=False InvalidSpec; controller exits: ${restartedExited ? 1 : 0} unplanned`,
     });
 

@@ -44,13 +44,61 @@ interface Kind {
 }
 
 const KINDS: readonly Kind[] = [
-  { key: 'a', title: 'malformed JSON', knob: 'malformedJsonRate', outcome: 'injected_malformed_json', reason: 'InvalidResponse', message: /response body is not JSON/, rotationEvent: 'RotationFailed' },
+  {
+    key: 'a',
+    title: 'malformed JSON',
+    knob: 'malformedJsonRate',
+    outcome: 'injected_malformed_json',
+    reason: 'InvalidResponse',
+    message: /response body is not JSON/,
+    rotationEvent: 'RotationFailed',
+  },
   // A refused POST is checked with a PUT (the held token may be stale): that PUT is refused too.
-  { key: 'b', title: '200 with success: 0', knob: 'successZeroRate', outcome: 'injected_success_zero', reason: 'Rejected', message: /success 0/, rotationEvent: 'SyncFailed' },
-  { key: 'c', title: 'missing token', knob: 'missingTokenRate', outcome: 'injected_missing_token', reason: 'InvalidResponse', message: /"user_group\.token" is missing/, rotationEvent: 'RotationFailed' },
-  { key: 'd', title: 'empty token', knob: 'emptyTokenRate', outcome: 'injected_empty_token', reason: 'InvalidResponse', message: /"user_group\.token" is empty/, rotationEvent: 'RotationFailed' },
-  { key: 'e', title: 'huge body (5 MiB)', knob: 'hugeBodyRate', outcome: 'injected_huge_body', reason: 'InvalidResponse', message: /exceeds the limit of 1048576 bytes/, rotationEvent: 'RotationFailed' },
-  { key: 'f', title: 'slow-drip body', knob: 'slowDripRate', outcome: 'injected_slow_drip', reason: 'ServiceUnavailable', message: new RegExp(`timed out after ${SERVICE_TIMEOUT_MS} ms|Content-Length mismatch: expected \\d+ bytes, received \\d+ bytes`), rotationEvent: 'RotationFailed' },
+  {
+    key: 'b',
+    title: '200 with success: 0',
+    knob: 'successZeroRate',
+    outcome: 'injected_success_zero',
+    reason: 'Rejected',
+    message: /success 0/,
+    rotationEvent: 'SyncFailed',
+  },
+  {
+    key: 'c',
+    title: 'missing token',
+    knob: 'missingTokenRate',
+    outcome: 'injected_missing_token',
+    reason: 'InvalidResponse',
+    message: /"user_group\.token" is missing/,
+    rotationEvent: 'RotationFailed',
+  },
+  {
+    key: 'd',
+    title: 'empty token',
+    knob: 'emptyTokenRate',
+    outcome: 'injected_empty_token',
+    reason: 'InvalidResponse',
+    message: /"user_group\.token" is empty/,
+    rotationEvent: 'RotationFailed',
+  },
+  {
+    key: 'e',
+    title: 'huge body (5 MiB)',
+    knob: 'hugeBodyRate',
+    outcome: 'injected_huge_body',
+    reason: 'InvalidResponse',
+    message: /exceeds the limit of 1048576 bytes/,
+    rotationEvent: 'RotationFailed',
+  },
+  {
+    key: 'f',
+    title: 'slow-drip body',
+    knob: 'slowDripRate',
+    outcome: 'injected_slow_drip',
+    reason: 'ServiceUnavailable',
+    message: new RegExp(`timed out after ${SERVICE_TIMEOUT_MS} ms|Content-Length mismatch: expected \\d+ bytes, received \\d+ bytes`),
+    rotationEvent: 'RotationFailed',
+  },
 ];
 
 interface Member {
@@ -119,30 +167,39 @@ describe('6. hostile service responses', () => {
       ]);
 
       // Under the fault: the reason, the message, the Event, and the Secret unchanged.
-      await Promise.all(members.map(async (m) => {
-        const isRot = rot.includes(m);
-        try {
-          const ug = await env.waitForReady(m.name, kind.reason, 'False', WAIT_MS);
-          const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
-          if (!kind.message.test(ready?.message ?? '')) problems.push(`${m.name}: Ready message does not match ${kind.message}: ${ready?.message ?? ''}`);
-          if (isRot && ug.status?.rotation?.lastHandledRequest === value) problems.push(`${m.name}: rotation marked handled under the fault`);
-        } catch (err) {
-          const ug = await env.getUserGroup(m.name);
-          const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
-          problems.push(`${m.name}: no Ready=False ${kind.reason} (${String(err).slice(0, 80)}; now ${ready?.status ?? '?'} ${ready?.reason ?? '?'}: ${ready?.message ?? ''})`);
-        }
-        const eventReason = isRot ? kind.rotationEvent : 'SyncFailed';
-        try {
-          await eventually(`a Warning Event ${eventReason} (${kind.reason}) about ${m.name}`, async () => {
-            const events = await env.eventsFor(m.name);
-            return events.some((e) => e.type === 'Warning' && e.reason === eventReason && (e.note ?? '').startsWith(`${kind.reason}:`)) ? true : undefined;
-          }, WAIT_MS, 500);
-        } catch {
-          const seen = (await env.eventsFor(m.name)).map((e) => `${e.type ?? ''} ${e.reason ?? ''}: ${(e.note ?? '').slice(0, 60)}`);
-          problems.push(`${m.name}: no Warning Event ${eventReason} (${kind.reason}); events: ${seen.join(' | ')}`);
-        }
-        await checkSecret(m, 'under the fault');
-      }));
+      await Promise.all(
+        members.map(async (m) => {
+          const isRot = rot.includes(m);
+          try {
+            const ug = await env.waitForReady(m.name, kind.reason, 'False', WAIT_MS);
+            const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+            if (!kind.message.test(ready?.message ?? '')) problems.push(`${m.name}: Ready message does not match ${kind.message}: ${ready?.message ?? ''}`);
+            if (isRot && ug.status?.rotation?.lastHandledRequest === value) problems.push(`${m.name}: rotation marked handled under the fault`);
+          } catch (err) {
+            const ug = await env.getUserGroup(m.name);
+            const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+            problems.push(
+              `${m.name}: no Ready=False ${kind.reason} (${String(err).slice(0, 80)}; now ${ready?.status ?? '?'} ${ready?.reason ?? '?'}: ${ready?.message ?? ''})`,
+            );
+          }
+          const eventReason = isRot ? kind.rotationEvent : 'SyncFailed';
+          try {
+            await eventually(
+              `a Warning Event ${eventReason} (${kind.reason}) about ${m.name}`,
+              async () => {
+                const events = await env.eventsFor(m.name);
+                return events.some((e) => e.type === 'Warning' && e.reason === eventReason && (e.note ?? '').startsWith(`${kind.reason}:`)) ? true : undefined;
+              },
+              WAIT_MS,
+              500,
+            );
+          } catch {
+            const seen = (await env.eventsFor(m.name)).map((e) => `${e.type ?? ''} ${e.reason ?? ''}: ${(e.note ?? '').slice(0, 60)}`);
+            problems.push(`${m.name}: no Warning Event ${eventReason} (${kind.reason}); events: ${seen.join(' | ')}`);
+          }
+          await checkSecret(m, 'under the fault');
+        }),
+      );
       // Keep the fault on a while: the retries (per-key backoff from 5 ms) meet it many more times.
       await sleep(HOLD_MS);
       await Promise.all(members.map((m) => checkSecret(m, `after ${HOLD_MS / 1000} s more of the fault`)));
@@ -150,7 +207,9 @@ describe('6. hostile service responses', () => {
       const faultCalls = underFault.operations.upsert[kind.outcome] + underFault.operations.rotate[kind.outcome];
       const applied = callsOf(underFault.operations, 'upsert') + callsOf(underFault.operations, 'rotate') - faultCalls;
       if (applied !== 0) problems.push(`${applied} calls under a 100 % fault were not answered with the fault`);
-      const pendingMarks = (await Promise.all(rot.map(async (m) => (await env.getSecret(m.name))?.metadata?.annotations?.[PENDING]))).filter((v) => v === value).length;
+      const pendingMarks = (await Promise.all(rot.map(async (m) => (await env.getSecret(m.name))?.metadata?.annotations?.[PENDING]))).filter(
+        (v) => v === value,
+      ).length;
       const healthUnderFault = processHealth(controller);
       if (!healthUnderFault.alive) problems.push(`controller exited under the fault: ${healthUnderFault.exit ?? ''}`);
       const faultMs = Date.now() - started;
@@ -183,7 +242,8 @@ describe('6. hostile service responses', () => {
         tokensLost: inv.tokensLost,
         duplicateRotations: inv.duplicateRotations,
         wallMs: Date.now() - started,
-        notes: `${put.length} spec changes + ${rot.length} rotation requests under the fault: Ready=False ${kind.reason} + Warning Event ` +
+        notes:
+          `${put.length} spec changes + ${rot.length} rotation requests under the fault: Ready=False ${kind.reason} + Warning Event ` +
           `(${kind.rotationEvent} for rotations), Secret kept its token, ${pendingMarks}/${rot.length} rotation-pending marks; ` +
           `fault on ${(faultMs / 1000).toFixed(1)} s, recovered ${(recoverMs / 1000).toFixed(1)} s after clearing with ` +
           `${callsOf(total.operations, 'upsert') - callsOf(underFault.operations, 'upsert')} PUT + ${callsOf(total.operations, 'rotate') - callsOf(underFault.operations, 'rotate')} POST; ` +
@@ -193,7 +253,9 @@ describe('6. hostile service responses', () => {
       });
 
       if (!converged || !health.alive) {
-        console.error(`[hostile ${kind.key}] problems: ${[...problems, ...inv.problems].join('\n')}\ncontroller log (last 40 lines):\n${controller.output.slice(-40).join('\n')}`);
+        console.error(
+          `[hostile ${kind.key}] problems: ${[...problems, ...inv.problems].join('\n')}\ncontroller log (last 40 lines):\n${controller.output.slice(-40).join('\n')}`,
+        );
       }
       expect(problems).toEqual([]);
       expect(inv.problems).toEqual([]);

@@ -41,9 +41,23 @@ const KILL_GAP_BOUND_MS = LEASE_MS + 2 * JITTERED_RETRY_MS + MARGIN_MS;
 const HANDOVER_GAP_BOUND_MS = JITTERED_RETRY_MS + MARGIN_MS;
 
 const LEADER_ARGS = (env: TestEnv): string[] => [
-  '--leader-elect', '--leader-election-namespace', env.namespace, '--leader-election-id', 'ug-failover',
-  '--lease-duration', `${LEASE_MS / 1000}s`, '--renew-deadline', `${RENEW_MS / 1000}s`, '--retry-period', `${RETRY_MS / 1000}s`,
-  '--service-qps', '200', '--service-burst', '400', '--concurrency', '8',
+  '--leader-elect',
+  '--leader-election-namespace',
+  env.namespace,
+  '--leader-election-id',
+  'ug-failover',
+  '--lease-duration',
+  `${LEASE_MS / 1000}s`,
+  '--renew-deadline',
+  `${RENEW_MS / 1000}s`,
+  '--retry-period',
+  `${RETRY_MS / 1000}s`,
+  '--service-qps',
+  '200',
+  '--service-burst',
+  '400',
+  '--concurrency',
+  '8',
 ];
 
 interface Failover {
@@ -72,7 +86,9 @@ describe('4. leader failover', () => {
 
   it(`${KILLS} SIGKILLs of the leader and a SIGTERM handover under load on ${GROUPS} UserGroups: no duplicate rotation, no gap longer than the lease`, async () => {
     const seed = scenarioSeed();
-    console.log(`[leader failover] seed ${seed} (replay with RELIABILITY_SEED=${seed}), scale ${SCALE}; kill gap bound ${KILL_GAP_BOUND_MS} ms, handover bound ${HANDOVER_GAP_BOUND_MS} ms`);
+    console.log(
+      `[leader failover] seed ${seed} (replay with RELIABILITY_SEED=${seed}), scale ${SCALE}; kill gap bound ${KILL_GAP_BOUND_MS} ms, handover bound ${HANDOVER_GAP_BOUND_MS} ms`,
+    );
     const rng = mulberry32(seed);
     const churnRng = mulberry32(seed ^ 0x5bd1e995);
     const started = Date.now();
@@ -94,18 +110,28 @@ describe('4. leader failover', () => {
       return c;
     };
     const standbyReady = (c: ControllerProcess): Promise<unknown> =>
-      Promise.all([waitLog(c, 'caches synced', msgIs('caches synced'), 60_000), waitLog(c, 'waiting to become leader', msgIs('waiting to become leader'), 60_000)]);
+      Promise.all([
+        waitLog(c, 'caches synced', msgIs('caches synced'), 60_000),
+        waitLog(c, 'waiting to become leader', msgIs('waiting to become leader'), 60_000),
+      ]);
     const leading = (c: ControllerProcess): boolean => !c.exited() && c.logs.some(msgIs('became leader'));
 
     /** Waits for one of the candidates to log "became leader" (after index `from` of its log), then for its first reconcile. */
-    const takeover = async (candidates: readonly { c: ControllerProcess; from: number }[]): Promise<{ next: ControllerProcess; became: LogEntry; work: LogEntry | undefined }> => {
-      const { next, became } = await eventually('a new leader', async () => {
-        for (const { c, from } of candidates) {
-          const line = c.logs.slice(from).find(msgIs('became leader'));
-          if (line) return { next: c, became: line };
-        }
-        return undefined;
-      }, LEASE_MS + 60_000, 20);
+    const takeover = async (
+      candidates: readonly { c: ControllerProcess; from: number }[],
+    ): Promise<{ next: ControllerProcess; became: LogEntry; work: LogEntry | undefined }> => {
+      const { next, became } = await eventually(
+        'a new leader',
+        async () => {
+          for (const { c, from } of candidates) {
+            const line = c.logs.slice(from).find(msgIs('became leader'));
+            if (line) return { next: c, became: line };
+          }
+          return undefined;
+        },
+        LEASE_MS + 60_000,
+        20,
+      );
       // Under continuous load there is always something queued; the first reconcile line shows work resumed.
       const work = await waitLog(next, 'first reconcile', isWork, 30_000, next.logs.indexOf(became)).catch(() => undefined);
       return { next, became, work };
@@ -154,10 +180,15 @@ describe('4. leader failover', () => {
         churn.controllerUp = false;
         // The killed one comes back at once as a new standby; it may only win if the old standby is slower.
         const replacement = spawn();
-        const { next, became, work } = await takeover([{ c: standby, from }, { c: replacement, from: 0 }]);
+        const { next, became, work } = await takeover([
+          { c: standby, from },
+          { c: replacement, from: 0 },
+        ]);
         churn.controllerUp = true;
         failovers.push({ kind: 'SIGKILL', toLeaderMs: became.at - killedAt, toWorkMs: work === undefined ? undefined : work.at - killedAt });
-        console.log(`[leader failover] SIGKILL ${k + 1}/${KILLS}${aimed ? ' (aimed at "token rotated")' : ''}: ${next === standby ? 'the standby' : 'the restarted one'} led after ${became.at - killedAt} ms, first reconcile after ${work === undefined ? '—' : work.at - killedAt} ms`);
+        console.log(
+          `[leader failover] SIGKILL ${k + 1}/${KILLS}${aimed ? ' (aimed at "token rotated")' : ''}: ${next === standby ? 'the standby' : 'the restarted one'} led after ${became.at - killedAt} ms, first reconcile after ${work === undefined ? '—' : work.at - killedAt} ms`,
+        );
         leader = next;
         standby = next === standby ? replacement : standby;
       }
@@ -178,7 +209,9 @@ describe('4. leader failover', () => {
         toWorkMs: work === undefined ? undefined : work.at - termAt,
         ...(released ? { afterReleaseMs: timeOf(became) - timeOf(released) } : {}),
       });
-      console.log(`[leader failover] SIGTERM handover: exit code ${(await old.exit).code}, new leader ${became.at - termAt} ms after the signal (${released ? timeOf(became) - timeOf(released) : '?'} ms after the release)`);
+      console.log(
+        `[leader failover] SIGTERM handover: exit code ${(await old.exit).code}, new leader ${became.at - termAt} ms after the signal (${released ? timeOf(became) - timeOf(released) : '?'} ms after the release)`,
+      );
 
       await churn.createNext(churn.remaining, 20, 0.1);
       await sleep(2_000);
@@ -197,7 +230,10 @@ describe('4. leader failover', () => {
     for (const p of processes) {
       const mine = becameLeader.filter((x) => x.pid === p.pid).map((x) => x.at);
       for (const start of mine) {
-        const next = becameLeader.filter((x) => x.pid !== p.pid && x.at > start).map((x) => x.at).sort((x, y) => x - y)[0];
+        const next = becameLeader
+          .filter((x) => x.pid !== p.pid && x.at > start)
+          .map((x) => x.at)
+          .sort((x, y) => x - y)[0];
         if (next === undefined) continue;
         const late = p.logs.filter((l) => isWork(l) && timeOf(l) > next);
         if (late.length > 0) overlaps.push(`pid ${p.pid} worked ${late.length} times after another leader took over (first: ${late[0]?.text.slice(0, 200)})`);

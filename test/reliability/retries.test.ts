@@ -72,7 +72,9 @@ describe('10. retries: partial faults, then an outage', () => {
     const proxied = `${env.namespace}-proxy`;
     await env.putClusterService(proxied, { url: proxy.url, tenants: [{ namespaces: [env.namespace], userGroupIds: { prefix: '' }, adoption: 'Keep' }] });
     c = spawnController({
-      kubeconfigPath: env.kubeconfigPath, namespace: env.namespace, defaultService: proxied,
+      kubeconfigPath: env.kubeconfigPath,
+      namespace: env.namespace,
+      defaultService: proxied,
       args: ['--service-timeout', `${CALL_TIMEOUT_MS / 1000}s`, '--service-qps', String(QPS), '--service-burst', String(BURST)],
     });
     await waitLog(c, 'workers started', msgIs('workers started'));
@@ -138,7 +140,8 @@ describe('10. retries: partial faults, then an outage', () => {
       tokensLost: recovered.tokensLost,
       duplicateRotations: recovered.duplicateRotations,
       wallMs: Date.now() - wallStart,
-      notes: `a) rotations requested ${GROUPS * ROUNDS}, completed ${latencies.length} (budget ${s(BUDGET.budgetMs)} per round = ${BUDGET.attempts} attempts × (${s(2_000)} backoff cap + ${s(CALL_TIMEOUT_MS)} call timeout), from q = ${BUDGET.q.toFixed(2)} per attempt); ` +
+      notes:
+        `a) rotations requested ${GROUPS * ROUNDS}, completed ${latencies.length} (budget ${s(BUDGET.budgetMs)} per round = ${BUDGET.attempts} attempts × (${s(2_000)} backoff cap + ${s(CALL_TIMEOUT_MS)} call timeout), from q = ${BUDGET.q.toFixed(2)} per attempt); ` +
         `request → new token p50 ${s(p50)}, p99 ${s(p99)} (target 30 s), max ${s(max)}; simulator calls PUT ${total(faultStats.operations.upsert)}, POST ${total(faultStats.operations.rotate)}; ` +
         `b) calls reaching the service during the ${s(outageSeconds * 1000)} outage: ${outageCalls} (the token bucket would allow ${bucketAllows}; breaker: ${BREAKER_DEFAULTS.threshold} failures over ≥ ${s(BREAKER_DEFAULTS.minFailingMs)} open it, probes every ${s(BREAKER_DEFAULTS.baseOpenMs)} doubling to ${s(BREAKER_DEFAULTS.maxOpenMs)}); ` +
         `every group converged ${s(recoveryMs)} after recovery (target ${s(RECOVERY_TARGET_MS)}); controller ${exit ? 'EXITED' : 'alive'}`,

@@ -9,7 +9,16 @@ import { httpGet } from '../support/http-get.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
-import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, SecretScanner, type CapturingProxy, type Finding, type Injector } from './support/hygiene.js';
+import {
+  HYGIENE_ECHO_RATE,
+  HYGIENE_FAILING_SHARE,
+  HYGIENE_SIM_FAULTS,
+  startCapturingProxy,
+  SecretScanner,
+  type CapturingProxy,
+  type Finding,
+  type Injector,
+} from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
 import { rotationBudgetMs } from './support/budgets.js';
 import { recordRow } from './support/report.js';
@@ -63,11 +72,19 @@ async function metricsScraperTokens(env: TestEnv): Promise<{ allowed: string; re
   const name = `${env.namespace}-metrics-reader`;
   await rbac.createClusterRole({ body: { metadata: { name }, rules: [{ nonResourceURLs: ['/metrics'], verbs: ['get'] }] } });
   await rbac.createClusterRoleBinding({
-    body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name }, subjects: [{ kind: 'ServiceAccount', name: 'scraper', namespace: env.namespace }] },
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', name: 'scraper', namespace: env.namespace }],
+    },
   });
   const token = async (serviceAccount: string): Promise<string> => {
     await env.core.createNamespacedServiceAccount({ namespace: env.namespace, body: { metadata: { name: serviceAccount } } });
-    const request = await env.core.createNamespacedServiceAccountToken({ namespace: env.namespace, name: serviceAccount, body: { spec: { expirationSeconds: 3600 } } });
+    const request = await env.core.createNamespacedServiceAccountToken({
+      namespace: env.namespace,
+      name: serviceAccount,
+      body: { spec: { expirationSeconds: 3600 } },
+    });
     if (!request.status?.token) throw new Error('the TokenRequest returned no token');
     return request.status.token;
   };
@@ -112,20 +129,50 @@ describe('7. secret hygiene', () => {
       { namespace: side, name: 'conflict' }, // same name as the UserGroup "conflict" → SecretConflict
       { namespace: side, name: 'wrong-key-apikey' }, // read by the controller (UserGroupService), never written
     ];
-    await core.createNamespacedSecret({ namespace: env.namespace, body: { metadata: { name: 'unrelated', labels: { app: 'something-else' } }, type: 'Opaque', stringData: { password: `unrelated-${randomBytes(8).toString('hex')}` } } });
-    await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'unrelated' }, type: 'Opaque', stringData: { token: 'not-a-usergroup-token' } } });
-    await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'conflict' }, type: 'Opaque', stringData: { token: 'someone-elses-token', other: 'x' } } });
-    await core.createNamespacedSecret({ namespace: side, body: { metadata: { name: 'wrong-key-apikey' }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: wrongKey } } });
+    await core.createNamespacedSecret({
+      namespace: env.namespace,
+      body: {
+        metadata: { name: 'unrelated', labels: { app: 'something-else' } },
+        type: 'Opaque',
+        stringData: { password: `unrelated-${randomBytes(8).toString('hex')}` },
+      },
+    });
+    await core.createNamespacedSecret({
+      namespace: side,
+      body: { metadata: { name: 'unrelated' }, type: 'Opaque', stringData: { token: 'not-a-usergroup-token' } },
+    });
+    await core.createNamespacedSecret({
+      namespace: side,
+      body: { metadata: { name: 'conflict' }, type: 'Opaque', stringData: { token: 'someone-elses-token', other: 'x' } },
+    });
+    await core.createNamespacedSecret({
+      namespace: side,
+      body: { metadata: { name: 'wrong-key-apikey' }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: wrongKey } },
+    });
     await custom.createNamespacedCustomObject({
-      group, version, namespace: side, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: 'wrong-key' }, spec: { url: proxy.url, allowInsecure: true, apiKeySecretRef: { name: 'wrong-key-apikey', key: 'apiKey' } } },
+      group,
+      version,
+      namespace: side,
+      plural: 'usergroupservices',
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'UserGroupService',
+        metadata: { name: 'wrong-key' },
+        spec: { url: proxy.url, allowInsecure: true, apiKeySecretRef: { name: 'wrong-key-apikey', key: 'apiKey' } },
+      },
     });
     const before = new Map<string, Snapshot>();
     for (const f of foreign) before.set(`${f.namespace}/${f.name}`, snapshot(await core.readNamespacedSecret(f)));
 
     // Failing on purpose, so in the side namespace (the invariant expects every group in env's namespace Ready).
     const createIn = (namespace: string, name: string, spec: Record<string, unknown>): Promise<unknown> =>
-      custom.createNamespacedCustomObject({ group, version, namespace, plural, body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec } });
+      custom.createNamespacedCustomObject({
+        group,
+        version,
+        namespace,
+        plural,
+        body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec },
+      });
     await createIn(side, 'conflict', { userGroupId: 'hyg-conflict', name: 'Conflict' });
     await createIn(side, 'unauthorized', { userGroupId: 'hyg-unauthorized', name: 'Unauthorized', serviceRef: { name: 'wrong-key' } });
 
@@ -144,7 +191,10 @@ describe('7. secret hygiene', () => {
     // /metrics as Prometheus reads it (--metrics-auth, the default): with the token of a ServiceAccount allowed to
     // get /metrics, and with one that is not (its refusal is logged). Both tokens are searched for like the others.
     const scraper = await metricsScraperTokens(env);
-    const firstScrapes = [(await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.allowed}` })).status, (await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.refused}` })).status];
+    const firstScrapes = [
+      (await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.allowed}` })).status,
+      (await httpGet(metricsPort, '/metrics', { authorization: `Bearer ${scraper.refused}` })).status,
+    ];
 
     const harvest = async (): Promise<void> => {
       const secrets = (await core.listNamespacedSecret({ namespace: env.namespace })).items;
@@ -154,10 +204,15 @@ describe('7. secret hygiene', () => {
       }
     };
     const readySide = async (name: string, reason: string): Promise<void> => {
-      await eventually(`${side}/${name} Ready=False ${reason}`, async () => {
-        const ug = (await custom.getNamespacedCustomObject({ group, version, namespace: side, plural, name })) as UserGroupObject;
-        return ug.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'False' && x.reason === reason) ? true : undefined;
-      }, 60_000, 300);
+      await eventually(
+        `${side}/${name} Ready=False ${reason}`,
+        async () => {
+          const ug = (await custom.getNamespacedCustomObject({ group, version, namespace: side, plural, name })) as UserGroupObject;
+          return ug.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'False' && x.reason === reason) ? true : undefined;
+        },
+        60_000,
+        300,
+      );
     };
 
     // --- 1. syncs ---------------------------------------------------------------------------------
@@ -184,11 +239,24 @@ describe('7. secret hygiene', () => {
       const current = req.json?.['current_token'];
       if (req.method === 'POST' && typeof current === 'string') {
         // A rotation refused with the token (raw and base64) and the key in the message.
-        return { status: 400, body: JSON.stringify({ success: 0, message: `unknown token ${current} (${Buffer.from(current).toString('base64')}) for account ${req.apiKey ?? ''}` }) };
+        return {
+          status: 400,
+          body: JSON.stringify({
+            success: 0,
+            message: `unknown token ${current} (${Buffer.from(current).toString('base64')}) for account ${req.apiKey ?? ''}`,
+          }),
+        };
       }
       const id = req.json?.['user_group_id'];
       const token = typeof id === 'string' ? proxy.lastTokenOf.get(id) : undefined;
-      return { status: 503, body: JSON.stringify({ error: { message: `backend for Token ${req.apiKey ?? ''} failed; group token was ${token ?? 'unknown'}; state ${Buffer.from(token ?? '').toString('base64')}` } }) };
+      return {
+        status: 503,
+        body: JSON.stringify({
+          error: {
+            message: `backend for Token ${req.apiKey ?? ''} failed; group token was ${token ?? 'unknown'}; state ${Buffer.from(token ?? '').toString('base64')}`,
+          },
+        }),
+      };
     };
     env.sim.setFaults(SIM_FAULTS);
     proxy.setInjector(echo);
@@ -225,15 +293,16 @@ describe('7. secret hygiene', () => {
     for (const token of tokens) secrets.set(`token #${++t}`, token);
     let k = 0;
     for (const key of keys) secrets.set(key === env.apiKey ? 'the default API key' : key === wrongKey ? 'the wrong API key' : `API key #${++k}`, key);
-    secrets.set('the metrics scraper\'s token', scraper.allowed);
-    secrets.set('a refused metrics scraper\'s token', scraper.refused);
+    secrets.set("the metrics scraper's token", scraper.allowed);
+    secrets.set("a refused metrics scraper's token", scraper.refused);
     const scanner = new SecretScanner(secrets);
     const findings: Finding[] = [];
     // Control: the scanner does find a token inside base64 at an odd byte offset, a piece of one, and the key.
     const probe = [...tokens][0] ?? '';
-    const scannerWorks = scanner.scan('probe', `x ${Buffer.from(`ab${probe}c`).toString('base64')} y`).length === 1
-      && scanner.scan('probe', `"token":"${probe.slice(20, 40)}…"`).length === 1
-      && scanner.scan('probe', `Authorization: Token ${env.apiKey}`).length === 1;
+    const scannerWorks =
+      scanner.scan('probe', `x ${Buffer.from(`ab${probe}c`).toString('base64')} y`).length === 1 &&
+      scanner.scan('probe', `"token":"${probe.slice(20, 40)}…"`).length === 1 &&
+      scanner.scan('probe', `Authorization: Token ${env.apiKey}`).length === 1;
 
     // The running process: arguments and environment, then /metrics.
     const cmdline = fs.readFileSync(`/proc/${c.pid}/cmdline`, 'utf8').split('\0');
@@ -267,7 +336,8 @@ describe('7. secret hygiene', () => {
         for (const o of items) findings.push(...scanner.scan(`${p} ${ns}/${o.metadata.name}`, JSON.stringify(o)));
       }
       // Secret metadata (labels, annotations: the token-sha256 and rotation bookkeeping); data is where tokens belong.
-      for (const s of (await core.listNamespacedSecret({ namespace: ns })).items) findings.push(...scanner.scan(`Secret metadata ${ns}/${s.metadata?.name ?? '?'}`, JSON.stringify(s.metadata ?? {})));
+      for (const s of (await core.listNamespacedSecret({ namespace: ns })).items)
+        findings.push(...scanner.scan(`Secret metadata ${ns}/${s.metadata?.name ?? '?'}`, JSON.stringify(s.metadata ?? {})));
     }
 
     // Foreign Secrets untouched.
@@ -275,7 +345,8 @@ describe('7. secret hygiene', () => {
     for (const f of foreign) {
       const now = snapshot(await core.readNamespacedSecret(f));
       const was = before.get(`${f.namespace}/${f.name}`);
-      if (JSON.stringify(now) !== JSON.stringify(was)) touched.push(`${f.namespace}/${f.name} (resourceVersion ${was?.resourceVersion} → ${now.resourceVersion})`);
+      if (JSON.stringify(now) !== JSON.stringify(was))
+        touched.push(`${f.namespace}/${f.name} (resourceVersion ${was?.resourceVersion} → ${now.resourceVersion})`);
     }
 
     // The controller's output, to the end (a clean shutdown's lines included).
@@ -289,22 +360,40 @@ describe('7. secret hygiene', () => {
     const stats = env.sim.stats();
     const byKind = new Map<string, number>();
     for (const op of [stats.operations.upsert, stats.operations.rotate]) {
-      for (const [outcome, n] of Object.entries(op)) if (outcome.startsWith('injected_') && n > 0) byKind.set(outcome.slice('injected_'.length), (byKind.get(outcome.slice('injected_'.length)) ?? 0) + n);
+      for (const [outcome, n] of Object.entries(op))
+        if (outcome.startsWith('injected_') && n > 0) byKind.set(outcome.slice('injected_'.length), (byKind.get(outcome.slice('injected_'.length)) ?? 0) + n);
     }
-    const simFaults = Object.entries(stats.operations.upsert).concat(Object.entries(stats.operations.rotate))
-      .filter(([outcome]) => outcome.startsWith('injected_')).reduce((n, [, v]) => n + v, 0);
+    const simFaults = Object.entries(stats.operations.upsert)
+      .concat(Object.entries(stats.operations.rotate))
+      .filter(([outcome]) => outcome.startsWith('injected_'))
+      .reduce((n, [, v]) => n + v, 0);
     const unauthorized = stats.operations.upsert.unauthorized + stats.operations.rotate.unauthorized;
     const tokensInSecretsNotSeenAtProxy = [...seenInSecrets].filter((x) => !proxy.tokens.has(x)).length;
     const phases = [synced, rotated, ...underFaults, afterFaults, final];
     const converged = phases.every((r) => r.converged);
     const found = findings.length;
-    console.log(`[hygiene] ${tokens.size} tokens (${proxy.tokens.size} seen at the proxy, ${seenInSecrets.size} read from Secrets) + ${keys.size} API keys; ` +
-      `${outputLines} output lines, ${eventCount} Events, ${statusObjects} UserGroup/UserGroupService objects, /metrics (${metrics.body.length} bytes), cmdline (${cmdline.length} args), environ (${environ.length} variables, mode ${environMode}); ` +
-      `${found} found${found ? `: ${findings.slice(0, 20).map((f) => `${f.secret} in ${f.where}`).join('; ')}` : ''}; ` +
-      `"[redacted]" appears ${redactedInLogs} times in the output and in ${redactedInEvents} Events; foreign Secrets touched: ${touched.length ? touched.join(', ') : 'none'}; ` +
- `Event reasons: ${[...eventReasons].sort().join(', ')}; ` +
-      `faults: ${simFaults} injected by the simulator (${[...byKind].map(([kind, n]) => `${kind} ${n}`).join(', ')}), ${echoed} echoing answers from the proxy, ${unauthorized} 401s from the simulator; controller exit ${exit.code ?? exit.signal}`);
-    if (!converged) console.log(`[hygiene] not converged: ${phases.flatMap((r) => r.problems).slice(0, 10).join('; ')}`);
+    console.log(
+      `[hygiene] ${tokens.size} tokens (${proxy.tokens.size} seen at the proxy, ${seenInSecrets.size} read from Secrets) + ${keys.size} API keys; ` +
+        `${outputLines} output lines, ${eventCount} Events, ${statusObjects} UserGroup/UserGroupService objects, /metrics (${metrics.body.length} bytes), cmdline (${cmdline.length} args), environ (${environ.length} variables, mode ${environMode}); ` +
+        `${found} found${
+          found
+            ? `: ${findings
+                .slice(0, 20)
+                .map((f) => `${f.secret} in ${f.where}`)
+                .join('; ')}`
+            : ''
+        }; ` +
+        `"[redacted]" appears ${redactedInLogs} times in the output and in ${redactedInEvents} Events; foreign Secrets touched: ${touched.length ? touched.join(', ') : 'none'}; ` +
+        `Event reasons: ${[...eventReasons].sort().join(', ')}; ` +
+        `faults: ${simFaults} injected by the simulator (${[...byKind].map(([kind, n]) => `${kind} ${n}`).join(', ')}), ${echoed} echoing answers from the proxy, ${unauthorized} 401s from the simulator; controller exit ${exit.code ?? exit.signal}`,
+    );
+    if (!converged)
+      console.log(
+        `[hygiene] not converged: ${phases
+          .flatMap((r) => r.problems)
+          .slice(0, 10)
+          .join('; ')}`,
+      );
 
     recordRow({
       scenario: '7. secret hygiene',
@@ -314,7 +403,8 @@ describe('7. secret hygiene', () => {
       tokensLost: final.tokensLost,
       duplicateRotations: final.duplicateRotations,
       wallMs: Date.now() - wallStart,
-      notes: `${tokens.size} tokens + ${keys.size} API keys searched (raw and base64, any 16-char piece) in ${outputLines} log lines, ${eventCount} events, ${statusObjects} status objects, Secret metadata, metrics, args, environ: ${found} found` +
+      notes:
+        `${tokens.size} tokens + ${keys.size} API keys searched (raw and base64, any 16-char piece) in ${outputLines} log lines, ${eventCount} events, ${statusObjects} status objects, Secret metadata, metrics, args, environ: ${found} found` +
         `${found ? ` (${[...new Set(findings.map((f) => f.where.split(' ')[0]))].join(', ')})` : ''}; ` +
         `key read from a Secret through the apiserver like the chart (never in args or environ; environ mode ${environMode}); ` +
         `${foreign.length} foreign Secrets ${touched.length ? `TOUCHED: ${touched.length}` : 'untouched'}; ${ledger.total} rotations; "[redacted]" ${redactedInLogs}× in logs, in ${redactedInEvents} Events`,

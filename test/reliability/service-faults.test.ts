@@ -44,7 +44,8 @@ const ARGS = ['--service-timeout', SERVICE_TIMEOUT, '--service-qps', '50', '--se
  */
 const FAILING = FAULTS.errorRate! + FAULTS.rateLimitRate! + FAULTS.hangRate!;
 const MINIMUM_CALLS = GROUPS + (GROUPS / ROTATE_EVERY) * VALUES_PER_GROUP;
-const BUDGET_MS = rotationBudgetMs(FAILING, MINIMUM_CALLS, 2_000).budgetMs + 3 * MINIMUM_CALLS * FAULTS.rateLimitRate! * FAULTS.retryAfterSeconds! * 1000 + 60_000;
+const BUDGET_MS =
+  rotationBudgetMs(FAILING, MINIMUM_CALLS, 2_000).budgetMs + 3 * MINIMUM_CALLS * FAULTS.rateLimitRate! * FAULTS.retryAfterSeconds! * 1000 + 60_000;
 
 const s1 = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 function percentile(values: number[], p: number): number {
@@ -87,7 +88,8 @@ describe('1. service faults', () => {
       const byName = new Map(list.items.map((u) => [u.metadata.name, u]));
       for (const ug of list.items) {
         const ready = ug.status?.conditions?.find((cond) => cond.type === 'Ready');
-        if (!syncedAt.has(ug.metadata.name) && ready?.status === 'True' && ug.status?.observedGeneration === ug.metadata.generation) syncedAt.set(ug.metadata.name, now - started);
+        if (!syncedAt.has(ug.metadata.name) && ready?.status === 'True' && ug.status?.observedGeneration === ug.metadata.generation)
+          syncedAt.set(ug.metadata.name, now - started);
       }
       const due: Promise<void>[] = [];
       for (const g of rotating) {
@@ -95,7 +97,8 @@ describe('1. service faults', () => {
         const ug = byName.get(g.name);
         if (!ug) continue;
         const handled = ug.status?.rotation?.lastHandledRequest;
-        if (n > 0 && handled === value(n - 1) && !handledMs.has(`${g.name} ${handled}`)) handledMs.set(`${g.name} ${handled}`, now - (requestedAt.get(`${g.name} ${handled}`) ?? now));
+        if (n > 0 && handled === value(n - 1) && !handledMs.has(`${g.name} ${handled}`))
+          handledMs.set(`${g.name} ${handled}`, now - (requestedAt.get(`${g.name} ${handled}`) ?? now));
         if (n >= VALUES_PER_GROUP) continue;
         const canRequest = n === 0 ? syncedAt.has(g.name) : handled === value(n - 1);
         if (!canRequest) continue;
@@ -138,13 +141,15 @@ describe('1. service faults', () => {
     const recoveryPuts = c.logs.filter((l) => l.json?.['msg'] === 'user group synced' && l.json['why'] === 'rotation-recovery').length;
 
     // The slowest rotation and group: how many failed service calls the controller logged for it.
-    const failedCalls = (name: string): number => c.logs.filter((l) => l.json?.['msg'] === 'service call failed' && l.json['usergroup'] === `${e.namespace}/${name}`).length;
+    const failedCalls = (name: string): number =>
+      c.logs.filter((l) => l.json?.['msg'] === 'service call failed' && l.json['usergroup'] === `${e.namespace}/${name}`).length;
     const slowestRotation = [...handledMs.entries()].sort((a, b) => b[1] - a[1])[0];
     const slowestSync = [...syncedAt.entries()].sort((a, b) => b[1] - a[1])[0];
-    const latency = slowestRotation && slowestSync
-      ? `first Synced p50 ${s1(percentile([...syncedAt.values()], 0.5))}, p99 ${s1(percentile([...syncedAt.values()], 0.99))}, max ${s1(slowestSync[1])} (${slowestSync[0]}, ${failedCalls(slowestSync[0])} failed calls); ` +
-        `rotation request → handled p50 ${s1(percentile([...handledMs.values()], 0.5))}, max ${s1(slowestRotation[1])} (${slowestRotation[0]}, ${failedCalls(slowestRotation[0].split(' ')[0] ?? '')} failed calls on that group)`
-      : 'latencies incomplete';
+    const latency =
+      slowestRotation && slowestSync
+        ? `first Synced p50 ${s1(percentile([...syncedAt.values()], 0.5))}, p99 ${s1(percentile([...syncedAt.values()], 0.99))}, max ${s1(slowestSync[1])} (${slowestSync[0]}, ${failedCalls(slowestSync[0])} failed calls); ` +
+          `rotation request → handled p50 ${s1(percentile([...handledMs.values()], 0.5))}, max ${s1(slowestRotation[1])} (${slowestRotation[0]}, ${failedCalls(slowestRotation[0].split(' ')[0] ?? '')} failed calls on that group)`
+        : 'latencies incomplete';
 
     // Evidence for a slow tail: the slowest group's failed calls, as offsets from the run's start.
     const slowest = slowestRotation && slowestSync && slowestSync[1] > slowestRotation[1] ? slowestSync[0] : slowestRotation?.[0].split(' ')[0];
@@ -160,13 +165,15 @@ describe('1. service faults', () => {
     recordRow({
       scenario: '1. service faults',
       objects: inv.objects,
-      faults: `30 % 5xx, 10 % 429 (Retry-After 1 s), 5 % hangs, 5 % 2 s spikes, client timeout ${SERVICE_TIMEOUT}; ` +
+      faults:
+        `30 % 5xx, 10 % 429 (Retry-After 1 s), 5 % hangs, 5 % 2 s spikes, client timeout ${SERVICE_TIMEOUT}; ` +
         `${fmt(injected)} faults (5xx ${fmt(byKind.injected_5xx ?? 0)}, 429 ${fmt(byKind.injected_429 ?? 0)}, hang ${fmt(byKind.injected_hang ?? 0)}) + ${fmt(spikes)} spikes`,
       converged,
       tokensLost: inv.tokensLost,
       duplicateRotations: inv.duplicateRotations,
       wallMs,
-      notes: `calls ${fmt(puts + posts)} (PUT ${fmt(puts)}, POST ${fmt(posts)}) vs minimum ${fmt(minimum)} (${fmt(GROUPS)} PUT + ${fmt(ledger.total)} POST) = ` +
+      notes:
+        `calls ${fmt(puts + posts)} (PUT ${fmt(puts)}, POST ${fmt(posts)}) vs minimum ${fmt(minimum)} (${fmt(GROUPS)} PUT + ${fmt(ledger.total)} POST) = ` +
         `${((puts + posts) / minimum).toFixed(2)}×; rotations requested ${ledger.total}/${planned} on ${rotating.length} groups (${VALUES_PER_GROUP} each, sequential), ` +
         `executed ${executed}, missing ${inv.missingRotations}; recovery PUTs after a failed POST ${recoveryPuts} ` +
         `(of which found the rotation applied, answer lost: ${completedByPut}; RotationRecovered: ${recovered}); created in ${s1(createdMs)}, last rotation requested at ${s1(requestedAllMs)}; ` +
@@ -175,7 +182,9 @@ describe('1. service faults', () => {
     });
 
     if (!converged || !health.alive || health.threw > 0) {
-      console.error(`[service-faults] problems: ${inv.problems.join('; ')}\n${health.sample.join('\n')}\ncontroller log (last 40 lines):\n${c.output.slice(-40).join('\n')}`);
+      console.error(
+        `[service-faults] problems: ${inv.problems.join('; ')}\n${health.sample.join('\n')}\ncontroller log (last 40 lines):\n${c.output.slice(-40).join('\n')}`,
+      );
     }
     expect(ledger.total, 'every planned rotation value could be requested (the previous one was handled)').toBe(planned);
     expect(inv.problems).toEqual([]);

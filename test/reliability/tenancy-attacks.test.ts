@@ -2,7 +2,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllControllers } from '../support/controller-process.js';
 import { ifAssigned } from '../support/teardown.js';
 import { catalogue, type AttackOutcome } from '../support/tenancy-attacks.js';
-import { createTenancyWorld, createUserGroupAs, leakedTokens, secretTokenAs, serviceGroup, sha256, waitForReason, type TenancyWorld } from '../support/tenancy.js';
+import {
+  createTenancyWorld,
+  createUserGroupAs,
+  leakedTokens,
+  secretTokenAs,
+  serviceGroup,
+  sha256,
+  waitForReason,
+  type TenancyWorld,
+} from '../support/tenancy.js';
 import { recordRow } from './support/report.js';
 import { sized } from './support/scale.js';
 
@@ -72,7 +81,8 @@ describe('8. tenancy attacks', () => {
       tokensLost,
       duplicateRotations,
       wallMs: Date.now() - started,
-      notes: `attacks succeeded: ${succeeded.length}${succeeded.length ? ` (${succeeded.map((o) => `${o.attack}: ${o.evidence.join(', ')}`).join('; ')})` : ''}; ` +
+      notes:
+        `attacks succeeded: ${succeeded.length}${succeeded.length ? ` (${succeeded.map((o) => `${o.attack}: ${o.evidence.join(', ')}`).join('; ')})` : ''}; ` +
         `service calls caused by refused objects: ${refusedCalls} (the rules allow ${allowedCalls}: the one PUT that finds a group under adoption: Refuse); ` +
         `tokens in a namespace that does not hold their group: ${leaks.length}; calls on the tenants' own groups caused by their metadata edits: ${ownCalls}; requested rotations on the tenants' own groups ran ${rotations.length}/${rotations.length} exactly once; ` +
         `kinds: ${kinds.join(' · ')}; controller sharded over 2 deployments (child processes)`,

@@ -66,14 +66,31 @@ const spawned: ControllerProcess[] = [];
  * --log-level debug …args`. It does not wait for anything: use waitLog for the line the test needs.
  */
 export function spawnController(options: SpawnControllerOptions): ControllerProcess {
-  const child = spawn(process.execPath, [
-    ...(options.nodeFlags ?? []), MAIN, 'run', '--kubeconfig', options.kubeconfigPath, '--namespaces', options.namespace,
-    ...(options.defaultService ? ['--default-service', options.defaultService] : []),
-    '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS, ...(options.args ?? []),
-  ], {
-    env: { ...process.env, ...(options.env ?? {}) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      ...(options.nodeFlags ?? []),
+      MAIN,
+      'run',
+      '--kubeconfig',
+      options.kubeconfigPath,
+      '--namespaces',
+      options.namespace,
+      ...(options.defaultService ? ['--default-service', options.defaultService] : []),
+      '--metrics-addr',
+      '0',
+      '--health-addr',
+      '0',
+      '--log-level',
+      'debug',
+      ...TEST_EGRESS_ARGS,
+      ...(options.args ?? []),
+    ],
+    {
+      env: { ...process.env, ...(options.env ?? {}) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   if (child.pid === undefined) throw new Error('could not spawn the controller');
   const logs: LogEntry[] = [];
   const stderr: string[] = [];
@@ -91,18 +108,23 @@ export function spawnController(options: SpawnControllerOptions): ControllerProc
       }
     };
   };
-  child.stdout.on('data', lineReader((text) => {
-    let json: Record<string, unknown> | undefined;
-    try {
-      json = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      json = undefined;
-    }
-    logs.push({ at: Date.now(), text, json });
-  }));
-  child.stderr.on('data', lineReader((line) => stderr.push(line)));
-  const exit = new Promise<ControllerExit>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
+  child.stdout.on(
+    'data',
+    lineReader((text) => {
+      let json: Record<string, unknown> | undefined;
+      try {
+        json = JSON.parse(text) as Record<string, unknown>;
+      } catch {
+        json = undefined;
+      }
+      logs.push({ at: Date.now(), text, json });
+    }),
+  );
+  child.stderr.on(
+    'data',
+    lineReader((line) => stderr.push(line)),
+  );
+  const exit = new Promise<ControllerExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
   const controller: ControllerProcess = {
     child,
     pid: child.pid,
@@ -119,16 +141,33 @@ export function spawnController(options: SpawnControllerOptions): ControllerProc
 
 /** Waits for a stdout line that matches (from index `from` on); fails early with the logs if the process exits. */
 export async function waitLog(c: ControllerProcess, what: string, match: (entry: LogEntry) => boolean, timeoutMs = 30_000, from = 0): Promise<LogEntry> {
-  return eventually(`log line "${what}" (pid ${c.pid})`, async () => {
-    const found = c.logs.slice(from).find(match);
-    if (found) return found;
-    if (c.exited()) throw new Error(`controller ${c.pid} exited: ${c.stderr.join('\n')}\n${c.logs.slice(-20).map((l) => l.text).join('\n')}`);
-    return undefined;
-  }, timeoutMs, 50);
+  return eventually(
+    `log line "${what}" (pid ${c.pid})`,
+    async () => {
+      const found = c.logs.slice(from).find(match);
+      if (found) return found;
+      if (c.exited())
+        throw new Error(
+          `controller ${c.pid} exited: ${c.stderr.join('\n')}\n${c.logs
+            .slice(-20)
+            .map((l) => l.text)
+            .join('\n')}`,
+        );
+      return undefined;
+    },
+    timeoutMs,
+    50,
+  );
 }
 
-export const msgIs = (msg: string) => (e: LogEntry): boolean => e.json?.['msg'] === msg;
-export const msgMatches = (re: RegExp) => (e: LogEntry): boolean => typeof e.json?.['msg'] === 'string' && re.test(e.json['msg']);
+export const msgIs =
+  (msg: string) =>
+  (e: LogEntry): boolean =>
+    e.json?.['msg'] === msg;
+export const msgMatches =
+  (re: RegExp) =>
+  (e: LogEntry): boolean =>
+    typeof e.json?.['msg'] === 'string' && re.test(e.json['msg']);
 
 /**
  * Sends `signal` and waits for the exit; nothing when it has exited already. A SIGSTOPped process is

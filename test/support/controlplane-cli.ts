@@ -8,7 +8,9 @@ const { values } = parseArgs({
   options: { kubeconfig: { type: 'string', default: path.resolve('.controlplane/kubeconfig') }, help: { type: 'boolean', short: 'h' } },
 });
 if (values.help) {
-  process.stdout.write('usage: npm run controlplane -- [--kubeconfig <path>]\n\nStarts etcd, kube-apiserver and kube-controller-manager on loopback\nand writes an admin kubeconfig (default .controlplane/kubeconfig). Ctrl-C stops it.\n');
+  process.stdout.write(
+    'usage: npm run controlplane -- [--kubeconfig <path>]\n\nStarts etcd, kube-apiserver and kube-controller-manager on loopback\nand writes an admin kubeconfig (default .controlplane/kubeconfig). Ctrl-C stops it.\n',
+  );
   process.exit(0);
 }
 
@@ -25,8 +27,14 @@ const stop = (signal: string): void => {
   stopping = true;
   log(`\n${signal}: stopping the control plane`);
   cp.stop().then(
-    () => { log('stopped'); process.exit(0); },
-    (err: unknown) => { process.stderr.write(`stop failed: ${String(err)}\n`); process.exit(1); },
+    () => {
+      log('stopped');
+      process.exit(0);
+    },
+    (err: unknown) => {
+      process.stderr.write(`stop failed: ${String(err)}\n`);
+      process.exit(1);
+    },
   );
 };
 process.on('SIGINT', () => stop('SIGINT'));

@@ -60,7 +60,12 @@ export function dockerIgnored(patterns: readonly string[], relativePath: string)
     if (line === '' || line.startsWith('#')) continue;
     const negate = line.startsWith('!');
     const pattern = path.posix.normalize((negate ? line.slice(1) : line).replace(/^\/+/, ''));
-    const re = new RegExp(`^${pattern.split('*').map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}(/.*)?$`);
+    const re = new RegExp(
+      `^${pattern
+        .split('*')
+        .map((s) => s.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+        .join('[^/]*')}(/.*)?$`,
+    );
     if (re.test(relativePath)) ignored = !negate;
   }
   return ignored;
@@ -76,7 +81,9 @@ export function readDockerignore(root: string): string[] {
  * The benchmark runs the controller with these, so it measures what the image runs.
  */
 export function imageNodeFlags(root: string): string[] {
-  const entrypoint = runtimeStage(root).filter((i) => i.keyword === 'ENTRYPOINT').at(-1);
+  const entrypoint = runtimeStage(root)
+    .filter((i) => i.keyword === 'ENTRYPOINT')
+    .at(-1);
   if (!entrypoint) throw new Error('the Dockerfile has no ENTRYPOINT in its last stage');
   const argv: unknown = JSON.parse(entrypoint.args);
   if (!Array.isArray(argv) || !argv.every((a): a is string => typeof a === 'string')) throw new Error('the ENTRYPOINT is not in exec form');

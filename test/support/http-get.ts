@@ -22,12 +22,22 @@ export interface HttpGetOptions {
 export function httpGet(port: number, urlPath: string, options: HttpGetOptions = {}): Promise<HttpAnswer> {
   const { authorization, timeoutMs = 10_000 } = options;
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: '127.0.0.1', port, path: urlPath, timeout: timeoutMs, agent: false, headers: authorization === undefined ? {} : { authorization } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), contentType: res.headers['content-type'], headers: res.headers }));
-      res.on('error', reject);
-    });
+    const req = http.get(
+      { host: '127.0.0.1', port, path: urlPath, timeout: timeoutMs, agent: false, headers: authorization === undefined ? {} : { authorization } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body: Buffer.concat(chunks).toString('utf8'),
+            contentType: res.headers['content-type'],
+            headers: res.headers,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
   });

@@ -23,7 +23,7 @@ export function importsOf(fileName: string, text: string): ImportRef[] {
     refs.push({ specifier: literal.text, kind, line: source.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
   };
   const visit = (node: ts.Node): void => {
-    if (ts.isImportDeclaration(node) && !node.importClause?.isTypeOnly) add(node, node.moduleSpecifier, 'static');
+    if (ts.isImportDeclaration(node) && node.importClause?.phaseModifier !== ts.SyntaxKind.TypeKeyword) add(node, node.moduleSpecifier, 'static');
     else if (ts.isExportDeclaration(node) && !node.isTypeOnly) add(node, node.moduleSpecifier, 'static');
     else if (ts.isImportEqualsDeclaration(node) && !node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference)) {
       add(node, node.moduleReference.expression, 'static');

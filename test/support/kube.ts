@@ -73,10 +73,15 @@ export function kubectl(args: readonly string[], options: { input?: string; time
 
 export function run(bin: string, args: readonly string[], options: { input?: string; timeoutMs?: number; cwd?: string } = {}): Promise<CommandResult> {
   return new Promise((resolve) => {
-    const child = execFile(bin, args, { timeout: options.timeoutMs ?? 60_000, maxBuffer: 16 << 20, ...(options.cwd ? { cwd: options.cwd } : {}) }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
+    const child = execFile(
+      bin,
+      args,
+      { timeout: options.timeoutMs ?? 60_000, maxBuffer: 16 << 20, ...(options.cwd ? { cwd: options.cwd } : {}) },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
     if (options.input !== undefined) child.stdin?.end(options.input);
   });
 }

@@ -3,8 +3,17 @@ import type { TestEnv } from './operator.js';
 
 /** Leader election flags for a controller of the env's namespace: short timings (lease 6 s, renew 4 s, retry 1 s) so tests fail over quickly. */
 export const LEADER_ARGS = (env: TestEnv, id = 'ug-test'): string[] => [
-  '--leader-elect', '--leader-election-namespace', env.namespace, '--leader-election-id', id,
-  '--lease-duration', '6s', '--renew-deadline', '4s', '--retry-period', '1s',
+  '--leader-elect',
+  '--leader-election-namespace',
+  env.namespace,
+  '--leader-election-id',
+  id,
+  '--lease-duration',
+  '6s',
+  '--renew-deadline',
+  '4s',
+  '--retry-period',
+  '1s',
 ];
 /** --lease-duration of LEADER_ARGS. */
 export const LEASE_MS = 6_000;

@@ -17,7 +17,10 @@ const GENERATED = '# Generated from deploy/helm/usergroup-operator by `npm run m
 
 /** The CRD files, in a stable order. */
 export function crdFiles(dir: string = CRDS_DIR): string[] {
-  return fs.readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort();
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
 }
 
 /**
@@ -26,13 +29,28 @@ export function crdFiles(dir: string = CRDS_DIR): string[] {
  * the controller without deleting the CRDs (and with them every UserGroup and token Secret).
  */
 export async function renderManifests(helm: string): Promise<Map<string, string>> {
-  const crds = crdFiles().map((f) => fs.readFileSync(path.join(CRDS_DIR, f), 'utf8').replace(/^---\n/, '').trimEnd() + '\n');
-  const { stdout } = await promisify(execFile)(helm, [
-    'template', 'usergroup-operator', CHART_DIR,
-    '--namespace', MANIFEST_NAMESPACE,
-    '--set', `connection.url=${MANIFEST_PLACEHOLDER_URL}`,
-    '--set', `connection.apiKey.existingSecret=${MANIFEST_API_KEY_SECRET}`,
-  ], { maxBuffer: 16 << 20 });
+  const crds = crdFiles().map(
+    (f) =>
+      fs
+        .readFileSync(path.join(CRDS_DIR, f), 'utf8')
+        .replace(/^---\n/, '')
+        .trimEnd() + '\n',
+  );
+  const { stdout } = await promisify(execFile)(
+    helm,
+    [
+      'template',
+      'usergroup-operator',
+      CHART_DIR,
+      '--namespace',
+      MANIFEST_NAMESPACE,
+      '--set',
+      `connection.url=${MANIFEST_PLACEHOLDER_URL}`,
+      '--set',
+      `connection.apiKey.existingSecret=${MANIFEST_API_KEY_SECRET}`,
+    ],
+    { maxBuffer: 16 << 20 },
+  );
   return new Map([
     ['crds.yaml', GENERATED + crds.map((c) => `---\n${c}`).join('')],
     ['install.yaml', GENERATED + stdout],

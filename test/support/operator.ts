@@ -1,6 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { ApiException, CoreV1Api, CustomObjectsApi, EventsV1Api, PatchStrategy, setHeaderOptions, type CoreV1Event, type EventsV1Event, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  EventsV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type CoreV1Event,
+  type EventsV1Event,
+  type KubeConfig,
+  type V1Secret,
+} from '@kubernetes/client-node';
 import { inject } from 'vitest';
 import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
@@ -17,7 +28,17 @@ export const plural = 'usergroups';
 export interface UserGroupObject {
   apiVersion?: string;
   kind?: string;
-  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number; annotations?: Record<string, string>; creationTimestamp?: string; deletionTimestamp?: string; finalizers?: string[] };
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    annotations?: Record<string, string>;
+    creationTimestamp?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+  };
   spec: Record<string, unknown>;
   status?: {
     observedGeneration?: number;
@@ -89,7 +110,12 @@ export class TestEnv {
   private operators: OperatorHandle[] = [];
   private readonly clusterServices = new Set<string>();
 
-  private constructor(readonly namespace: string, readonly sim: Simulator, readonly apiKey: string, readonly kubeconfigPath: string) {
+  private constructor(
+    readonly namespace: string,
+    readonly sim: Simulator,
+    readonly apiKey: string,
+    readonly kubeconfigPath: string,
+  ) {
     this.kc = adminKubeConfig(kubeconfigPath);
     this.core = this.kc.makeApiClient(CoreV1Api);
     this.custom = this.kc.makeApiClient(CustomObjectsApi);
@@ -144,9 +170,14 @@ export class TestEnv {
       await this.custom.createClusterCustomObject({ group, version, plural: 'clusterusergroupservices', body });
     } catch (err) {
       if (!(err instanceof ApiException && err.code === 409)) throw err;
-      const current = (await this.custom.getClusterCustomObject({ group, version, plural: 'clusterusergroupservices', name })) as { metadata: { resourceVersion: string } };
+      const current = (await this.custom.getClusterCustomObject({ group, version, plural: 'clusterusergroupservices', name })) as {
+        metadata: { resourceVersion: string };
+      };
       await this.custom.replaceClusterCustomObject({
-        group, version, plural: 'clusterusergroupservices', name,
+        group,
+        version,
+        plural: 'clusterusergroupservices',
+        name,
         body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata.resourceVersion } },
       });
     }
@@ -158,8 +189,12 @@ export class TestEnv {
   }
 
   /** The UserGroupClaims of some namespaces (default: the env's), as the apiserver holds them. */
-  async claims(namespaces: readonly string[] = [this.namespace]): Promise<{ metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[]> {
-    const list = (await this.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })) as { items: { metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[] };
+  async claims(
+    namespaces: readonly string[] = [this.namespace],
+  ): Promise<{ metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[]> {
+    const list = (await this.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })) as {
+      items: { metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[];
+    };
     return list.items.filter((c) => namespaces.includes(c.spec.namespace));
   }
 
@@ -183,7 +218,20 @@ export class TestEnv {
       if (options.kc) throw new Error('OperatorStart.kc is for in-process controllers; a process takes a kubeconfig file (spawnController)');
       handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, defaultService, args: options.args ?? [] });
     } else {
-      const args = ['--namespaces', this.namespace, '--default-service', defaultService, '--metrics-addr', '0', '--health-addr', '0', '--log-level', 'debug', ...TEST_EGRESS_ARGS, ...(options.args ?? [])];
+      const args = [
+        '--namespaces',
+        this.namespace,
+        '--default-service',
+        defaultService,
+        '--metrics-addr',
+        '0',
+        '--health-addr',
+        '0',
+        '--log-level',
+        'debug',
+        ...TEST_EGRESS_ARGS,
+        ...(options.args ?? []),
+      ];
       handle = await startInProcess(args, options.kc ?? this.kc);
     }
     this.operators.push(handle);
@@ -196,7 +244,12 @@ export class TestEnv {
    * ends what the test has not.
    */
   spawnController(args: readonly string[], options: { kubeconfigPath?: string } = {}): ControllerProcess {
-    return spawnController({ kubeconfigPath: options.kubeconfigPath ?? this.kubeconfigPath, namespace: this.namespace, defaultService: this.defaultService, args });
+    return spawnController({
+      kubeconfigPath: options.kubeconfigPath ?? this.kubeconfigPath,
+      namespace: this.namespace,
+      defaultService: this.defaultService,
+      args,
+    });
   }
 
   /** Stops controllers and the simulator, deletes the namespace, its ClusterUserGroupServices and its claims. */
@@ -204,13 +257,18 @@ export class TestEnv {
     await Promise.all(this.operators.map((o) => o.stop()));
     await this.sim.stop();
     for (const name of [...this.clusterServices]) await this.deleteClusterService(name).catch(() => undefined);
-    await this.custom.deleteCollectionClusterCustomObject({ group, version, plural: 'usergroupclaims', labelSelector: `usergroup.dev/namespace=${this.namespace}` }).catch(() => undefined);
+    await this.custom
+      .deleteCollectionClusterCustomObject({ group, version, plural: 'usergroupclaims', labelSelector: `usergroup.dev/namespace=${this.namespace}` })
+      .catch(() => undefined);
     await deleteNamespace(this.namespace, this.kc).catch(() => undefined);
   }
 
   async createUserGroup(name: string, spec: Record<string, unknown>, annotations?: Record<string, string>): Promise<UserGroupObject> {
     return (await this.custom.createNamespacedCustomObject({
-      group, version, namespace: this.namespace, plural,
+      group,
+      version,
+      namespace: this.namespace,
+      plural,
       body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name, ...(annotations ? { annotations } : {}) }, spec },
     })) as UserGroupObject;
   }
@@ -237,11 +295,15 @@ export class TestEnv {
 
   /** Waits until the Ready condition matches and status describes the current generation. */
   async waitForReady(name: string, reason = 'Synced', status = reason === 'Synced' ? 'True' : 'False', timeoutMs = 30_000): Promise<UserGroupObject> {
-    return eventually(`UserGroup ${this.namespace}/${name} Ready=${status} reason ${reason}`, async () => {
-      const ug = await this.getUserGroup(name);
-      const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
-      return ready?.status === status && ready.reason === reason && ug.status?.observedGeneration === ug.metadata.generation ? ug : undefined;
-    }, timeoutMs);
+    return eventually(
+      `UserGroup ${this.namespace}/${name} Ready=${status} reason ${reason}`,
+      async () => {
+        const ug = await this.getUserGroup(name);
+        const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
+        return ready?.status === status && ready.reason === reason && ug.status?.observedGeneration === ug.metadata.generation ? ug : undefined;
+      },
+      timeoutMs,
+    );
   }
 
   async getSecret(name: string): Promise<V1Secret | undefined> {

@@ -37,8 +37,13 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
     apiVersion: 'usergroup.dev/v1alpha1',
     kind: 'UserGroup',
     metadata: {
-      name, namespace: init.namespace ?? 'ns', uid: init.uid ?? `uid-${name}`, resourceVersion: '10', generation: init.generation ?? 1,
-      creationTimestamp: '2026-11-22T00:00:00Z', annotations: init.annotations ?? {},
+      name,
+      namespace: init.namespace ?? 'ns',
+      uid: init.uid ?? `uid-${name}`,
+      resourceVersion: '10',
+      generation: init.generation ?? 1,
+      creationTimestamp: '2026-11-22T00:00:00Z',
+      annotations: init.annotations ?? {},
     },
     spec: { userGroupId: init.userGroupId ?? 'acme-1', name: 'Acme' },
     status: init.status ?? {},
@@ -51,7 +56,10 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
 export function secret(owner: string | undefined, token: string): ObservedSecret {
   const parsed = parseSecret({
     metadata: {
-      name: 'acme', namespace: 'ns', uid: 'uid-secret', resourceVersion: '20',
+      name: 'acme',
+      namespace: 'ns',
+      uid: 'uid-secret',
+      resourceVersion: '20',
       ...(owner ? { ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: owner, controller: true }] } : {}),
     },
     type: 'Opaque',
@@ -66,11 +74,20 @@ export function claim(spec: Partial<ClaimSpec> & { holder: UserGroup }): UserGro
   const account = spec.account ?? ACCOUNT;
   return {
     metadata: {
-      name: claimName(account, userGroupId), namespace: '', uid: 'uid-claim', resourceVersion: '5', generation: 1, creationTimestamp: '2026-11-22T00:00:00Z',
-      deletionTimestamp: undefined, labels: {}, annotations: {}, ownerReferences: [],
+      name: claimName(account, userGroupId),
+      namespace: '',
+      uid: 'uid-claim',
+      resourceVersion: '5',
+      generation: 1,
+      creationTimestamp: '2026-11-22T00:00:00Z',
+      deletionTimestamp: undefined,
+      labels: {},
+      annotations: {},
+      ownerReferences: [],
     },
     spec: {
-      userGroupId, account,
+      userGroupId,
+      account,
       namespace: spec.namespace ?? spec.holder.metadata.namespace,
       userGroup: spec.userGroup ?? { name: spec.holder.metadata.name, uid: spec.holder.metadata.uid },
     },
@@ -124,8 +141,10 @@ export function harness(world: World): Harness {
   const claims = world.claims ?? new Map([[claimName(ACCOUNT, 'acme-1'), claim({ holder: world.ug })]]);
   const statuses: UserGroupStatus[] = [];
   const deleted: string[] = [];
-  const group = (t: string, created: boolean | undefined): ServiceResult =>
-    ({ ok: true, group: { teamId: 7, token: new SecretValue(t), name: 'Acme', providedId: 'acme-1', created, environmentTag: 'Customer' } });
+  const group = (t: string, created: boolean | undefined): ServiceResult => ({
+    ok: true,
+    group: { teamId: 7, token: new SecretValue(t), name: 'Acme', providedId: 'acme-1', created, environmentTag: 'Customer' },
+  });
   const connection: Connection = {
     id: 'conn-1',
     account: ACCOUNT,

@@ -44,8 +44,13 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       const record: RecordedRequest = {
-        method: req.method ?? '', path: req.url ?? '/', headers: { ...req.headers }, body: body.toString('utf8'), status: undefined,
-        receivedAt: Date.now(), clientClosedAt: undefined,
+        method: req.method ?? '',
+        path: req.url ?? '/',
+        headers: { ...req.headers },
+        body: body.toString('utf8'),
+        status: undefined,
+        receivedAt: Date.now(),
+        clientClosedAt: undefined,
       };
       requests.push(record);
       const headers = { ...req.headers, host: upstream.host, 'content-length': String(body.length) };

@@ -4,8 +4,21 @@ import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/clien
 import { eventually } from './kube.js';
 import { group, version } from './operator.js';
 import {
-  annotateUserGroupAs, backendPut, createUserGroupAs, deleteUserGroupAs, readSecretAs, readyOf, rewriteSecretAs, secretTokenAs, serviceGroup, sha256,
-  TOKEN_SHA256, userGroupIn, waitForReason, type Tenant, type TenancyWorld,
+  annotateUserGroupAs,
+  backendPut,
+  createUserGroupAs,
+  deleteUserGroupAs,
+  readSecretAs,
+  readyOf,
+  rewriteSecretAs,
+  secretTokenAs,
+  serviceGroup,
+  sha256,
+  TOKEN_SHA256,
+  userGroupIn,
+  waitForReason,
+  type Tenant,
+  type TenancyWorld,
 } from './tenancy.js';
 
 /**
@@ -49,12 +62,17 @@ export async function takeover(world: TenancyWorld, attacker: Tenant): Promise<A
   await createUserGroupAs(attacker, name, { userGroupId: id, name: 'Hijacked', properties: { customer_filter: 'attacker' } });
   const ug = await waitForReason(world, attacker.namespace, name, 'UserGroupIdNotAllowed');
   const at = serviceGroup(world, id);
-  return outcome('takeover of an existing group (another id space)', [
-    at?.name !== 'Victim Corp' && `the group's name became ${at?.name ?? '(gone)'}`,
-    JSON.stringify(at?.properties) !== JSON.stringify({ customer_filter: 'victim' }) && 'the group\'s properties changed',
-    at?.tokenSha256 !== sha256(victimToken) && 'the group\'s token changed',
-    (await readSecretAs(attacker, name)) !== undefined && 'a token Secret appeared in the attacker\'s namespace',
-  ], world.proxy.putsFor(id).length, { reason: readyOf(ug)?.reason, message: readyOf(ug)?.message });
+  return outcome(
+    'takeover of an existing group (another id space)',
+    [
+      at?.name !== 'Victim Corp' && `the group's name became ${at?.name ?? '(gone)'}`,
+      JSON.stringify(at?.properties) !== JSON.stringify({ customer_filter: 'victim' }) && "the group's properties changed",
+      at?.tokenSha256 !== sha256(victimToken) && "the group's token changed",
+      (await readSecretAs(attacker, name)) !== undefined && "a token Secret appeared in the attacker's namespace",
+    ],
+    world.proxy.putsFor(id).length,
+    { reason: readyOf(ug)?.reason, message: readyOf(ug)?.message },
+  );
 }
 
 /** 2. Use the shared connection from a namespace no rule admits. */
@@ -64,10 +82,12 @@ export async function unadmitted(world: TenancyWorld): Promise<AttackOutcome> {
   const name = `sneak-${suffix()}`;
   await createUserGroupAs(t, name, { userGroupId: id, name: 'Sneak' });
   const ug = await waitForReason(world, t.namespace, name, 'NamespaceNotAllowed');
-  return outcome('a namespace no rule admits', [
-    serviceGroup(world, id) !== undefined && 'the group was created at the service',
-    (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared',
-  ], world.proxy.putsFor(id).length, { reason: readyOf(ug)?.reason });
+  return outcome(
+    'a namespace no rule admits',
+    [serviceGroup(world, id) !== undefined && 'the group was created at the service', (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared'],
+    world.proxy.putsFor(id).length,
+    { reason: readyOf(ug)?.reason },
+  );
 }
 
 /** 3. The sleeper: wait in DuplicateUserGroupId for the owner to be deleted and re-created, in either order. */
@@ -94,11 +114,16 @@ export async function sleeper(world: TenancyWorld, owner: Tenant, attacker: Tena
   const at = serviceGroup(world, id);
   const ownerToken = await secretTokenAs(owner, ownerName);
   const sleeperPuts = world.proxy.putsFor(id).filter((r) => r.body.includes('"Sleeper"')).length;
-  return outcome('the sleeper (re-created after the owner)', [
-    at?.name !== 'Owner' && `the group's name became ${at?.name ?? '(gone)'}`,
-    (await readSecretAs(attacker, sleeperName)) !== undefined && 'a token Secret appeared in the sleeper\'s namespace',
-    at?.tokenSha256 !== sha256(ownerToken ?? '') && 'the owner\'s Secret does not hold the current token',
-  ], sleeperPuts, { ownerPutsBefore: ownerPuts, reasons: [readyOf(refused)?.reason, readyOf(still)?.reason] });
+  return outcome(
+    'the sleeper (re-created after the owner)',
+    [
+      at?.name !== 'Owner' && `the group's name became ${at?.name ?? '(gone)'}`,
+      (await readSecretAs(attacker, sleeperName)) !== undefined && "a token Secret appeared in the sleeper's namespace",
+      at?.tokenSha256 !== sha256(ownerToken ?? '') && "the owner's Secret does not hold the current token",
+    ],
+    sleeperPuts,
+    { ownerPutsBefore: ownerPuts, reasons: [readyOf(refused)?.reason, readyOf(still)?.reason] },
+  );
 }
 
 /** 4. Same id from two deployments that each see only their own namespace, created at the same moment. */
@@ -114,10 +139,15 @@ export async function acrossShards(world: TenancyWorld, a: Tenant, b: Tenant): P
   const loser = winner === a ? b : a;
   const loserName = winner === a ? 'B' : 'A';
   const loserPuts = world.proxy.putsFor(id).filter((r) => r.body.includes(`"name":"${loserName}"`)).length;
-  return outcome('the same id from two deployments at once', [
-    (await readSecretAs(loser, name)) !== undefined && 'the loser holds a token Secret',
-    serviceGroup(world, id)?.name !== (winner === a ? 'A' : 'B') && 'the loser\'s name is at the service',
-  ], loserPuts, { winner: winner.namespace });
+  return outcome(
+    'the same id from two deployments at once',
+    [
+      (await readSecretAs(loser, name)) !== undefined && 'the loser holds a token Secret',
+      serviceGroup(world, id)?.name !== (winner === a ? 'A' : 'B') && "the loser's name is at the service",
+    ],
+    loserPuts,
+    { winner: winner.namespace },
+  );
 }
 
 /**
@@ -129,20 +159,36 @@ export async function urlSpelling(world: TenancyWorld, a: Tenant, b: Tenant): Pr
   const port = new URL(world.proxy.url).port;
   const urls = [`http://127.0.0.1:${port}`, `http://localhost:${port}/`];
   for (const [i, t] of [a, b].entries()) {
-    await world.env.core.createNamespacedSecret({ namespace: t.namespace, body: { metadata: { name: `given-key-${id}` }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: world.env.apiKey } } });
+    await world.env.core.createNamespacedSecret({
+      namespace: t.namespace,
+      body: { metadata: { name: `given-key-${id}` }, type: API_KEY_SECRET_TYPE, stringData: { apiKey: world.env.apiKey } },
+    });
     await t.custom.createNamespacedCustomObject({
-      group, version, namespace: t.namespace, plural: 'usergroupservices',
-      body: { apiVersion: `${group}/${version}`, kind: 'UserGroupService', metadata: { name: `own-${id}` }, spec: { url: urls[i], allowInsecure: true, apiKeySecretRef: { name: `given-key-${id}` } } },
+      group,
+      version,
+      namespace: t.namespace,
+      plural: 'usergroupservices',
+      body: {
+        apiVersion: `${group}/${version}`,
+        kind: 'UserGroupService',
+        metadata: { name: `own-${id}` },
+        spec: { url: urls[i], allowInsecure: true, apiKeySecretRef: { name: `given-key-${id}` } },
+      },
     });
   }
   await createUserGroupAs(a, id, { userGroupId: id, name: 'First', serviceRef: { name: `own-${id}` } });
   await waitForReason(world, a.namespace, id, 'Synced');
   await createUserGroupAs(b, id, { userGroupId: id, name: 'Second', properties: { customer_filter: 'attacker' }, serviceRef: { name: `own-${id}` } });
   const ug = await waitForReason(world, b.namespace, id, 'UserGroupIdClaimed');
-  return outcome('the same account through a differently spelled URL', [
-    serviceGroup(world, id)?.name !== 'First' && 'the second namespace\'s name is at the service',
-    (await readSecretAs(b, id)) !== undefined && 'the second namespace holds a token Secret',
-  ], world.proxy.putsFor(id).filter((r) => r.body.includes('"Second"')).length, { reason: readyOf(ug)?.reason });
+  return outcome(
+    'the same account through a differently spelled URL',
+    [
+      serviceGroup(world, id)?.name !== 'First' && "the second namespace's name is at the service",
+      (await readSecretAs(b, id)) !== undefined && 'the second namespace holds a token Secret',
+    ],
+    world.proxy.putsFor(id).filter((r) => r.body.includes('"Second"')).length,
+    { reason: readyOf(ug)?.reason },
+  );
 }
 
 /**
@@ -164,10 +210,15 @@ export async function squatter(world: TenancyWorld, squatterT: Tenant, legit: Te
   if (claim) await world.env.custom.deleteClusterCustomObject({ group, version, plural: 'usergroupclaims', name: claim.metadata.name });
   const adopted = await waitForReason(world, legit.namespace, name, 'Synced');
   const at = serviceGroup(world, id);
-  return outcome('the squatter keeps a live token after losing the contest', [
-    at?.tokenSha256 === sha256(copied ?? '') && 'the squatter\'s copied token still works at the service',
-    at?.tokenSha256 !== sha256((await secretTokenAs(legit, name)) ?? '') && 'the legitimate team does not hold the current token',
-  ], legitPutsWhileRefused, { adoption: adopted.status && (adopted.status as { adoption?: unknown }).adoption });
+  return outcome(
+    'the squatter keeps a live token after losing the contest',
+    [
+      at?.tokenSha256 === sha256(copied ?? '') && "the squatter's copied token still works at the service",
+      at?.tokenSha256 !== sha256((await secretTokenAs(legit, name)) ?? '') && 'the legitimate team does not hold the current token',
+    ],
+    legitPutsWhileRefused,
+    { adoption: adopted.status && (adopted.status as { adoption?: unknown }).adoption },
+  );
 }
 
 /**
@@ -187,15 +238,21 @@ export async function rotationHijack(world: TenancyWorld, attacker: Tenant): Pro
   });
   await annotateUserGroupAs(attacker, name, { [ROTATE]: 'hijack-1' });
   await eventually('the rotation request handled', async () =>
-    ((await userGroupIn(world, attacker.namespace, name))?.status?.rotation?.lastHandledRequest === 'hijack-1' ? true : undefined));
+    (await userGroupIn(world, attacker.namespace, name))?.status?.rotation?.lastHandledRequest === 'hijack-1' ? true : undefined,
+  );
   const victim = serviceGroup(world, victimId);
   const held = await secretTokenAs(attacker, name);
   const own = serviceGroup(world, `${attacker.namespace}.${name}`);
-  return outcome('rotation hijack with a planted token', [
-    victim?.tokenSha256 !== sha256(victimToken) && 'the victim\'s token was rotated',
-    held === victimToken && 'the victim\'s token stayed in the attacker\'s Secret',
-    held !== undefined && sha256(held) !== own?.tokenSha256 && 'the attacker\'s Secret holds a token that is not its own group\'s',
-  ], world.proxy.postsWith(victimToken).length, { ownRotations: own?.rotations });
+  return outcome(
+    'rotation hijack with a planted token',
+    [
+      victim?.tokenSha256 !== sha256(victimToken) && "the victim's token was rotated",
+      held === victimToken && "the victim's token stayed in the attacker's Secret",
+      held !== undefined && sha256(held) !== own?.tokenSha256 && "the attacker's Secret holds a token that is not its own group's",
+    ],
+    world.proxy.postsWith(victimToken).length,
+    { ownRotations: own?.rotations },
+  );
 }
 
 /** 8. A forged rotation-handled mark in the Secret, to suppress a rotation that was asked for. */
@@ -208,19 +265,27 @@ export async function forgedHandled(world: TenancyWorld, t: Tenant): Promise<Att
   // While its controller is down, someone asks for a rotation (the token leaked) and the tenant forges the record.
   await world.restartController(t.namespace, async () => {
     await world.env.custom.patchNamespacedCustomObject(
-      { group, version, namespace: t.namespace, plural: 'usergroups', name, body: { metadata: { annotations: { [ROTATE]: 'leak-1' } } } }, MERGE);
+      { group, version, namespace: t.namespace, plural: 'usergroups', name, body: { metadata: { annotations: { [ROTATE]: 'leak-1' } } } },
+      MERGE,
+    );
     await rewriteSecretAs(t, name, (s) => {
       const meta = (s.metadata ??= {});
       meta.annotations = { ...meta.annotations, 'usergroup.dev/rotation-handled': 'leak-1' };
     });
   });
   await eventually('the rotation request handled', async () =>
-    ((await userGroupIn(world, t.namespace, name))?.status?.rotation?.lastHandledRequest === 'leak-1' ? true : undefined));
+    (await userGroupIn(world, t.namespace, name))?.status?.rotation?.lastHandledRequest === 'leak-1' ? true : undefined,
+  );
   const after = serviceGroup(world, id);
-  return outcome('a forged rotation-handled mark', [
-    after?.tokenSha256 === before?.tokenSha256 && 'the token was not rotated',
-    after?.tokenSha256 !== sha256((await secretTokenAs(t, name)) ?? '') && 'the Secret does not hold the current token',
-  ], 0, { rotations: [before?.rotations, after?.rotations] });
+  return outcome(
+    'a forged rotation-handled mark',
+    [
+      after?.tokenSha256 === before?.tokenSha256 && 'the token was not rotated',
+      after?.tokenSha256 !== sha256((await secretTokenAs(t, name)) ?? '') && 'the Secret does not hold the current token',
+    ],
+    0,
+    { rotations: [before?.rotations, after?.rotations] },
+  );
 }
 
 /** 9. Claim a group that exists at the service under a rule that refuses adoption. */
@@ -235,10 +300,16 @@ export async function refusedAdoption(world: TenancyWorld, t: Tenant): Promise<A
   await world.restartController(t.namespace);
   await waitForReason(world, t.namespace, name, 'AdoptionRefused');
   await new Promise((r) => setTimeout(r, 1_000));
-  return outcome('adopting a group where the rule says Refuse', [
-    (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared',
-    serviceGroup(world, id)?.tokenSha256 !== sha256(existing) && 'the existing token changed',
-  ], world.proxy.putsFor(id).length, { callsAtRefusal, message: readyOf(ug)?.message }, 1);
+  return outcome(
+    'adopting a group where the rule says Refuse',
+    [
+      (await readSecretAs(t, name)) !== undefined && 'a token Secret appeared',
+      serviceGroup(world, id)?.tokenSha256 !== sha256(existing) && 'the existing token changed',
+    ],
+    world.proxy.putsFor(id).length,
+    { callsAtRefusal, message: readyOf(ug)?.message },
+    1,
+  );
 }
 
 /** 10. The tenant's RBAC surface: what it must not be able to write or read at all. */
@@ -247,12 +318,54 @@ export async function rbacSurface(world: TenancyWorld, t: Tenant): Promise<Attac
   await createUserGroupAs(t, name, { userGroupId: `${t.namespace}.${name}`, name: 'Status' });
   const attempts: [string, () => Promise<unknown>][] = [
     ['list UserGroupClaims', () => t.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })],
-    ['create a UserGroupClaim', () => t.custom.createClusterCustomObject({ group, version, plural: 'usergroupclaims', body: { apiVersion: `${group}/${version}`, kind: 'UserGroupClaim', metadata: { name: `fake-${suffix()}` }, spec: { userGroupId: 'x', account: 'y', namespace: t.namespace, userGroup: { name: 'a', uid: 'b' } } } })],
+    [
+      'create a UserGroupClaim',
+      () =>
+        t.custom.createClusterCustomObject({
+          group,
+          version,
+          plural: 'usergroupclaims',
+          body: {
+            apiVersion: `${group}/${version}`,
+            kind: 'UserGroupClaim',
+            metadata: { name: `fake-${suffix()}` },
+            spec: { userGroupId: 'x', account: 'y', namespace: t.namespace, userGroup: { name: 'a', uid: 'b' } },
+          },
+        }),
+    ],
     ['read the shared connection', () => t.custom.listClusterCustomObject({ group, version, plural: 'clusterusergroupservices' })],
-    ['create a ClusterUserGroupService', () => t.custom.createClusterCustomObject({ group, version, plural: 'clusterusergroupservices', body: { apiVersion: `${group}/${version}`, kind: 'ClusterUserGroupService', metadata: { name: `mine-${suffix()}` }, spec: { url: 'https://x.example.com', apiKeySecretRef: { namespace: t.namespace, name: 'k' }, tenants: [{ namespaces: [t.namespace], userGroupIds: { prefix: '' } }] } } })],
-    ['label its own namespace into a rule', () => t.core.patchNamespace({ name: t.namespace, body: { metadata: { labels: { [world.tenantLabel]: 'true' } } } }, MERGE)],
-    ['write the status of its UserGroup', () => t.custom.patchNamespacedCustomObjectStatus({ group, version, namespace: t.namespace, plural: 'usergroups', name, body: { status: { syncedHash: 'forged' } } }, MERGE)],
-    ['read the operator\'s API-key Secret', () => t.core.readNamespacedSecret({ namespace: world.env.namespace, name: 'usergroup-api-key' })],
+    [
+      'create a ClusterUserGroupService',
+      () =>
+        t.custom.createClusterCustomObject({
+          group,
+          version,
+          plural: 'clusterusergroupservices',
+          body: {
+            apiVersion: `${group}/${version}`,
+            kind: 'ClusterUserGroupService',
+            metadata: { name: `mine-${suffix()}` },
+            spec: {
+              url: 'https://x.example.com',
+              apiKeySecretRef: { namespace: t.namespace, name: 'k' },
+              tenants: [{ namespaces: [t.namespace], userGroupIds: { prefix: '' } }],
+            },
+          },
+        }),
+    ],
+    [
+      'label its own namespace into a rule',
+      () => t.core.patchNamespace({ name: t.namespace, body: { metadata: { labels: { [world.tenantLabel]: 'true' } } } }, MERGE),
+    ],
+    [
+      'write the status of its UserGroup',
+      () =>
+        t.custom.patchNamespacedCustomObjectStatus(
+          { group, version, namespace: t.namespace, plural: 'usergroups', name, body: { status: { syncedHash: 'forged' } } },
+          MERGE,
+        ),
+    ],
+    ["read the operator's API-key Secret", () => t.core.readNamespacedSecret({ namespace: world.env.namespace, name: 'usergroup-api-key' })],
   ];
   const allowed: string[] = [];
   for (const [what, attempt] of attempts) if (!(await forbidden(attempt()))) allowed.push(`allowed: ${what}`);
@@ -267,23 +380,29 @@ export async function metadataNoise(world: TenancyWorld, t: Tenant): Promise<Att
   await waitForReason(world, t.namespace, name, 'Synced');
   const putsBefore = world.proxy.putsFor(id).length;
   const token = await secretTokenAs(t, name);
-  await annotateUserGroupAs(t, name,
+  await annotateUserGroupAs(
+    t,
+    name,
     { 'usergroup.dev/rotation-handled': 'x', 'usergroup.dev/token-record': 'f'.repeat(64), 'usergroup.dev/token-sha256': 'x' },
-    { 'app.kubernetes.io/managed-by': 'someone-else', 'usergroup.dev/usergroup': 'other' });
+    { 'app.kubernetes.io/managed-by': 'someone-else', 'usergroup.dev/usergroup': 'other' },
+  );
   await rewriteSecretAs(t, name, (s) => {
     (s.metadata ??= {}).labels = { app: 'mine' };
   });
   // The controller puts its labels back without a call (the record still vouches for the token).
   await eventually('the managed-by label restored', async () =>
-    ((await readSecretAs(t, name))?.metadata?.labels?.['app.kubernetes.io/managed-by'] === 'usergroup-operator' ? true : undefined));
+    (await readSecretAs(t, name))?.metadata?.labels?.['app.kubernetes.io/managed-by'] === 'usergroup-operator' ? true : undefined,
+  );
   const ug = await userGroupIn(world, t.namespace, name);
   // The object is not refused (it is the tenant's own group): calls here are the price of its own edits, like a
   // spec change, and are reported, not counted against the rules. (A stripped label can cost one PUT when the
   // two Secret watches disagree for a moment about where the Secret belongs.)
-  return outcome('look-alike annotations and labels, a stripped managed-by label', [
-    readyOf(ug)?.reason !== 'Synced' && `Ready is now ${readyOf(ug)?.reason ?? '?'}`,
-    (await secretTokenAs(t, name)) !== token && 'the token changed',
-  ], 0, { callsOnOwnGroup: world.proxy.putsFor(id).length - putsBefore });
+  return outcome(
+    'look-alike annotations and labels, a stripped managed-by label',
+    [readyOf(ug)?.reason !== 'Synced' && `Ready is now ${readyOf(ug)?.reason ?? '?'}`, (await secretTokenAs(t, name)) !== token && 'the token changed'],
+    0,
+    { callsOnOwnGroup: world.proxy.putsFor(id).length - putsBefore },
+  );
 }
 
 export type Attack = (world: TenancyWorld) => Promise<AttackOutcome>;

@@ -1,4 +1,13 @@
-import { ApiException, CoreV1Api, CustomObjectsApi, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  RbacAuthorizationV1Api,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Secret,
+} from '@kubernetes/client-node';
 import { sha256 } from './hash.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, tokenKubeConfig } from './kube.js';
 import { group, TestEnv, version, type OperatorHandle, type TenantRuleObject, type UserGroupObject } from './operator.js';
@@ -37,7 +46,11 @@ export async function tenantIdentity(namespace: string, admin: KubeConfig = admi
   await rbac.createNamespacedRole({ namespace, body: { metadata: { name: 'tenant' }, rules: TENANT_RULES } });
   await rbac.createNamespacedRoleBinding({
     namespace,
-    body: { metadata: { name: 'tenant' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'tenant' }, subjects: [{ kind: 'ServiceAccount', name: 'tenant', namespace }] },
+    body: {
+      metadata: { name: 'tenant' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'tenant' },
+      subjects: [{ kind: 'ServiceAccount', name: 'tenant', namespace }],
+    },
   });
   const request = await core.createNamespacedServiceAccountToken({ namespace, name: 'tenant', body: { spec: { expirationSeconds: 3600 } } });
   const token = request.status?.token;
@@ -88,7 +101,11 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
   for (let i = 0; i < tenantCount; i++) namespaces.push(await createNamespace(`${prefix}-t${i}`, env.kc));
   const outsiderNs = await createNamespace(`${prefix}-out`, env.kc);
   // Only a cluster admin labels namespaces: the label is what admits a tenant.
-  for (const ns of namespaces) await core.patchNamespace({ name: ns, body: { metadata: { labels: { [tenantLabel]: 'true' } } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+  for (const ns of namespaces)
+    await core.patchNamespace(
+      { name: ns, body: { metadata: { labels: { [tenantLabel]: 'true' } } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
   const tenants = await Promise.all(namespaces.map((ns) => tenantIdentity(ns, env.kc)));
   const outsider = await tenantIdentity(outsiderNs, env.kc);
   await env.putClusterService(env.defaultService, { url: proxy.url, tenants: tenancyRules(tenantLabel, namespaces) });
@@ -103,7 +120,11 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
   for (const shard of shards) await start(shard);
 
   return {
-    env, proxy, tenants, outsider, tenantLabel,
+    env,
+    proxy,
+    tenants,
+    outsider,
+    tenantLabel,
     restartController: async (namespace, between) => {
       const shard = shards.find((s) => s.namespaces.includes(namespace));
       if (!shard) throw new Error(`no controller for ${namespace}`);
@@ -115,7 +136,14 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
       await env.close();
       await proxy.stop();
       for (const ns of [...namespaces, outsiderNs]) await deleteNamespace(ns, env.kc).catch(() => undefined);
-      await env.custom.deleteCollectionClusterCustomObject({ group, version, plural: 'usergroupclaims', labelSelector: `usergroup.dev/namespace in (${[...namespaces, outsiderNs].join(',')})` }).catch(() => undefined);
+      await env.custom
+        .deleteCollectionClusterCustomObject({
+          group,
+          version,
+          plural: 'usergroupclaims',
+          labelSelector: `usergroup.dev/namespace in (${[...namespaces, outsiderNs].join(',')})`,
+        })
+        .catch(() => undefined);
     },
   };
 }
@@ -123,7 +151,13 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
 // --- What a tenant does, as itself -------------------------------------------------------------
 
 export async function createUserGroupAs(t: Tenant, name: string, spec: Record<string, unknown>): Promise<void> {
-  await t.custom.createNamespacedCustomObject({ group, version, namespace: t.namespace, plural: 'usergroups', body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec } });
+  await t.custom.createNamespacedCustomObject({
+    group,
+    version,
+    namespace: t.namespace,
+    plural: 'usergroups',
+    body: { apiVersion: `${group}/${version}`, kind: 'UserGroup', metadata: { name }, spec },
+  });
 }
 
 export async function deleteUserGroupAs(t: Tenant, name: string): Promise<void> {
@@ -178,16 +212,23 @@ export const readyOf = (ug: UserGroupObject | undefined): { status: string; reas
 
 /** Waits until the UserGroup's Ready condition has this reason for its current generation. */
 export async function waitForReason(world: TenancyWorld, namespace: string, name: string, reason: string, timeoutMs = 60_000): Promise<UserGroupObject> {
-  return eventually(`${namespace}/${name} Ready reason ${reason}`, async () => {
-    const ug = await userGroupIn(world, namespace, name);
-    return readyOf(ug)?.reason === reason && ug?.status?.observedGeneration === ug?.metadata.generation ? ug : undefined;
-  }, timeoutMs, 200);
+  return eventually(
+    `${namespace}/${name} Ready reason ${reason}`,
+    async () => {
+      const ug = await userGroupIn(world, namespace, name);
+      return readyOf(ug)?.reason === reason && ug?.status?.observedGeneration === ug?.metadata.generation ? ug : undefined;
+    },
+    timeoutMs,
+    200,
+  );
 }
 
 /** Creates or updates a group at the service directly, as the company's backend would (not through the operator). */
 export async function backendPut(world: TenancyWorld, body: Record<string, unknown>): Promise<string> {
   const res = await fetch(`${world.env.sim.url}/api/user`, {
-    method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Token ${world.env.apiKey}` }, body: JSON.stringify(body),
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Token ${world.env.apiKey}` },
+    body: JSON.stringify(body),
   });
   const answer = (await res.json()) as { user_group?: { token?: string } };
   const token = answer.user_group?.token;

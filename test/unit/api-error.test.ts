@@ -22,10 +22,11 @@ function status(code: number, reason: string, message: string, extra: Record<str
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code, ...extra };
 }
 
-const FORBIDDEN = 'secrets "acme-token" is forbidden: User "system:serviceaccount:ugo:ugo-usergroup-operator" cannot update resource "secrets" in API group "" in the namespace "team-a"';
+const FORBIDDEN =
+  'secrets "acme-token" is forbidden: User "system:serviceaccount:ugo:ugo-usergroup-operator" cannot update resource "secrets" in API group "" in the namespace "team-a"';
 
 describe('apiErrorFrom: a non-2xx answer parsed once', () => {
-  it('a Status: its reason and the apiserver\'s own message, with the method, path and code', () => {
+  it("a Status: its reason and the apiserver's own message, with the method, path and code", () => {
     const err = apiErrorFrom('PUT', SECRET, 403, status(403, 'Forbidden', FORBIDDEN, { details: { name: 'acme-token', kind: 'secrets' } }));
     expect(err).toBeInstanceOf(ApiError);
     expect(err).toBeInstanceOf(Error);
@@ -33,8 +34,11 @@ describe('apiErrorFrom: a non-2xx answer parsed once', () => {
     expect(err.message).toBe(`PUT ${SECRET}: 403 Forbidden: ${FORBIDDEN}`);
   });
 
-  it('a Status without a reason gets the one the code implies; one without a message gets client-go\'s text for the code', () => {
-    expect(apiErrorFrom('GET', SECRET, 404, status(404, '', 'secrets "acme-token" not found'))).toMatchObject({ reason: 'NotFound', serverMessage: 'secrets "acme-token" not found' });
+  it("a Status without a reason gets the one the code implies; one without a message gets client-go's text for the code", () => {
+    expect(apiErrorFrom('GET', SECRET, 404, status(404, '', 'secrets "acme-token" not found'))).toMatchObject({
+      reason: 'NotFound',
+      serverMessage: 'secrets "acme-token" not found',
+    });
     expect(apiErrorFrom('GET', SECRET, 500, { kind: 'Status', code: 500 })).toMatchObject({
       reason: 'InternalError',
       serverMessage: 'an error on the server has prevented the request from succeeding',
@@ -64,7 +68,7 @@ describe('apiErrorFrom: a non-2xx answer parsed once', () => {
     }
   });
 
-  it('a text body (a proxy\'s page) adds nothing either: it may echo the request', () => {
+  it("a text body (a proxy's page) adds nothing either: it may echo the request", () => {
     const err = apiErrorFrom('PUT', SECRET, 502, `<html><title>502 Bad Gateway</title><pre>{"data":{"token":"dG9rZW4="}}</pre></html>`);
     expect(err).toMatchObject({ reason: 'InternalError', serverMessage: 'an error on the server has prevented the request from succeeding' });
     expect(err.message).not.toContain('dG9rZW4=');
@@ -86,7 +90,8 @@ describe('apiErrorFrom: a non-2xx answer parsed once', () => {
 });
 
 describe('predicates: the reason when it is a known one, else the code (as client-go)', () => {
-  const err = (method: string, code: number, reason?: string): ApiError => apiErrorFrom(method, SECRET, code, reason === undefined ? '' : status(code, reason, 'm'));
+  const err = (method: string, code: number, reason?: string): ApiError =>
+    apiErrorFrom(method, SECRET, code, reason === undefined ? '' : status(code, reason, 'm'));
   const predicates = { isNotFound, isAlreadyExists, isConflict, isForbidden, isUnauthorized, isInvalid, isGone, isTooManyRequests, isServerError, isRetryable };
   type Name = keyof typeof predicates;
   const truths = (e: unknown): Name[] => (Object.keys(predicates) as Name[]).filter((name) => predicates[name](e));
@@ -136,7 +141,12 @@ describe('call: the body of a 2xx, or the refusal as an ApiError', () => {
 
   it('a 2xx is passed on with its body', async () => {
     const { client, seen } = answering({ status: 201, body: { kind: 'Secret' }, bytes: 16 });
-    expect(await call(client, 'POST', '/api/v1/namespaces/a/secrets', { query: { fieldManager: 'x' } })).toEqual({ ok: true, status: 201, body: { kind: 'Secret' }, bytes: 16 });
+    expect(await call(client, 'POST', '/api/v1/namespaces/a/secrets', { query: { fieldManager: 'x' } })).toEqual({
+      ok: true,
+      status: 201,
+      body: { kind: 'Secret' },
+      bytes: 16,
+    });
     expect(seen).toEqual([{ method: 'POST', path: '/api/v1/namespaces/a/secrets', options: { query: { fieldManager: 'x' } } }]);
   });
 
@@ -148,7 +158,7 @@ describe('call: the body of a 2xx, or the refusal as an ApiError', () => {
     expect(res.error.message).not.toContain('dG9rZW4=');
   });
 
-  it('a transport failure still rejects: it is not the apiserver\'s answer', async () => {
+  it("a transport failure still rejects: it is not the apiserver's answer", async () => {
     const { client } = answering(new Error('connect ECONNREFUSED 127.0.0.1:6443'));
     await expect(call(client, 'GET', SECRET)).rejects.toThrow('ECONNREFUSED');
   });

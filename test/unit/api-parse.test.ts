@@ -68,10 +68,12 @@ describe('parseUserGroup', () => {
 
   it('reads a serviceRef to a ClusterUserGroupService, and refuses another kind', () => {
     expect(ug({ userGroupId: 'x', name: 'X', serviceRef: { kind: 'ClusterUserGroupService', name: 'shared' } }).spec).toMatchObject({
-      ok: true, value: { serviceRef: { kind: 'ClusterUserGroupService', name: 'shared' } },
+      ok: true,
+      value: { serviceRef: { kind: 'ClusterUserGroupService', name: 'shared' } },
     });
     expect(ug({ userGroupId: 'x', name: 'X', serviceRef: { kind: 'Secret', name: 'shared' } }).spec).toEqual({
-      ok: false, error: 'spec.serviceRef.kind must be UserGroupService or ClusterUserGroupService',
+      ok: false,
+      error: 'spec.serviceRef.kind must be UserGroupService or ClusterUserGroupService',
     });
   });
 
@@ -132,7 +134,8 @@ describe('parseUserGroup', () => {
 
   describe('size limits (README "Limits"): an over-limit spec is invalid and keeps none of its payload', () => {
     const base = { userGroupId: 'a', name: 'A' };
-    const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value(i)]));
+    const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value(i)]));
 
     /** The spec is refused with this message, and the parsed object is small whatever the payload was. */
     function refused(spec: Record<string, unknown>, error: string | RegExp, annotations?: Record<string, string>): void {
@@ -173,7 +176,10 @@ describe('parseUserGroup', () => {
       refused({ ...base, tokenSecret: { labels: entries(65, () => 'v') } }, 'spec.tokenSecret.labels has 65 entries; at most 64 are allowed');
       refused({ ...base, tokenSecret: { annotations: entries(65, () => 'v') } }, 'spec.tokenSecret.annotations has 65 entries; at most 64 are allowed');
       expect(ug({ ...base, tokenSecret: { annotations: { k: 'v'.repeat(16_383) } } }).spec.ok).toBe(true);
-      refused({ ...base, tokenSecret: { annotations: { k: 'v'.repeat(16_384) } } }, 'spec.tokenSecret.annotations must be at most 16384 characters in total (keys and values)');
+      refused(
+        { ...base, tokenSecret: { annotations: { k: 'v'.repeat(16_384) } } },
+        'spec.tokenSecret.annotations must be at most 16384 characters in total (keys and values)',
+      );
     });
 
     it('a rotation request of more than 256 characters makes the spec invalid and is not kept', () => {
@@ -229,7 +235,13 @@ describe('parseUserGroup', () => {
       {
         status: {
           observedGeneration: 'two',
-          conditions: [null, 'x', { type: 'Ready', status: 'Maybe' }, { status: 'True' }, { type: 'Ready', status: 'False', reason: 5, observedGeneration: 'x' }],
+          conditions: [
+            null,
+            'x',
+            { type: 'Ready', status: 'Maybe' },
+            { status: 'True' },
+            { type: 'Ready', status: 'False', reason: 5, observedGeneration: 'x' },
+          ],
           teamId: '17',
           providedId: 3,
           lastSyncTime: {},
@@ -247,15 +259,17 @@ describe('parseUserGroup', () => {
 
 describe('parseMeta', () => {
   it('keeps only well-formed owner references and normalises controller', () => {
-    const m = parseMeta(meta({
-      ownerReferences: [
-        { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
-        { kind: 'UserGroup', name: 'b', uid: 'u2', controller: 'true' },
-        { kind: 'UserGroup', name: 'c' },
-        'junk',
-      ],
-      deletionTimestamp: '2025-02-02T00:00:00Z',
-    }));
+    const m = parseMeta(
+      meta({
+        ownerReferences: [
+          { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
+          { kind: 'UserGroup', name: 'b', uid: 'u2', controller: 'true' },
+          { kind: 'UserGroup', name: 'c' },
+          'junk',
+        ],
+        deletionTimestamp: '2025-02-02T00:00:00Z',
+      }),
+    );
     expect(m.ok && m.value.ownerReferences).toEqual([
       { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
       { apiVersion: '', kind: 'UserGroup', name: 'b', uid: 'u2', controller: false },
@@ -279,10 +293,14 @@ describe('parseMeta', () => {
     expect(objectKey({ ...m.value, name: 'other' })).toBe('team-a/other');
   });
 
-  it('keeps only the rotation request of a UserGroup\'s metadata; other kinds keep all of it', () => {
+  it("keeps only the rotation request of a UserGroup's metadata; other kinds keep all of it", () => {
     const lastApplied = '{"apiVersion":"usergroup.dev/v1alpha1"}';
     const raw = meta({
-      annotations: { 'kubectl.kubernetes.io/last-applied-configuration': lastApplied, 'usergroup.dev/rotate-requested-at': 'r1', 'example.com/big': 'x'.repeat(200_000) },
+      annotations: {
+        'kubectl.kubernetes.io/last-applied-configuration': lastApplied,
+        'usergroup.dev/rotate-requested-at': 'r1',
+        'example.com/big': 'x'.repeat(200_000),
+      },
       labels: { team: 'a', 'example.com/big': 'y'.repeat(63) },
       ownerReferences: [{ apiVersion: 'argoproj.io/v1alpha1', kind: 'Application', name: 'app', uid: 'u9', controller: true }],
     });
@@ -292,15 +310,29 @@ describe('parseMeta', () => {
     expect(parsed.value.metadata.labels).toEqual({});
     expect(parsed.value.metadata.ownerReferences).toEqual([]);
     // What the controller and the plugin read is all there.
-    expect(parsed.value.metadata).toMatchObject({ name: 'acme', namespace: 'team-a', uid: 'uid-acme', resourceVersion: '5', generation: 2, creationTimestamp: '2025-01-01T00:00:00Z' });
+    expect(parsed.value.metadata).toMatchObject({
+      name: 'acme',
+      namespace: 'team-a',
+      uid: 'uid-acme',
+      resourceVersion: '5',
+      generation: 2,
+      creationTimestamp: '2025-01-01T00:00:00Z',
+    });
     expect(objectKey(parsed.value.metadata)).toBe('team-a/acme');
     expect(JSON.stringify(parsed.value).length).toBeLessThan(1000);
 
-    const withoutRotation = parseUserGroup({ metadata: meta({ annotations: { 'kubectl.kubernetes.io/last-applied-configuration': lastApplied } }), spec: { userGroupId: 'g', name: 'G' } });
+    const withoutRotation = parseUserGroup({
+      metadata: meta({ annotations: { 'kubectl.kubernetes.io/last-applied-configuration': lastApplied } }),
+      spec: { userGroupId: 'g', name: 'G' },
+    });
     expect(withoutRotation.ok && withoutRotation.value.metadata.annotations).toEqual({});
 
     const secret = parseSecret({ metadata: raw, data: {} });
-    expect(secret.ok && Object.keys(secret.value.metadata.annotations).sort()).toEqual(['example.com/big', 'kubectl.kubernetes.io/last-applied-configuration', 'usergroup.dev/rotate-requested-at']);
+    expect(secret.ok && Object.keys(secret.value.metadata.annotations).sort()).toEqual([
+      'example.com/big',
+      'kubectl.kubernetes.io/last-applied-configuration',
+      'usergroup.dev/rotate-requested-at',
+    ]);
     expect(secret.ok && secret.value.metadata.labels).toEqual({ team: 'a', 'example.com/big': 'y'.repeat(63) });
     expect(secret.ok && secret.value.metadata.ownerReferences).toHaveLength(1);
   });

@@ -38,7 +38,9 @@ function ready(status: string, reason: string, message = `about ${reason}`): Obj
 }
 
 /** A UserGroup at generation 3 whose status describes generation `observed`. */
-function userGroup(over: { conditions?: unknown; observed?: number; suspend?: boolean; annotations?: Obj; rotation?: Obj; spec?: Obj; deleting?: boolean } = {}): Obj {
+function userGroup(
+  over: { conditions?: unknown; observed?: number; suspend?: boolean; annotations?: Obj; rotation?: Obj; spec?: Obj; deleting?: boolean } = {},
+): Obj {
   return {
     ...TYPE,
     metadata: {
@@ -58,7 +60,11 @@ function userGroup(over: { conditions?: unknown; observed?: number; suspend?: bo
 }
 
 const fixtures = (): [string, Obj][] =>
-  fs.readdirSync(FIXTURES).filter((f) => f.endsWith('.json')).sort().map((f) => [f.replace(/\.json$/, ''), JSON.parse(fs.readFileSync(path.join(FIXTURES, f), 'utf8')) as Obj]);
+  fs
+    .readdirSync(FIXTURES)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => [f.replace(/\.json$/, ''), JSON.parse(fs.readFileSync(path.join(FIXTURES, f), 'utf8')) as Obj]);
 
 const annotationsOf = (obj: Obj): Obj => (obj['metadata'] as { annotations: Obj }).annotations;
 
@@ -82,8 +88,7 @@ async function withinOneSecond<T>(attempt: (second: number) => Promise<{ runs: A
 }
 
 describe("Argo CD's sandbox for custom scripts (its own VM, not a stand-in)", () => {
-  const probe = (source: string): Promise<string | undefined> =>
-    argo.script({ ...TYPE }, source).then((h) => h.message);
+  const probe = (source: string): Promise<string | undefined> => argo.script({ ...TYPE }, source).then((h) => h.message);
 
   it('has the base, table and package libraries; no global os, string, math, io, debug or coroutine', async () => {
     const globals = ['string', 'math', 'io', 'os', 'debug', 'coroutine', 'table', 'package', 'require', 'pairs', 'tostring', 'error'];
@@ -107,7 +112,9 @@ describe("Argo CD's sandbox for custom scripts (its own VM, not a stand-in)", ()
   });
 
   it('fails a script that uses the global os, string methods or the string library', async () => {
-    await expect(probe('return { status = "Healthy", message = os.date("!%Y") }')).rejects.toThrow(/attempt to index a non-table object\(nil\) with key 'date'/);
+    await expect(probe('return { status = "Healthy", message = os.date("!%Y") }')).rejects.toThrow(
+      /attempt to index a non-table object\(nil\) with key 'date'/,
+    );
     await expect(probe('return { status = "Healthy", message = ("x"):upper() }')).rejects.toThrow(ArgoCdError);
     await expect(probe('return { status = "Healthy", message = string.upper("x") }')).rejects.toThrow(/string/);
   });
@@ -117,25 +124,43 @@ describe("Argo CD's sandbox for custom scripts (its own VM, not a stand-in)", ()
   });
 
   it('loses what JSON has and Lua has not: null in a list or as a value, and the kind of an empty table', async () => {
-    const { message } = await argo.script({ ...TYPE, spec: { list: [1, null, 3], value: null, empty: {}, inList: [{}] } }, `
+    const { message } = await argo.script(
+      { ...TYPE, spec: { list: [1, null, 3], value: null, empty: {}, inList: [{}] } },
+      `
       local s = obj.spec
-      return { status = "Healthy", message = #s.list .. " " .. tostring(s.list[2]) .. " " .. tostring(s.value == nil) .. " " .. type(s.empty) .. " " .. type(s.inList[1]) }`);
+      return { status = "Healthy", message = #s.list .. " " .. tostring(s.list[2]) .. " " .. tostring(s.value == nil) .. " " .. type(s.empty) .. " " .. type(s.inList[1]) }`,
+    );
     expect(message).toBe('2 3 true table table');
   });
 });
 
-describe('health.lua, through the application controller\'s health path', () => {
+describe("health.lua, through the application controller's health path", () => {
   const cases: { what: string; obj: unknown; status: string; message?: string | RegExp }[] = [
     // No verdict from the controller yet.
-    { what: 'no status at all', obj: { ...TYPE, metadata: { name: 'a', generation: 1 }, spec: {} }, status: 'Progressing', message: 'Waiting for the controller to report the Ready condition' },
+    {
+      what: 'no status at all',
+      obj: { ...TYPE, metadata: { name: 'a', generation: 1 }, spec: {} },
+      status: 'Progressing',
+      message: 'Waiting for the controller to report the Ready condition',
+    },
     { what: 'status without conditions', obj: { ...TYPE, metadata: { generation: 1 }, status: { observedGeneration: 1 } }, status: 'Progressing' },
     { what: 'conditions without Ready', obj: userGroup({ conditions: [{ type: 'Other', status: 'True' }] }), status: 'Progressing' },
     { what: 'conditions that are not a list', obj: userGroup({ conditions: 'Ready' }), status: 'Progressing' },
-    { what: 'a condition that is not a table', obj: userGroup({ conditions: ['Ready', 7, ready('True', 'Synced', 'ok')] }), status: 'Healthy', message: 'Synced: ok' },
+    {
+      what: 'a condition that is not a table',
+      obj: userGroup({ conditions: ['Ready', 7, ready('True', 'Synced', 'ok')] }),
+      status: 'Healthy',
+      message: 'Synced: ok',
+    },
     { what: 'nothing but the type', obj: { ...TYPE }, status: 'Progressing' },
     { what: 'spec and status of the wrong types', obj: { ...TYPE, metadata: { name: 'a' }, spec: 7, status: true }, status: 'Progressing' },
     // Generations.
-    { what: 'an older generation, Ready=True', obj: userGroup({ observed: 2 }), status: 'Progressing', message: 'Waiting for the controller to observe generation 3 (status describes 2)' },
+    {
+      what: 'an older generation, Ready=True',
+      obj: userGroup({ observed: 2 }),
+      status: 'Progressing',
+      message: 'Waiting for the controller to observe generation 3 (status describes 2)',
+    },
     { what: 'an older generation, Ready=False', obj: userGroup({ observed: 2, conditions: [ready('False', 'Rejected')] }), status: 'Progressing' },
     {
       what: 'no observedGeneration anywhere',
@@ -144,7 +169,7 @@ describe('health.lua, through the application controller\'s health path', () => 
       message: 'Waiting for the controller to observe generation 3 (status describes no generation)',
     },
     {
-      what: 'status.observedGeneration missing, the condition\'s current',
+      what: "status.observedGeneration missing, the condition's current",
       obj: { ...TYPE, metadata: { generation: 3 }, status: { conditions: [ready('True', 'Synced', 'ok')] } },
       status: 'Healthy',
     },
@@ -157,12 +182,37 @@ describe('health.lua, through the application controller\'s health path', () => 
     { what: 'a newer observedGeneration (never older)', obj: userGroup({ observed: 4 }), status: 'Healthy' },
     // Verdicts.
     { what: 'Ready=True Synced', obj: userGroup(), status: 'Healthy', message: 'Synced: user group synced; token in Secret acme' },
-    { what: 'Ready=True without reason or message (Argo CD drops an empty message)', obj: userGroup({ conditions: [{ type: 'Ready', status: 'True' }] }), status: 'Healthy', message: '' },
-    { what: 'Ready=False without a reason', obj: userGroup({ conditions: [{ type: 'Ready', status: 'False', message: 'broken' }] }), status: 'Degraded', message: 'broken' },
-    { what: 'Ready=False with a reason unknown to the script', obj: userGroup({ conditions: [ready('False', 'SomethingNew', 'new')] }), status: 'Degraded', message: 'SomethingNew: new' },
-    { what: 'Ready=Unknown', obj: userGroup({ conditions: [ready('Unknown', 'Reconciling', 'working')] }), status: 'Progressing', message: 'Reconciling: working' },
+    {
+      what: 'Ready=True without reason or message (Argo CD drops an empty message)',
+      obj: userGroup({ conditions: [{ type: 'Ready', status: 'True' }] }),
+      status: 'Healthy',
+      message: '',
+    },
+    {
+      what: 'Ready=False without a reason',
+      obj: userGroup({ conditions: [{ type: 'Ready', status: 'False', message: 'broken' }] }),
+      status: 'Degraded',
+      message: 'broken',
+    },
+    {
+      what: 'Ready=False with a reason unknown to the script',
+      obj: userGroup({ conditions: [ready('False', 'SomethingNew', 'new')] }),
+      status: 'Degraded',
+      message: 'SomethingNew: new',
+    },
+    {
+      what: 'Ready=Unknown',
+      obj: userGroup({ conditions: [ready('Unknown', 'Reconciling', 'working')] }),
+      status: 'Progressing',
+      message: 'Reconciling: working',
+    },
     // Suspension.
-    { what: 'suspended and observed', obj: userGroup({ suspend: true, conditions: [ready('False', 'Suspended', 'no calls')] }), status: 'Suspended', message: 'Suspended: no calls' },
+    {
+      what: 'suspended and observed',
+      obj: userGroup({ suspend: true, conditions: [ready('False', 'Suspended', 'no calls')] }),
+      status: 'Suspended',
+      message: 'Suspended: no calls',
+    },
     { what: 'suspend requested, not yet observed', obj: userGroup({ suspend: true, observed: 2 }), status: 'Progressing' },
     {
       what: 'suspend requested, status of this generation says otherwise',
@@ -170,7 +220,12 @@ describe('health.lua, through the application controller\'s health path', () => 
       status: 'Progressing',
       message: 'Waiting for the controller to suspend: Synced: user group synced; token in Secret acme',
     },
-    { what: 'resumed, status still Suspended', obj: userGroup({ conditions: [ready('False', 'Suspended', 'no calls')] }), status: 'Progressing', message: /^Waiting for the controller to resume/ },
+    {
+      what: 'resumed, status still Suspended',
+      obj: userGroup({ conditions: [ready('False', 'Suspended', 'no calls')] }),
+      status: 'Progressing',
+      message: /^Waiting for the controller to resume/,
+    },
     // Rotation.
     {
       what: 'a rotation requested, never rotated before',
@@ -178,18 +233,32 @@ describe('health.lua, through the application controller\'s health path', () => 
       status: 'Progressing',
       message: `Waiting for the controller to rotate the token (${ROTATE} = 2, last handled: none)`,
     },
-    { what: 'a rotation requested, another one handled', obj: userGroup({ annotations: { [ROTATE]: '2' }, rotation: { lastHandledRequest: '1' } }), status: 'Progressing', message: /last handled: 1\)$/ },
+    {
+      what: 'a rotation requested, another one handled',
+      obj: userGroup({ annotations: { [ROTATE]: '2' }, rotation: { lastHandledRequest: '1' } }),
+      status: 'Progressing',
+      message: /last handled: 1\)$/,
+    },
     { what: 'the requested rotation handled', obj: userGroup({ annotations: { [ROTATE]: '2' }, rotation: { lastHandledRequest: '2' } }), status: 'Healthy' },
     { what: 'an empty request value counts as a request', obj: userGroup({ annotations: { [ROTATE]: '' } }), status: 'Progressing' },
     { what: 'other annotations only', obj: userGroup({ annotations: { 'example.com/x': 'y' } }), status: 'Healthy' },
-    { what: 'rotation pending while failing: the failure shows', obj: userGroup({ annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Unauthorized')] }), status: 'Degraded' },
+    {
+      what: 'rotation pending while failing: the failure shows',
+      obj: userGroup({ annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Unauthorized')] }),
+      status: 'Degraded',
+    },
     {
       what: 'rotation pending while suspended: Suspended',
       obj: userGroup({ suspend: true, annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Suspended')] }),
       status: 'Suspended',
     },
     // Deletion: Argo CD decides before it runs any script.
-    { what: 'being deleted (a finalizer holds it), whatever the status says', obj: userGroup({ deleting: true, conditions: [ready('False', 'Unauthorized')] }), status: 'Progressing', message: 'Pending deletion' },
+    {
+      what: 'being deleted (a finalizer holds it), whatever the status says',
+      obj: userGroup({ deleting: true, conditions: [ready('False', 'Unauthorized')] }),
+      status: 'Progressing',
+      message: 'Pending deletion',
+    },
   ];
 
   it.each(cases)('$what → $status', async ({ obj, status, message }) => {
@@ -298,7 +367,17 @@ describe('actions/rotate/action.lua, as the API server runs it', () => {
       spec: {
         mapping: {},
         tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
-        properties: { region: 'eu', tier: 3, ratio: 0.1, tiny: 1.5e-7, huge: 1e21, id: Number.MAX_SAFE_INTEGER + 1, flags: [true, false], nested: { a: {}, b: [{ c: {} }], c: [[]] }, empty: [] },
+        properties: {
+          region: 'eu',
+          tier: 3,
+          ratio: 0.1,
+          tiny: 1.5e-7,
+          huge: 1e21,
+          id: Number.MAX_SAFE_INTEGER + 1,
+          flags: [true, false],
+          nested: { a: {}, b: [{ c: {} }], c: [[]] },
+          empty: [],
+        },
       },
     });
     const value = await onlyTheAnnotation(live);
@@ -359,7 +438,7 @@ describe('actions/rotate/action.lua, as the API server runs it', () => {
     await expect(argo.run(userGroup({ deleting: true }))).rejects.toThrow('error executing Lua resource action: not rotated: the UserGroup is being deleted');
   });
 
-  it('documented exception: Argo CD\'s JSON-to-Lua conversion drops nulls and turns an empty object inside a list into []', async () => {
+  it("documented exception: Argo CD's JSON-to-Lua conversion drops nulls and turns an empty object inside a list into []", async () => {
     const live = userGroup({ spec: { properties: { list: [1, null, 3], value: null, inList: [{}], kept: { empty: {} } } } });
     const run = await argo.run(live);
     expect(run.results[0]?.patch).toEqual({
@@ -370,9 +449,13 @@ describe('actions/rotate/action.lua, as the API server runs it', () => {
 });
 
 describe('argocd-cm.yaml', () => {
-  const cm = parseYaml(read('argocd-cm.yaml')) as { kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; data: Record<string, string> };
+  const cm = parseYaml(read('argocd-cm.yaml')) as {
+    kind: string;
+    metadata: { name: string; namespace: string; labels: Record<string, string> };
+    data: Record<string, string>;
+  };
 
-  it('is a patch for the argocd-cm ConfigMap, labelled as Argo CD\'s settings manager requires', () => {
+  it("is a patch for the argocd-cm ConfigMap, labelled as Argo CD's settings manager requires", () => {
     expect(cm.kind).toBe('ConfigMap');
     expect(cm.metadata).toMatchObject({ name: 'argocd-cm', namespace: 'argocd', labels: { 'app.kubernetes.io/part-of': 'argocd' } });
     expect(Object.keys(cm.data).sort()).toEqual([
@@ -402,11 +485,17 @@ describe('argocd-cm.yaml', () => {
 
 describe('application.yaml', () => {
   // An empty document (before a leading ---) parses as null.
-  const docs = read('application.yaml').split(/^---$/m).map((d) => parseYaml(d) as {
-    kind: string;
-    metadata: { name: string; annotations?: Record<string, string> };
-    spec: { source: { path: string; helm?: unknown }; syncPolicy: { syncOptions: string[] } };
-  } | null).filter((d) => d !== null);
+  const docs = read('application.yaml')
+    .split(/^---$/m)
+    .map(
+      (d) =>
+        parseYaml(d) as {
+          kind: string;
+          metadata: { name: string; annotations?: Record<string, string> };
+          spec: { source: { path: string; helm?: unknown }; syncPolicy: { syncOptions: string[] } };
+        } | null,
+    )
+    .filter((d) => d !== null);
 
   it('installs the operator chart before the UserGroups, both with server-side apply', () => {
     expect(docs.map((d) => d.kind)).toEqual(['Application', 'Application']);

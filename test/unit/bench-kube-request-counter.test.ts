@@ -55,7 +55,10 @@ describe('usergroup_kube_requests_total', () => {
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/missing');
-    await client.request('PATCH', '/apis/usergroup.dev/v1alpha1/namespaces/a/usergroups/x/status', { body: { status: {} }, contentType: 'application/merge-patch+json' });
+    await client.request('PATCH', '/apis/usergroup.dev/v1alpha1/namespaces/a/usergroups/x/status', {
+      body: { status: {} },
+      contentType: 'application/merge-patch+json',
+    });
     const stream = await client.openStream('/api/v1/namespaces/a/secrets', { watch: 'true' });
     const res = await stream.response;
     res.resume();

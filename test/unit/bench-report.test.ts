@@ -6,16 +6,42 @@ import { coldRatio, evaluateTargets, renderMarkdown, type BenchResults, type Col
 import { forEachBounded, percentile } from '../bench/stats.js';
 
 const MiB = 1024 * 1024;
-const figures = (over: Partial<ControllerFigures> = {}): ControllerFigures => ({ peakRssBytes: 100 * MiB, cpuSeconds: 12.5, kubeRequests: { GET: 3, PATCH: 10 }, reconciles: { requeue: 10 }, ...over });
+const figures = (over: Partial<ControllerFigures> = {}): ControllerFigures => ({
+  peakRssBytes: 100 * MiB,
+  cpuSeconds: 12.5,
+  kubeRequests: { GET: 3, PATCH: 10 },
+  reconciles: { requeue: 10 },
+  ...over,
+});
 const cold = (n: number, convergeMs: number, over: Partial<ColdResult> = {}): ColdResult => ({
-  n, namespace: `bench-cold-${n}`, ok: true, convergeMs, applyMs: convergeMs / 2, ready: n, secrets: n, verified: n, serviceCalls: n, controller: figures(), ...over,
+  n,
+  namespace: `bench-cold-${n}`,
+  ok: true,
+  convergeMs,
+  applyMs: convergeMs / 2,
+  ready: n,
+  secrets: n,
+  verified: n,
+  serviceCalls: n,
+  controller: figures(),
+  ...over,
 });
 
 function results(over: Partial<BenchResults> = {}): BenchResults {
   return {
     startedAt: '2026-01-01T00:00:00.000Z',
     finishedAt: '2026-01-01T00:30:00.000Z',
-    options: { sizes: [1000, 10000], worldSize: 10000, phases: ['limit', 'cold', 'restart', 'steady', 'rotation'], latencyMs: 20, concurrency: 16, serviceQps: 10000, applyParallelism: 16, steadyMinutes: 10, rotations: 100 },
+    options: {
+      sizes: [1000, 10000],
+      worldSize: 10000,
+      phases: ['limit', 'cold', 'restart', 'steady', 'rotation'],
+      latencyMs: 20,
+      concurrency: 16,
+      serviceQps: 10000,
+      applyParallelism: 16,
+      steadyMinutes: 10,
+      rotations: 100,
+    },
     environment: { node: 'v24.0.0', cpus: 2, kubernetes: 'v1.36.3', loadAverageStart: [1, 1, 1], loadAverageEnd: [2, 2, 2] },
     controllerFlags: ['--concurrency', '16'],
     leaderElection: false,
@@ -25,9 +51,21 @@ function results(over: Partial<BenchResults> = {}): BenchResults {
     ],
     cold: [cold(1000, 10_000), cold(10000, 100_000)],
     restart: { n: 10000, ok: true, cachesSyncedMs: 3000, reobservedMs: 9000, serviceCalls: 0, controller: figures() },
-    steady: { n: 10000, ok: true, minutes: 10, serviceCalls: 0, serviceCallsPerMin: 0, kubeRequestsPerMin: 0.3, kubeNonWatchPerMin: 0, controller: figures({ kubeRequests: { WATCH: 3 } }) },
+    steady: {
+      n: 10000,
+      ok: true,
+      minutes: 10,
+      serviceCalls: 0,
+      serviceCallsPerMin: 0,
+      kubeRequestsPerMin: 0.3,
+      kubeNonWatchPerMin: 0,
+      controller: figures({ kubeRequests: { WATCH: 3 } }),
+    },
     rotation: { n: 10000, ok: true, requested: 100, completed: 100, p50Ms: 400, p99Ms: 900, maxMs: 950, serviceRotations: 100 },
-    memory: [{ n: 1000, process: 'cold convergence', peakRssBytes: 90 * MiB }, { n: 10000, process: 'cold convergence', peakRssBytes: 140 * MiB }],
+    memory: [
+      { n: 1000, process: 'cold convergence', peakRssBytes: 90 * MiB },
+      { n: 10000, process: 'cold convergence', peakRssBytes: 140 * MiB },
+    ],
     ...over,
   };
 }
@@ -57,13 +95,27 @@ describe('bench report', () => {
   });
 
   it('reports misses with their figure', () => {
-    const verdicts = evaluateTargets(results({
-      cold: [cold(1000, 10_000), cold(10000, 200_000)],
-      restart: { n: 10000, ok: true, cachesSyncedMs: 3000, reobservedMs: 9000, serviceCalls: 7, controller: figures() },
-      steady: { n: 10000, ok: true, minutes: 10, serviceCalls: 0, serviceCallsPerMin: 0, kubeRequestsPerMin: 6.3, kubeNonWatchPerMin: 6, controller: figures({ kubeRequests: { WATCH: 3, GET: 60 } }) },
-      rotation: { n: 10000, ok: true, requested: 100, completed: 100, p50Ms: 1500, p99Ms: 2500, maxMs: 2600, serviceRotations: 100 },
-      memory: [{ n: 10000, process: 'cold convergence', peakRssBytes: 140 * MiB }, { n: 10000, process: 'restarted', peakRssBytes: 151 * MiB }],
-    }));
+    const verdicts = evaluateTargets(
+      results({
+        cold: [cold(1000, 10_000), cold(10000, 200_000)],
+        restart: { n: 10000, ok: true, cachesSyncedMs: 3000, reobservedMs: 9000, serviceCalls: 7, controller: figures() },
+        steady: {
+          n: 10000,
+          ok: true,
+          minutes: 10,
+          serviceCalls: 0,
+          serviceCallsPerMin: 0,
+          kubeRequestsPerMin: 6.3,
+          kubeNonWatchPerMin: 6,
+          controller: figures({ kubeRequests: { WATCH: 3, GET: 60 } }),
+        },
+        rotation: { n: 10000, ok: true, requested: 100, completed: 100, p50Ms: 1500, p99Ms: 2500, maxMs: 2600, serviceRotations: 100 },
+        memory: [
+          { n: 10000, process: 'cold convergence', peakRssBytes: 140 * MiB },
+          { n: 10000, process: 'restarted', peakRssBytes: 151 * MiB },
+        ],
+      }),
+    );
     expect(verdicts.map((v) => v.status)).toEqual(['missed', 'missed', 'missed', 'missed', 'missed']);
     expect(verdicts[0]?.figure).toMatch(/^0\.45 /);
     expect(verdicts[1]?.figure).toMatch(/^7 service calls/);
@@ -73,14 +125,16 @@ describe('bench report', () => {
   });
 
   it('says when a phase failed or did not run, and which N a smaller run was judged at', () => {
-    const verdicts = evaluateTargets(results({
-      limit: [{ n: 600, namespace: 'l', ok: true, wallMs: 5_000, concurrency: 16 }],
-      cold: [cold(600, 10_000, { ok: false, error: 'timed out', ready: 500 })],
-      restart: undefined,
-      steady: undefined,
-      rotation: { n: 600, ok: false, error: 'timed out', requested: 100, completed: 40, p50Ms: 300, p99Ms: 500, maxMs: 500, serviceRotations: 40 },
-      memory: [{ n: 600, process: 'cold convergence', peakRssBytes: 80 * MiB }],
-    }));
+    const verdicts = evaluateTargets(
+      results({
+        limit: [{ n: 600, namespace: 'l', ok: true, wallMs: 5_000, concurrency: 16 }],
+        cold: [cold(600, 10_000, { ok: false, error: 'timed out', ready: 500 })],
+        restart: undefined,
+        steady: undefined,
+        rotation: { n: 600, ok: false, error: 'timed out', requested: 100, completed: 40, p50Ms: 300, p99Ms: 500, maxMs: 500, serviceRotations: 40 },
+        memory: [{ n: 600, process: 'cold convergence', peakRssBytes: 80 * MiB }],
+      }),
+    );
     expect(verdicts.map((v) => v.status)).toEqual(['failed', 'not run', 'not run', 'failed', 'met']);
     expect(verdicts[0]?.figure).toContain('timed out');
     expect(verdicts[0]?.figure).toContain('at N=600; the target is for 10,000');

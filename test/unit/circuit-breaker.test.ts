@@ -10,7 +10,8 @@ describe('CircuitBreaker', () => {
   });
   afterEach(() => vi.useRealTimers());
 
-  const breaker = (): CircuitBreaker => new CircuitBreaker({ threshold: 3, minFailingMs: 5_000, baseOpenMs: 2_000, maxOpenMs: 30_000, now: clock, random: () => 0.5 });
+  const breaker = (): CircuitBreaker =>
+    new CircuitBreaker({ threshold: 3, minFailingMs: 5_000, baseOpenMs: 2_000, maxOpenMs: 30_000, now: clock, random: () => 0.5 });
   const advance = async (ms: number): Promise<void> => {
     now += ms;
     await vi.advanceTimersByTimeAsync(ms);

@@ -4,7 +4,14 @@ import { runCommand } from '../../src/cli/commands.js';
 async function capture(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runCommand(argv, { out: (t) => { out += t; }, err: (t) => { err += t; } });
+  const code = await runCommand(argv, {
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
+  });
   return { code, out, err };
 }
 

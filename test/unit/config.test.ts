@@ -137,7 +137,10 @@ describe('parseRunConfig errors', () => {
     ['flag without value', ['--concurrency'], {}, /^--concurrency needs a value$/],
   ])('rejects %s', (_what, argv, env, message) => {
     const errs = errors(argv, env);
-    expect(errs.some((e) => message.test(e)), `errors were ${JSON.stringify(errs)}`).toBe(true);
+    expect(
+      errs.some((e) => message.test(e)),
+      `errors were ${JSON.stringify(errs)}`,
+    ).toBe(true);
   });
 
   it.each([[['--api-key=sekrit']], [['--api-key', 'sekrit']]])('rejects %j, says API keys live in Secrets, and does not echo the key', (argv) => {
@@ -146,20 +149,25 @@ describe('parseRunConfig errors', () => {
     expect(text).not.toContain('sekrit');
   });
 
-  it.each([
-    [['--service-url', 'https://svc']], [['--api-key-file=/key']], [['--allow-insecure-service']],
-  ])('refuses the removed default-connection flag %j and says what replaced it', (argv) => {
-    const text = errors(argv).join('\n');
-    expect(text).toMatch(/was removed: the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service/);
-    expect(text).not.toContain('https://svc');
-  });
+  it.each([[['--service-url', 'https://svc']], [['--api-key-file=/key']], [['--allow-insecure-service']]])(
+    'refuses the removed default-connection flag %j and says what replaced it',
+    (argv) => {
+      const text = errors(argv).join('\n');
+      expect(text).toMatch(
+        /was removed: the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service/,
+      );
+      expect(text).not.toContain('https://svc');
+    },
+  );
 
   it.each(['USERGROUP_SERVICE_URL', 'USERGROUP_API_KEY', 'USERGROUP_API_KEY_FILE', 'USERGROUP_ALLOW_INSECURE_SERVICE'])(
-    'refuses to start with %s set (an install of 0.1 would silently lose its default connection) and never echoes it', (variable) => {
+    'refuses to start with %s set (an install of 0.1 would silently lose its default connection) and never echoes it',
+    (variable) => {
       const text = errors([], { [variable]: 'sekrit-value' }).join('\n');
       expect(text).toContain(`${variable} is set, but the default connection is a ClusterUserGroupService now`);
       expect(text).not.toContain('sekrit-value');
-    });
+    },
+  );
 
   it('refuses a --default-service that is not an object name', () => {
     expect(errors(['--default-service', 'Not A Name']).join('\n')).toMatch(/is not an object name/);
@@ -183,9 +191,21 @@ describe('usage', () => {
 
   it('shows every default', () => {
     for (const f of Object.values(FLAGS)) {
-      if (f.def !== undefined && f.def !== '') expect(text, f.flag).toMatch(new RegExp(`--${f.flag} .*\\(default ${f.def.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)`));
+      if (f.def !== undefined && f.def !== '')
+        expect(text, f.flag).toMatch(new RegExp(`--${f.flag} .*\\(default ${f.def.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)`));
     }
-    for (const d of ['(default 4)', '(default 10h)', '(default 10)', '(default 20)', '(default :8080)', '(default :8081)', '(default 15s)', '(default 10s)', '(default 2s)', '(default info)']) {
+    for (const d of [
+      '(default 4)',
+      '(default 10h)',
+      '(default 10)',
+      '(default 20)',
+      '(default :8080)',
+      '(default :8081)',
+      '(default 15s)',
+      '(default 10s)',
+      '(default 2s)',
+      '(default info)',
+    ]) {
       expect(text).toContain(d);
     }
   });

@@ -30,7 +30,9 @@ beforeAll(async () => {
     req.resume();
     req.on('end', () => {
       if (mode === 'hold') {
-        res.on('close', () => { closedByClient++; });
+        res.on('close', () => {
+          closedByClient++;
+        });
         onHeld.shift()?.();
         return;
       }
@@ -38,21 +40,34 @@ beforeAll(async () => {
         res.writeHead(503, { 'content-type': 'application/json' }).end('{"success":0,"message":"down"}');
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ success: 1, user_group: { team_id: 1, token: `tok-${requests}-abcdefghijklmnop`, name: 'n', provided_id: 'g' } }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ success: 1, user_group: { team_id: 1, token: `tok-${requests}-abcdefghijklmnop`, name: 'n', provided_id: 'g' } }));
     });
   });
   server.on('connection', () => sockets++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   port = (server.address() as AddressInfo).port;
 });
-afterAll(() => new Promise<void>((resolve) => {
-  server.close(() => resolve());
-  server.closeAllConnections();
-}));
+afterAll(
+  () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+);
 
 const meta = (namespace: string, name: string): ObjectMeta => ({
-  name, namespace, uid: `${namespace}-${name}`, resourceVersion: '1', generation: 1, creationTimestamp: '2026-01-01T00:00:00Z',
-  deletionTimestamp: undefined, labels: {}, annotations: {}, ownerReferences: [],
+  name,
+  namespace,
+  uid: `${namespace}-${name}`,
+  resourceVersion: '1',
+  generation: 1,
+  creationTimestamp: '2026-01-01T00:00:00Z',
+  deletionTimestamp: undefined,
+  labels: {},
+  annotations: {},
+  ownerReferences: [],
 });
 
 function service(namespace: string, name: string, url: string, secretName = 'key', allowInsecure = true): UserGroupService {
@@ -65,7 +80,15 @@ function secret(namespace: string, name: string, type: string): ObservedSecret {
   return parsed.value;
 }
 
-function connections(options: { hosts?: string[]; http?: boolean; qps?: number; burst?: number; services?: UserGroupService[]; secrets?: ObservedSecret[]; clientOptions?: ServiceClientOptions }) {
+function connections(options: {
+  hosts?: string[];
+  http?: boolean;
+  qps?: number;
+  burst?: number;
+  services?: UserGroupService[];
+  secrets?: ObservedSecret[];
+  clientOptions?: ServiceClientOptions;
+}) {
   const services = new Map((options.services ?? []).map((s) => [objectKey(s.metadata), s]));
   const secrets = new Map((options.secrets ?? []).map((s) => [objectKey(s.metadata), s]));
   let secretReads = 0;
@@ -97,7 +120,11 @@ const deferredWhy = (r: CallResult): string | undefined => (!r.ok && 'deferred' 
 describe('Connections of a namespace (UserGroupService)', () => {
   it('refuses a host the policy does not list before reading the Secret or connecting', async () => {
     const before = sockets;
-    const { c, secretReads } = connections({ hosts: ['analytics.example.com'], services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const { c, secretReads } = connections({
+      hosts: ['analytics.example.com'],
+      services: [service('t', 'own', `http://127.0.0.1:${port}`)],
+      secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)],
+    });
     const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
     expect(r).toMatchObject({ ok: false, reason: 'ServiceNotAllowed' });
     expect(secretReads()).toBe(0);
@@ -106,19 +133,32 @@ describe('Connections of a namespace (UserGroupService)', () => {
 
   it('refuses plain http unless the operator allows it, whatever allowInsecure says', async () => {
     const { c } = connections({ http: false, services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
-    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ServiceNotAllowed', message: expect.stringContaining('--allow-http-services') as unknown });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({
+      ok: false,
+      reason: 'ServiceNotAllowed',
+      message: expect.stringContaining('--allow-http-services') as unknown,
+    });
   });
 
   it('sends no Secret that did not opt in by its type', async () => {
     const before = requests;
     const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', 'Opaque')] });
-    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({ ok: false, reason: 'ConnectionInvalid', message: expect.stringContaining(API_KEY_SECRET_TYPE) as unknown });
+    expect(await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')).toMatchObject({
+      ok: false,
+      reason: 'ConnectionInvalid',
+      message: expect.stringContaining(API_KEY_SECRET_TYPE) as unknown,
+    });
     expect(requests).toBe(before);
   });
 
   it('defers calls beyond the rate limit instead of waiting, and keeps the reserved slot for its key', async () => {
     mode = 'ok';
-    const { c } = connections({ qps: 0.5, burst: 1, services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const { c } = connections({
+      qps: 0.5,
+      burst: 1,
+      services: [service('t', 'own', `http://127.0.0.1:${port}`)],
+      secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)],
+    });
     const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
     if (!r.ok) throw new Error(r.message);
     expect((await r.connection.upsert(request, ctx('t/a'))).ok).toBe(true);
@@ -148,20 +188,35 @@ describe('Connections of a namespace (UserGroupService)', () => {
     expect(outcomes).toEqual(['sent', 'sent', 'sent']);
     expect(requests - before).toBe(3);
     const woken: string[] = [];
-    for (let i = 0; i < 50; i++) expect(deferredWhy(await r.connection.upsert(request, ctx(`t/p${i}`, () => woken.push(`t/p${i}`))))).toBe('paused');
+    for (let i = 0; i < 50; i++)
+      expect(
+        deferredWhy(
+          await r.connection.upsert(
+            request,
+            ctx(`t/p${i}`, () => woken.push(`t/p${i}`)),
+          ),
+        ),
+      ).toBe('paused');
     expect(requests - before).toBe(3);
     expect(woken).toEqual([]);
   });
 });
 
 describe('a call withdrawn by its signal (shutdown, lost leadership)', () => {
-  const nextHeld = (): Promise<void> => new Promise((resolve) => { onHeld.push(resolve); });
+  const nextHeld = (): Promise<void> =>
+    new Promise((resolve) => {
+      onHeld.push(resolve);
+    });
   /** Undefined once the server holds the call; else why it never got there (deferred by the breaker, say). */
   const reachesServer = (call: Promise<CallResult>, held: Promise<void>): Promise<string | undefined> =>
     Promise.race([held.then(() => undefined), call.then((res) => deferredWhy(res) ?? 'answered')]);
 
-  it('is cut off at once, throws the signal\'s reason, and is no failure for the breaker', async () => {
-    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)], clientOptions: { timeoutMs: 30_000 } });
+  it("is cut off at once, throws the signal's reason, and is no failure for the breaker", async () => {
+    const { c } = connections({
+      services: [service('t', 'own', `http://127.0.0.1:${port}`)],
+      secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)],
+      clientOptions: { timeoutMs: 30_000 },
+    });
     const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
     if (!r.ok) throw new Error(r.message);
     // One answer first: a connection that never had one takes one call at a time anyway.
@@ -174,7 +229,10 @@ describe('a call withdrawn by its signal (shutdown, lost leadership)', () => {
     for (let i = 0; i < 5; i++) {
       const withdraw = new AbortController();
       const held = nextHeld();
-      const call = (i % 2 === 0 ? r.connection.upsert(request, { ...ctx(`t/w${i}`), signal: withdraw.signal }) : r.connection.rotate(new SecretValue('tok-held-abcdefghijklmnop'), { ...ctx(`t/w${i}`), signal: withdraw.signal }));
+      const call =
+        i % 2 === 0
+          ? r.connection.upsert(request, { ...ctx(`t/w${i}`), signal: withdraw.signal })
+          : r.connection.rotate(new SecretValue('tok-held-abcdefghijklmnop'), { ...ctx(`t/w${i}`), signal: withdraw.signal });
       expect(await reachesServer(call, held), `call ${i}`).toBeUndefined();
       const reason = new Error(`withdrawn ${i}`);
       const abortedAt = performance.now();
@@ -189,7 +247,12 @@ describe('a call withdrawn by its signal (shutdown, lost leadership)', () => {
     const parallel = [nextHeld(), nextHeld()];
     const withdrawBoth = new AbortController();
     const both = [0, 1].map((i) => r.connection.upsert(request, { ...ctx(`t/p${i}`), signal: withdrawBoth.signal }));
-    expect(await reachesServer(Promise.race(both), Promise.all(parallel).then(() => undefined))).toBeUndefined();
+    expect(
+      await reachesServer(
+        Promise.race(both),
+        Promise.all(parallel).then(() => undefined),
+      ),
+    ).toBeUndefined();
     expect(requests - before.requests).toBe(7);
     withdrawBoth.abort();
     for (const call of both) await expect(call).rejects.toMatchObject({ name: 'AbortError' });
@@ -210,10 +273,16 @@ describe('a call withdrawn by its signal (shutdown, lost leadership)', () => {
     mode = 'ok';
     const withdraw = new AbortController();
     // The signal fires while the client reports the finished call: the answer is complete, but too late.
-    const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)], clientOptions: { timeoutMs: 2_000, observe: () => withdraw.abort() } });
+    const { c } = connections({
+      services: [service('t', 'own', `http://127.0.0.1:${port}`)],
+      secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)],
+      clientOptions: { timeoutMs: 2_000, observe: () => withdraw.abort() },
+    });
     const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
     if (!r.ok) throw new Error(r.message);
-    await expect(r.connection.rotate(new SecretValue('tok-late-abcdefghijklmnop'), { ...ctx('t/late'), signal: withdraw.signal })).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(r.connection.rotate(new SecretValue('tok-late-abcdefghijklmnop'), { ...ctx('t/late'), signal: withdraw.signal })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
   });
 });
 

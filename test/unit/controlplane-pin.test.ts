@@ -18,7 +18,9 @@ describe('the control-plane pin', () => {
   });
 
   it('builds every binary from a tool directive', () => {
-    expect(gomod('kube')).toMatch(/tool \(\n\tk8s\.io\/kubernetes\/cmd\/kube-apiserver\n\tk8s\.io\/kubernetes\/cmd\/kube-controller-manager\n\tk8s\.io\/kubernetes\/cmd\/kubectl\n\)/);
+    expect(gomod('kube')).toMatch(
+      /tool \(\n\tk8s\.io\/kubernetes\/cmd\/kube-apiserver\n\tk8s\.io\/kubernetes\/cmd\/kube-controller-manager\n\tk8s\.io\/kubernetes\/cmd\/kubectl\n\)/,
+    );
     expect(gomod('etcd')).toMatch(/^tool go\.etcd\.io\/etcd\/server\/v3$/m);
     expect(gomod('helm')).toMatch(/^tool helm\.sh\/helm\/v4\/cmd\/helm$/m);
   });

@@ -87,7 +87,10 @@ describe('decideSync', () => {
   });
 
   it('upserts when the request hash differs', () => {
-    expect(decideSync({ status: { syncedHash: 'sha256:old' }, desiredHash: hash, secret: intact, resyncDue: false })).toEqual({ kind: 'upsert', why: 'request-changed' });
+    expect(decideSync({ status: { syncedHash: 'sha256:old' }, desiredHash: hash, secret: intact, resyncDue: false })).toEqual({
+      kind: 'upsert',
+      why: 'request-changed',
+    });
   });
 
   it('upserts when the Secret is missing', () => {
@@ -185,7 +188,12 @@ describe('nextReadyCondition', () => {
 
   it('builds a Ready condition', () => {
     expect(nextReadyCondition(undefined, 'True', Reason.Synced, 'ok', 3, t0)).toEqual({
-      type: 'Ready', status: 'True', reason: 'Synced', message: 'ok', lastTransitionTime: t0, observedGeneration: 3,
+      type: 'Ready',
+      status: 'True',
+      reason: 'Synced',
+      message: 'ok',
+      lastTransitionTime: t0,
+      observedGeneration: 3,
     });
   });
 

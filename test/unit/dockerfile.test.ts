@@ -33,7 +33,10 @@ describe('Dockerfile', () => {
   });
 
   it('copies only paths that exist in the build context and that .dockerignore lets through', () => {
-    const fromContext = instructions.filter((i) => i.keyword === 'COPY').map((i) => parseCopy(i.args)).filter((c) => c.from === undefined);
+    const fromContext = instructions
+      .filter((i) => i.keyword === 'COPY')
+      .map((i) => parseCopy(i.args))
+      .filter((c) => c.from === undefined);
     expect(fromContext.length).toBeGreaterThan(0);
     for (const source of fromContext.flatMap((c) => c.sources)) {
       expect(fs.existsSync(path.join(repoRoot, source)), `${source} exists`).toBe(true);
@@ -48,16 +51,30 @@ describe('Dockerfile', () => {
     const workdir = (stages()[0] ?? []).find((i) => i.keyword === 'WORKDIR')?.args;
     expect(workdir).toBe('/src');
     const produced = new Set(['/src/package.json', '/src/node_modules', '/src/dist']);
-    const fromBuild = instructions.filter((i) => i.keyword === 'COPY').map((i) => parseCopy(i.args)).filter((c) => c.from === 'build');
+    const fromBuild = instructions
+      .filter((i) => i.keyword === 'COPY')
+      .map((i) => parseCopy(i.args))
+      .filter((c) => c.from === 'build');
     for (const source of fromBuild.flatMap((c) => c.sources)) expect(produced.has(source), source).toBe(true);
     // dist/ is what `npm run build` writes (tsconfig.build.json's outDir).
-    expect((JSON.parse(fs.readFileSync(path.join(repoRoot, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: { outDir: string } }).compilerOptions.outDir).toBe('dist');
+    expect(
+      (JSON.parse(fs.readFileSync(path.join(repoRoot, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: { outDir: string } }).compilerOptions.outDir,
+    ).toBe('dist');
   });
 
   it('keeps secrets, build output and dependencies of the host out of the context', () => {
-    for (const p of ['node_modules', 'dist', '.git', '.controlplane', 'node_modules/got/package.json', 'dist/cli/main.js', 'devtools/controlplane/build.sh']) expect(dockerIgnored(ignore, p), p).toBe(true);
+    for (const p of ['node_modules', 'dist', '.git', '.controlplane', 'node_modules/got/package.json', 'dist/cli/main.js', 'devtools/controlplane/build.sh'])
+      expect(dockerIgnored(ignore, p), p).toBe(true);
     // The image ships the simulator (src/devtools/sim); only the top-level Go modules of the control plane stay out.
-    for (const p of ['src/cli/main.ts', 'src/devtools/sim/command.ts', 'package.json', 'package-lock.json', 'crds/usergroup.dev_usergroups.yaml', 'tsconfig.json']) expect(dockerIgnored(ignore, p), p).toBe(false);
+    for (const p of [
+      'src/cli/main.ts',
+      'src/devtools/sim/command.ts',
+      'package.json',
+      'package-lock.json',
+      'crds/usergroup.dev_usergroups.yaml',
+      'tsconfig.json',
+    ])
+      expect(dockerIgnored(ignore, p), p).toBe(false);
   });
 
   it('runs as a non-root numeric user, with node itself as PID 1 receiving SIGTERM (exec-form entry point, no shell)', () => {

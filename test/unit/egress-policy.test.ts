@@ -36,12 +36,21 @@ describe('egress policy for namespaced UserGroupServices', () => {
   });
 
   it('needs both the operator policy and the tenant opt-in for plain http', () => {
-    expect(checkEgress('http://analytics.example.com', true, policy(['analytics.example.com'], false))).toMatchObject({ ok: false, message: expect.stringContaining('--allow-http-services') as unknown });
-    expect(checkEgress('http://analytics.example.com', false, policy(['analytics.example.com'], true))).toMatchObject({ ok: false, message: expect.stringContaining('allowInsecure') as unknown });
+    expect(checkEgress('http://analytics.example.com', true, policy(['analytics.example.com'], false))).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('--allow-http-services') as unknown,
+    });
+    expect(checkEgress('http://analytics.example.com', false, policy(['analytics.example.com'], true))).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('allowInsecure') as unknown,
+    });
     expect(checkEgress('http://analytics.example.com', true, policy(['analytics.example.com'], true)).ok).toBe(true);
   });
 
-  it.each(['', '*', '*.', 'https://x.example.com', 'x.example.com/path', '*.10.0.0.1', 'a*.example.com', 'user@x.example.com'])('refuses the pattern %j', (raw) => {
-    expect(parseHostPattern(raw).ok).toBe(false);
-  });
+  it.each(['', '*', '*.', 'https://x.example.com', 'x.example.com/path', '*.10.0.0.1', 'a*.example.com', 'user@x.example.com'])(
+    'refuses the pattern %j',
+    (raw) => {
+      expect(parseHostPattern(raw).ok).toBe(false);
+    },
+  );
 });

@@ -47,7 +47,13 @@ describe('EventRecorder: one write at a time from a bounded queue (as client-go)
   it('drops Normal Events beyond the queue bound, keeps room for as many Warnings again, and counts the drops', async () => {
     const api = fakeClient();
     const dropped: string[] = [];
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), maxQueued: 5, onDrop: (type, reason) => dropped.push(`${type}/${reason}`) });
+    const recorder = new EventRecorder(api.client, {
+      controller: 'c',
+      instance: 'i',
+      log: pino({ level: 'silent' }),
+      maxQueued: 5,
+      onDrop: (type, reason) => dropped.push(`${type}/${reason}`),
+    });
     // The first write is in flight at once; 5 more fit in the queue.
     for (let i = 0; i < 8; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
     for (let i = 0; i < 7; i++) recorder.emit(ug(i), 'Warning', 'ServiceUnavailable', 'Sync', `down ${i}`);

@@ -71,16 +71,19 @@ describe('src/ does not depend on test/', () => {
 
 describe('the import-graph checks themselves', () => {
   it('count what loads a module and leave out what is erased or lazy', () => {
-    const refs = importsOf('x.ts', [
-      "import type { IncomingMessage } from 'node:http';", // erased
-      "import { type Server } from 'node:https';", // kept as `import {} from 'node:https'`: loads it
-      "export { a } from './a.js';",
-      "export type { B } from './b.js';", // erased
-      "import 'undici';",
-      "// import 'node:http2';", // a comment
-      "const s = \"import 'node:http2'\";", // a string
-      "const got = await import('got');",
-    ].join('\n'));
+    const refs = importsOf(
+      'x.ts',
+      [
+        "import type { IncomingMessage } from 'node:http';", // erased
+        "import { type Server } from 'node:https';", // kept as `import {} from 'node:https'`: loads it
+        "export { a } from './a.js';",
+        "export type { B } from './b.js';", // erased
+        "import 'undici';",
+        "// import 'node:http2';", // a comment
+        'const s = "import \'node:http2\'";', // a string
+        "const got = await import('got');",
+      ].join('\n'),
+    );
     expect(refs).toEqual([
       { specifier: 'node:https', kind: 'static', line: 2 },
       { specifier: './a.js', kind: 'static', line: 3 },

@@ -117,11 +117,18 @@ describe('KubeClient.request with maxBytes', () => {
 });
 
 /** A fake list endpoint over `count` objects of about `size(i)` bytes each; `continue` is the next offset. */
-function listServer(count: number, size: number | ((i: number) => number), options: { goneOnce?: boolean } = {}): Promise<{ url: string; requests: { limit: number; continue: string }[] }> {
+function listServer(
+  count: number,
+  size: number | ((i: number) => number),
+  options: { goneOnce?: boolean } = {},
+): Promise<{ url: string; requests: { limit: number; continue: string }[] }> {
   const sizeOf = typeof size === 'number' ? () => size : size;
   const requests: { limit: number; continue: string }[] = [];
   let gone = options.goneOnce === true;
-  const item = (i: number) => ({ metadata: { name: `obj-${i}`, namespace: 'ns', uid: `u${i}`, resourceVersion: String(100 + i) }, blob: 'x'.repeat(sizeOf(i)) });
+  const item = (i: number) => ({
+    metadata: { name: `obj-${i}`, namespace: 'ns', uid: `u${i}`, resourceVersion: String(100 + i) },
+    blob: 'x'.repeat(sizeOf(i)),
+  });
   return serve((_req, res, u) => {
     if (u.searchParams.get('watch') === 'true') {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -152,7 +159,10 @@ function listServer(count: number, size: number | ((i: number) => number), optio
   }).then((url) => ({ url, requests }));
 }
 
-function informerOver(client: KubeClient, options: { maxPageBytes: number; pageSize?: number }): Informer<{ metadata: { namespace: string; name: string; resourceVersion: string } }> {
+function informerOver(
+  client: KubeClient,
+  options: { maxPageBytes: number; pageSize?: number },
+): Informer<{ metadata: { namespace: string; name: string; resourceVersion: string } }> {
   return new Informer({
     name: 'things',
     client,
@@ -182,10 +192,18 @@ describe('Informer list pages', () => {
     try {
       informer.start();
       await informer.waitForSync();
-      expect(informer.list().map((o) => o.metadata.name).sort()).toEqual(Array.from({ length: 40 }, (_, i) => `obj-${i}`).sort());
+      expect(
+        informer
+          .list()
+          .map((o) => o.metadata.name)
+          .sort(),
+      ).toEqual(Array.from({ length: 40 }, (_, i) => `obj-${i}`).sort());
       // 500 → 250 → 125 → 62 → 31 → 15 abandoned, 7 fits (~700 KB, over half the bound: stays 7).
       expect(requests.slice(0, 7)).toEqual([500, 250, 125, 62, 31, 15, 7].map((limit) => ({ limit, continue: '' })));
-      expect(requests.slice(7, 9)).toEqual([{ limit: 7, continue: '7' }, { limit: 7, continue: '14' }]);
+      expect(requests.slice(7, 9)).toEqual([
+        { limit: 7, continue: '7' },
+        { limit: 7, continue: '14' },
+      ]);
       expect(informer.stats.oversizedPages).toBe(6);
       expect(informer.stats.largestPageBytes).toBeGreaterThan(600_000);
       expect(informer.stats.largestPageBytes).toBeLessThanOrEqual(1 << 20);
@@ -297,7 +315,10 @@ describe('watch events are bounded', () => {
     const events: string[] = [];
     try {
       const end = await watchOnce(client, '/apis/x/v1/things', {
-        resourceVersion: '1', timeoutSeconds: 60, inactivityMs: 10_000, maxLineBytes: 1 << 20,
+        resourceVersion: '1',
+        timeoutSeconds: 60,
+        inactivityMs: 10_000,
+        maxLineBytes: 1 << 20,
         signal: new AbortController().signal,
         onEvent: (e) => events.push(e.type),
       });

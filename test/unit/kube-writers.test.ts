@@ -37,7 +37,10 @@ function status(code: number, reason: string, message: string): KubeResponse {
 }
 
 async function refusal(promise: Promise<unknown>): Promise<ApiError> {
-  const err: unknown = await promise.then(() => undefined, (e: unknown) => e);
+  const err: unknown = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   if (!(err instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(err)}`);
   return err;
 }
@@ -48,7 +51,13 @@ const TOKEN_B64 = Buffer.from('s3cret-token').toString('base64');
 const SA = 'User "system:serviceaccount:ugo:ugo-usergroup-operator"';
 
 function secretObject(resourceVersion = '7'): Record<string, unknown> {
-  return { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acme-token', namespace: NS, uid: 'uid-s', resourceVersion }, type: 'Opaque', data: { token: TOKEN_B64 } };
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: 'acme-token', namespace: NS, uid: 'uid-s', resourceVersion },
+    type: 'Opaque',
+    data: { token: TOKEN_B64 },
+  };
 }
 
 const desired = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acme-token', namespace: NS }, type: 'Opaque', data: { token: TOKEN_B64 } };
@@ -64,14 +73,22 @@ describe('SecretWriter', () => {
 
   it('write: a create that meets 409 is "exists", a replace that meets 409 is "changed"', async () => {
     const create = scripted(status(409, 'AlreadyExists', 'secrets "acme-token" already exists'));
-    expect(await new SecretWriter(create.client).write(desired, undefined)).toEqual({ ok: false, conflict: 'exists', message: 'Secret team-a/acme-token already exists' });
+    expect(await new SecretWriter(create.client).write(desired, undefined)).toEqual({
+      ok: false,
+      conflict: 'exists',
+      message: 'Secret team-a/acme-token already exists',
+    });
     expect(create.sent[0]).toMatchObject({ method: 'POST', path: `/api/v1/namespaces/${NS}/secrets` });
     const replace = scripted(status(409, 'Conflict', 'Operation cannot be fulfilled on secrets "acme-token": the object has been modified'));
-    expect(await new SecretWriter(replace.client).write(desired, '7')).toEqual({ ok: false, conflict: 'changed', message: 'Secret team-a/acme-token changed underneath us' });
+    expect(await new SecretWriter(replace.client).write(desired, '7')).toEqual({
+      ok: false,
+      conflict: 'changed',
+      message: 'Secret team-a/acme-token changed underneath us',
+    });
     expect(replace.sent[0]).toMatchObject({ method: 'PUT', path: SECRET_PATH, options: { body: { metadata: { resourceVersion: '7' } } } });
   });
 
-  it('write: a refusal carries the apiserver\'s message and never the token it was sent', async () => {
+  it("write: a refusal carries the apiserver's message and never the token it was sent", async () => {
     const message = `secrets "acme-token" is forbidden: ${SA} cannot update resource "secrets" in API group "" in the namespace "team-a"`;
     const err = await refusal(new SecretWriter(scripted(status(403, 'Forbidden', message)).client).write(desired, '7'));
     expect(err.message).toBe(`PUT ${SECRET_PATH}: 403 Forbidden: ${message}`);
@@ -89,24 +106,36 @@ describe('SecretWriter', () => {
   });
 
   it('delete: gone already (404) or a newer object of that name (409) is quiet; anything else is thrown with its message', async () => {
-    for (const answer of [{ status: 200, body: {} }, { status: 202, body: {} }, status(404, 'NotFound', 'gone'), status(409, 'Conflict', 'Precondition failed: UID in precondition: uid-s, UID in object meta: uid-t')]) {
+    for (const answer of [
+      { status: 200, body: {} },
+      { status: 202, body: {} },
+      status(404, 'NotFound', 'gone'),
+      status(409, 'Conflict', 'Precondition failed: UID in precondition: uid-s, UID in object meta: uid-t'),
+    ]) {
       await expect(new SecretWriter(scripted(answer).client).delete(NS, 'acme-token', 'uid-s')).resolves.toBeUndefined();
     }
-    const err = await refusal(new SecretWriter(scripted(status(403, 'Forbidden', 'secrets "acme-token" is forbidden: no')).client).delete(NS, 'acme-token', 'uid-s'));
+    const err = await refusal(
+      new SecretWriter(scripted(status(403, 'Forbidden', 'secrets "acme-token" is forbidden: no')).client).delete(NS, 'acme-token', 'uid-s'),
+    );
     expect(err.message).toBe(`DELETE ${SECRET_PATH}: 403 Forbidden: secrets "acme-token" is forbidden: no`);
   });
 });
 
 describe('ClaimWriter', () => {
   const spec: ClaimSpec = { userGroupId: 'acme', account: 'acct', namespace: NS, userGroup: { name: 'acme', uid: 'uid-ug' } };
-  const claimBody = (rv: string): Record<string, unknown> => ({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroupClaim', metadata: { name: 'c', uid: 'uid-c', resourceVersion: rv }, spec });
+  const claimBody = (rv: string): Record<string, unknown> => ({
+    apiVersion: 'usergroup.dev/v1alpha1',
+    kind: 'UserGroupClaim',
+    metadata: { name: 'c', uid: 'uid-c', resourceVersion: rv },
+    spec,
+  });
   const parsedClaim = (rv: string): UserGroupClaim => {
     const parsed = parseClaim(claimBody(rv));
     if (!parsed.ok) throw new Error(parsed.error);
     return parsed.value;
   };
 
-  it('a lost race is ok: false; a create\'s 409, a replace\'s 409 or 404', async () => {
+  it("a lost race is ok: false; a create's 409, a replace's 409 or 404", async () => {
     expect(await new ClaimWriter(scripted(status(409, 'AlreadyExists', 'exists')).client).create(spec)).toEqual({ ok: false });
     expect(await new ClaimWriter(scripted(status(409, 'Conflict', 'modified')).client).replace(parsedClaim('3'), spec)).toEqual({ ok: false });
     expect(await new ClaimWriter(scripted(status(404, 'NotFound', 'gone')).client).replace(parsedClaim('3'), spec)).toEqual({ ok: false });
@@ -115,18 +144,22 @@ describe('ClaimWriter', () => {
     expect(created.ok && created.claim.metadata.resourceVersion).toBe('4');
   });
 
-  it('any other refusal keeps the apiserver\'s message', async () => {
+  it("any other refusal keeps the apiserver's message", async () => {
     const message = `usergroupclaims.usergroup.dev is forbidden: ${SA} cannot create resource "usergroupclaims" in API group "usergroup.dev" at the cluster scope`;
     const err = await refusal(new ClaimWriter(scripted(status(403, 'Forbidden', message)).client).create(spec));
     expect(err.message).toBe(`POST /apis/usergroup.dev/v1alpha1/usergroupclaims: 403 Forbidden: ${message}`);
-    await expect(new ClaimWriter(scripted(status(500, 'InternalError', 'etcdserver: request timed out')).client).replace(parsedClaim('3'), spec)).rejects.toThrow('500 InternalError: etcdserver: request timed out');
+    await expect(
+      new ClaimWriter(scripted(status(500, 'InternalError', 'etcdserver: request timed out')).client).replace(parsedClaim('3'), spec),
+    ).rejects.toThrow('500 InternalError: etcdserver: request timed out');
     await expect(new ClaimWriter(scripted(status(409, 'Conflict', 'precondition')).client).delete(parsedClaim('3'))).resolves.toBeUndefined();
-    await expect(new ClaimWriter(scripted({ status: 503, body: '' }).client).delete(parsedClaim('3'))).rejects.toThrow('503 ServiceUnavailable: the server is currently unable to handle the request');
+    await expect(new ClaimWriter(scripted({ status: 503, body: '' }).client).delete(parsedClaim('3'))).rejects.toThrow(
+      '503 ServiceUnavailable: the server is currently unable to handle the request',
+    );
   });
 });
 
 describe('StatusWriter', () => {
-  it('a UserGroup gone meanwhile is undefined; an invalid status is refused with the apiserver\'s field errors', async () => {
+  it("a UserGroup gone meanwhile is undefined; an invalid status is refused with the apiserver's field errors", async () => {
     expect(await new StatusWriter(scripted(status(404, 'NotFound', 'not found')).client).patch(NS, 'acme', {})).toBeUndefined();
     const message = 'UserGroup.usergroup.dev "acme" is invalid: status.conditions[0].reason: Invalid value: "": must match ^[A-Za-z]';
     const err = await refusal(new StatusWriter(scripted(status(422, 'Invalid', message)).client).patch(NS, 'acme', {}));
@@ -148,12 +181,27 @@ function logLines() {
 describe('LeaderElector', () => {
   function elector(client: KubeClient, log: pino.Logger, onStartedLeading = (): void => {}) {
     return new LeaderElector({
-      client, namespace: 'ugo', name: 'ugo-lock', identity: 'me', leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 10, log, onStartedLeading, onStoppedLeading: () => {},
+      client,
+      namespace: 'ugo',
+      name: 'ugo-lock',
+      identity: 'me',
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 10,
+      log,
+      onStartedLeading,
+      onStoppedLeading: () => {},
     });
   }
-  const lease = (holder: string, rv: string) => ({ status: 200, body: { metadata: { name: 'ugo-lock', namespace: 'ugo', resourceVersion: rv }, spec: { holderIdentity: holder, leaseDurationSeconds: 15, leaseTransitions: 0 } } });
+  const lease = (holder: string, rv: string) => ({
+    status: 200,
+    body: {
+      metadata: { name: 'ugo-lock', namespace: 'ugo', resourceVersion: rv },
+      spec: { holderIdentity: holder, leaseDurationSeconds: 15, leaseTransitions: 0 },
+    },
+  });
 
-  it('a refused Lease create is logged with the apiserver\'s message (it was dropped); losing the create race is not', async () => {
+  it("a refused Lease create is logged with the apiserver's message (it was dropped); losing the create race is not", async () => {
     const message = `leases.coordination.k8s.io is forbidden: ${SA} cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "ugo"`;
     const { log, lines } = logLines();
     const refused = scripted((method) => (method === 'GET' ? status(404, 'NotFound', 'not found') : status(403, 'Forbidden', message)));
@@ -164,7 +212,9 @@ describe('LeaderElector', () => {
     expect(lines.find((l) => l['msg'] === 'leader election: lease request failed')?.['err']).toContain(message);
 
     const raced = logLines();
-    const lost = scripted((method) => (method === 'GET' ? status(404, 'NotFound', 'not found') : status(409, 'AlreadyExists', 'leases.coordination.k8s.io "ugo-lock" already exists')));
+    const lost = scripted((method) =>
+      method === 'GET' ? status(404, 'NotFound', 'not found') : status(409, 'AlreadyExists', 'leases.coordination.k8s.io "ugo-lock" already exists'),
+    );
     const second = elector(lost.client, raced.log);
     second.start();
     await new Promise((resolve) => setTimeout(resolve, 30));
@@ -189,12 +239,14 @@ describe('LeaderElector', () => {
     denied.start();
     await new Promise((resolve) => setTimeout(resolve, 30));
     await denied.stop();
-    expect(forbidden.lines.find((l) => l['msg'] === 'leader election: lease request failed')?.['err']).toBe(`Error: GET /apis/coordination.k8s.io/v1/namespaces/ugo/leases/ugo-lock: 403 Forbidden: ${message}`);
+    expect(forbidden.lines.find((l) => l['msg'] === 'leader election: lease request failed')?.['err']).toBe(
+      `Error: GET /apis/coordination.k8s.io/v1/namespaces/ugo/leases/ugo-lock: 403 Forbidden: ${message}`,
+    );
   });
 
   it('a release the apiserver refuses is logged with its message (it was silent)', async () => {
     const { log, lines } = logLines();
-    const holder = (options: RequestOptions): unknown => ((options.body as { spec?: { holderIdentity?: unknown } } | undefined)?.spec?.holderIdentity);
+    const holder = (options: RequestOptions): unknown => (options.body as { spec?: { holderIdentity?: unknown } } | undefined)?.spec?.holderIdentity;
     const api = scripted((method, _path, options) => {
       if (method === 'GET') return lease('me', '6');
       // Renewals are accepted; the release (the holder cleared) is refused.
@@ -205,21 +257,27 @@ describe('LeaderElector', () => {
     await new Promise((resolve) => setTimeout(resolve, 30));
     await e.stop();
     expect(lines.some((l) => l['msg'] === 'became leader')).toBe(true);
-    expect(lines.find((l) => l['msg'] === 'could not release the lease')?.['err']).toContain('403 Forbidden: leases.coordination.k8s.io "ugo-lock" is forbidden: no update');
+    expect(lines.find((l) => l['msg'] === 'could not release the lease')?.['err']).toContain(
+      '403 Forbidden: leases.coordination.k8s.io "ugo-lock" is forbidden: no update',
+    );
   });
 });
 
 describe('EventRecorder: what is retried', () => {
   const regarding = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: NS, name: 'acme', uid: 'uid-acme' };
 
-  it('a 4xx is given up at once, logged with the apiserver\'s message; a 5xx or 429 is retried', async () => {
+  it("a 4xx is given up at once, logged with the apiserver's message; a 5xx or 429 is retried", async () => {
     const { log, lines } = logLines();
     const forbidden = scripted(status(403, 'Forbidden', 'events.events.k8s.io is forbidden: no create'));
     const recorder = new EventRecorder(forbidden.client, { controller: 'c', instance: 'i', log, retries: 3 });
     recorder.emit(regarding, 'Warning', 'SyncFailed', 'Sync', 'x');
     await recorder.flush();
     expect(forbidden.sent).toHaveLength(1);
-    expect(lines.find((l) => l['msg'] === 'event not recorded')).toMatchObject({ status: 403, attempts: 1, err: expect.stringContaining('events.events.k8s.io is forbidden: no create') as unknown });
+    expect(lines.find((l) => l['msg'] === 'event not recorded')).toMatchObject({
+      status: 403,
+      attempts: 1,
+      err: expect.stringContaining('events.events.k8s.io is forbidden: no create') as unknown,
+    });
 
     for (const first of [status(429, 'TooManyRequests', 'slow down'), { status: 503, body: '' }]) {
       const busy = scripted(first, { status: 201, body: {} });

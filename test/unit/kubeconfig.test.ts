@@ -56,7 +56,12 @@ const isolated = (extra: Record<string, string> = {}): Record<string, string> =>
 /** A clock the test moves. */
 function clock(start = 1_000_000): { now: () => number; advance(ms: number): void } {
   let t = start;
-  return { now: () => t, advance: (ms) => { t += ms; } };
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
 }
 
 describe('loadKubeAccess: a kubeconfig file', () => {
@@ -65,10 +70,12 @@ describe('loadKubeAccess: a kubeconfig file', () => {
     write(path.join(dir, 'pki/ca.crt'), 'CA PEM');
     write(path.join(dir, 'pki/client.crt'), 'CERT PEM');
     write(path.join(dir, 'pki/client.key'), 'KEY PEM');
-    const file = simple(path.join(dir, 'config'),
+    const file = simple(
+      path.join(dir, 'config'),
       { server: 'https://10.1.2.3:6443/', 'certificate-authority': 'pki/ca.crt', 'tls-server-name': 'kubernetes.default' },
       { token: 'tok-1', 'client-certificate': 'pki/client.crt', 'client-key': 'pki/client.key' },
-      { namespace: 'team-a' });
+      { namespace: 'team-a' },
+    );
     // A working directory elsewhere: relative paths are relative to the kubeconfig, not to it.
     const access = await loadKubeAccess({ path: path.relative(process.cwd(), file), env: isolated() });
     expect(access.server).toBe('https://10.1.2.3:6443');
@@ -84,9 +91,11 @@ describe('loadKubeAccess: a kubeconfig file', () => {
 
   it('inline -data (base64) wins over files; insecure-skip-tls-verify', async () => {
     const dir = tempDir();
-    const file = simple(path.join(dir, 'config'),
+    const file = simple(
+      path.join(dir, 'config'),
       { server: 'https://k:6443', 'certificate-authority-data': b64('CA DATA'), 'certificate-authority': 'missing.crt', 'insecure-skip-tls-verify': true },
-      { 'client-certificate-data': b64('CERT DATA'), 'client-key-data': b64('KEY DATA'), 'client-certificate': 'missing.crt' });
+      { 'client-certificate-data': b64('CERT DATA'), 'client-key-data': b64('KEY DATA'), 'client-certificate': 'missing.crt' },
+    );
     const access = await loadKubeAccess({ path: file, env: isolated() });
     expect(access.tls).toEqual({ ca: Buffer.from('CA DATA'), cert: Buffer.from('CERT DATA'), key: Buffer.from('KEY DATA'), rejectUnauthorized: false });
     expect(await access.authorization()).toBeUndefined();
@@ -137,8 +146,14 @@ describe('loadKubeAccess: a kubeconfig file', () => {
   it('--context picks another context; errors name what is missing', async () => {
     const dir = tempDir();
     const file = kubeconfig(path.join(dir, 'config'), {
-      clusters: [{ name: 'c1', cluster: { server: 'https://one' } }, { name: 'noserver', cluster: {} }],
-      users: [{ name: 'u1', user: { token: 'one' } }, { name: 'u2', user: { token: 'two' } }],
+      clusters: [
+        { name: 'c1', cluster: { server: 'https://one' } },
+        { name: 'noserver', cluster: {} },
+      ],
+      users: [
+        { name: 'u1', user: { token: 'one' } },
+        { name: 'u2', user: { token: 'two' } },
+      ],
       contexts: [
         { name: 'first', context: { cluster: 'c1', user: 'u1' } },
         { name: 'second', context: { cluster: 'c1', user: 'u2', namespace: 'ns2' } },
@@ -153,11 +168,18 @@ describe('loadKubeAccess: a kubeconfig file', () => {
     const second = await loadKubeAccess({ path: file, context: 'second', env });
     expect([await second.authorization(), second.namespace, second.context]).toEqual(['Bearer two', 'ns2', 'second']);
     await expect(loadKubeAccess({ path: file, context: 'x', env })).rejects.toThrow('context "x" does not exist in the kubeconfig');
-    await expect(loadKubeAccess({ path: file, context: 'lost-cluster', env })).rejects.toThrow('cluster "gone" of context "lost-cluster" does not exist in the kubeconfig');
-    await expect(loadKubeAccess({ path: file, context: 'lost-user', env })).rejects.toThrow('user "gone" of context "lost-user" does not exist in the kubeconfig');
+    await expect(loadKubeAccess({ path: file, context: 'lost-cluster', env })).rejects.toThrow(
+      'cluster "gone" of context "lost-cluster" does not exist in the kubeconfig',
+    );
+    await expect(loadKubeAccess({ path: file, context: 'lost-user', env })).rejects.toThrow(
+      'user "gone" of context "lost-user" does not exist in the kubeconfig',
+    );
     await expect(loadKubeAccess({ path: file, context: 'no-server', env })).rejects.toThrow('cluster "noserver" has no server');
 
-    const noCurrent = kubeconfig(path.join(dir, 'no-current'), { clusters: [{ name: 'c', cluster: { server: 'https://k' } }], contexts: [{ name: 'a', context: { cluster: 'c' } }] });
+    const noCurrent = kubeconfig(path.join(dir, 'no-current'), {
+      clusters: [{ name: 'c', cluster: { server: 'https://k' } }],
+      contexts: [{ name: 'a', context: { cluster: 'c' } }],
+    });
     await expect(loadKubeAccess({ path: noCurrent, env })).rejects.toThrow('no current context');
     expect((await loadKubeAccess({ path: noCurrent, context: 'a', env })).server).toBe('https://k');
   });
@@ -165,13 +187,17 @@ describe('loadKubeAccess: a kubeconfig file', () => {
   it('unreadable, unparsable and mistyped files are refused with the file named', async () => {
     const dir = tempDir();
     const env = isolated();
-    await expect(loadKubeAccess({ path: path.join(dir, 'absent'), env })).rejects.toThrow(new RegExp(`^cannot load kubeconfig ${path.join(dir, 'absent')}: ENOENT`));
+    await expect(loadKubeAccess({ path: path.join(dir, 'absent'), env })).rejects.toThrow(
+      new RegExp(`^cannot load kubeconfig ${path.join(dir, 'absent')}: ENOENT`),
+    );
     const broken = write(path.join(dir, 'broken'), 'clusters: [\n');
     await expect(loadKubeAccess({ path: broken, env })).rejects.toThrow(`cannot load kubeconfig ${broken}: `);
     const list = write(path.join(dir, 'list'), '- 1\n');
     await expect(loadKubeAccess({ path: list, env })).rejects.toThrow('not a kubeconfig');
     const insecure = simple(path.join(dir, 'insecure'), { server: 'https://k', 'insecure-skip-tls-verify': 'yes' }, {});
-    await expect(loadKubeAccess({ path: insecure, env })).rejects.toThrow(`kubeconfig ${insecure}: cluster "c": insecure-skip-tls-verify must be true or false`);
+    await expect(loadKubeAccess({ path: insecure, env })).rejects.toThrow(
+      `kubeconfig ${insecure}: cluster "c": insecure-skip-tls-verify must be true or false`,
+    );
     const token = simple(path.join(dir, 'token'), { server: 'https://k' }, { token: 42 });
     await expect(loadKubeAccess({ path: token, env })).rejects.toThrow('user "u": token must be a string');
     const noScheme = simple(path.join(dir, 'scheme'), { server: 'k:6443' }, {});
@@ -192,9 +218,15 @@ describe('loadKubeAccess: where the kubeconfig comes from', () => {
       contexts: [{ name: 'in-a', context: { cluster: 'shared', user: 'u', namespace: 'a-ns' } }],
     });
     const b = kubeconfig(path.join(dir, 'b/config'), {
-      clusters: [{ name: 'shared', cluster: { server: 'https://from-b' } }, { name: 'only-b', cluster: { server: 'https://only-b', 'certificate-authority': 'ca.crt' } }],
+      clusters: [
+        { name: 'shared', cluster: { server: 'https://from-b' } },
+        { name: 'only-b', cluster: { server: 'https://only-b', 'certificate-authority': 'ca.crt' } },
+      ],
       users: [{ name: 'u', user: { token: 'from-b' } }],
-      contexts: [{ name: 'in-b', context: { cluster: 'only-b', user: 'u' } }, { name: 'in-a', context: { cluster: 'only-b', user: 'u' } }],
+      contexts: [
+        { name: 'in-b', context: { cluster: 'only-b', user: 'u' } },
+        { name: 'in-a', context: { cluster: 'only-b', user: 'u' } },
+      ],
       'current-context': 'in-b',
     });
     const c = kubeconfig(path.join(dir, 'c/config'), { 'current-context': 'in-a' });
@@ -212,7 +244,9 @@ describe('loadKubeAccess: where the kubeconfig comes from', () => {
 
   it('KUBECONFIG naming no existing file is an error, not a fallback', async () => {
     const dir = tempDir();
-    await expect(loadKubeAccess({ env: isolated({ KUBECONFIG: path.join(dir, 'nope') }) })).rejects.toThrow(`cannot load kubeconfig ${path.join(dir, 'nope')}: the file in KUBECONFIG does not exist`);
+    await expect(loadKubeAccess({ env: isolated({ KUBECONFIG: path.join(dir, 'nope') }) })).rejects.toThrow(
+      `cannot load kubeconfig ${path.join(dir, 'nope')}: the file in KUBECONFIG does not exist`,
+    );
   });
 
   it('precedence: path, then KUBECONFIG, then ~/.kube/config, then in-cluster', async () => {
@@ -223,7 +257,8 @@ describe('loadKubeAccess: where the kubeconfig comes from', () => {
     const explicit = one('https://explicit');
     const listed = one('https://listed');
     const inCluster = { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' };
-    const server = async (options: Parameters<typeof loadKubeAccess>[0]): Promise<string> => (await loadKubeAccess({ serviceAccountDir: sa, ...options })).server;
+    const server = async (options: Parameters<typeof loadKubeAccess>[0]): Promise<string> =>
+      (await loadKubeAccess({ serviceAccountDir: sa, ...options })).server;
 
     expect(await server({ env: { HOME: home, ...inCluster } })).toBe('https://10.0.0.1:443');
     simple(path.join(home, '.kube/config'), { server: 'https://home' }, {});
@@ -246,7 +281,11 @@ describe('loadKubeAccess: in-cluster', () => {
     write(path.join(sa, 'ca.crt'), 'CLUSTER CA');
     write(path.join(sa, 'namespace'), 'operators\n');
     const t = clock();
-    const access = await loadKubeAccess({ env: isolated({ KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '443' }), serviceAccountDir: sa, now: t.now });
+    const access = await loadKubeAccess({
+      env: isolated({ KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '443' }),
+      serviceAccountDir: sa,
+      now: t.now,
+    });
     expect(access.server).toBe('https://[fd00:10:96::1]:443');
     expect(access.tls).toEqual({ ca: Buffer.from('CLUSTER CA') });
     expect(access.namespace).toBe('operators');
@@ -273,10 +312,19 @@ describe('loadKubeAccess: exec and auth-provider users go through client-node', 
     const dir = tempDir();
     write(path.join(dir, 'ca.crt'), 'EXEC CLUSTER CA');
     const credential = { apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: 'exec-token' } };
-    const file = simple(path.join(dir, 'config'),
+    const file = simple(
+      path.join(dir, 'config'),
       { server: 'https://exec-cluster:6443', 'certificate-authority': 'ca.crt' },
-      { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', `process.stdout.write(${JSON.stringify(JSON.stringify(credential))})`], interactiveMode: 'Never' } },
-      { namespace: 'exec-ns' });
+      {
+        exec: {
+          apiVersion: 'client.authentication.k8s.io/v1',
+          command: process.execPath,
+          args: ['-e', `process.stdout.write(${JSON.stringify(JSON.stringify(credential))})`],
+          interactiveMode: 'Never',
+        },
+      },
+      { namespace: 'exec-ns' },
+    );
     const access = await loadKubeAccess({ path: file, env: isolated() });
     expect(await access.authorization()).toBe('Bearer exec-token');
     expect(access.server).toBe('https://exec-cluster:6443');
@@ -286,16 +334,27 @@ describe('loadKubeAccess: exec and auth-provider users go through client-node', 
 
   it('exec: a command given as a relative path runs from the kubeconfig directory; a failing one rejects', async () => {
     const dir = tempDir();
-    const script = write(path.join(dir, 'bin/cred.sh'), `#!/bin/sh\nprintf '%s' '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-script"}}'\n`);
+    const script = write(
+      path.join(dir, 'bin/cred.sh'),
+      `#!/bin/sh\nprintf '%s' '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-script"}}'\n`,
+    );
     fs.chmodSync(script, 0o755);
-    const file = simple(path.join(dir, 'config'), { server: 'https://k' }, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/cred.sh' } });
+    const file = simple(
+      path.join(dir, 'config'),
+      { server: 'https://k' },
+      { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: './bin/cred.sh' } },
+    );
     expect(await (await loadKubeAccess({ path: file, env: isolated() })).authorization()).toBe('Bearer from-script');
 
-    const failing = simple(path.join(dir, 'failing'), { server: 'https://k' }, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', 'process.stderr.write("denied"); process.exit(1)'] } });
+    const failing = simple(
+      path.join(dir, 'failing'),
+      { server: 'https://k' },
+      { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: process.execPath, args: ['-e', 'process.stderr.write("denied"); process.exit(1)'] } },
+    );
     await expect(loadKubeAccess({ path: failing, env: isolated() })).rejects.toThrow('denied');
   });
 
-  it('auth-provider: delegated too (client-node\'s tokenFile provider)', async () => {
+  it("auth-provider: delegated too (client-node's tokenFile provider)", async () => {
     const dir = tempDir();
     const token = write(path.join(dir, 'provider-token'), 'provided');
     const file = simple(path.join(dir, 'config'), { server: 'https://k' }, { 'auth-provider': { name: 'file', config: { tokenFile: token } } });
@@ -316,7 +375,9 @@ describe('kubeAccessFromKubeConfig', () => {
   }
 
   it('server, TLS, token, namespace and context from a KubeConfig', async () => {
-    const access: KubeAccess = await kubeAccessFromKubeConfig(kc({ token: 'adapted-token', certData: b64('C'), keyData: b64('K') }, { tlsServerName: 'tls-name' }));
+    const access: KubeAccess = await kubeAccessFromKubeConfig(
+      kc({ token: 'adapted-token', certData: b64('C'), keyData: b64('K') }, { tlsServerName: 'tls-name' }),
+    );
     expect(access.server).toBe('https://adapted:6443');
     expect(access.tls).toEqual({ ca: Buffer.from('ADAPTED CA'), cert: Buffer.from('C'), key: Buffer.from('K'), servername: 'tls-name' });
     expect(await access.authorization()).toBe('Bearer adapted-token');
@@ -333,14 +394,17 @@ describe('kubeAccessFromKubeConfig', () => {
 describe('callers', () => {
   it('the plugin: friendly advice when there is no kubeconfig; -n, else the context namespace, else default', async () => {
     const env = isolated();
-    await expect(resolveCluster({ kubeconfig: undefined, context: undefined, namespace: undefined }, env))
-      .rejects.toThrow(/^no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~\/\.kube\/config$/);
+    await expect(resolveCluster({ kubeconfig: undefined, context: undefined, namespace: undefined }, env)).rejects.toThrow(
+      /^no kubeconfig: pass --kubeconfig, set KUBECONFIG, or create ~\/\.kube\/config$/,
+    );
     const file = simple(path.join(tempDir(), 'config'), { server: 'https://k' }, {}, { namespace: 'ctx-ns' });
     expect((await resolveCluster({ kubeconfig: file, context: undefined, namespace: undefined }, env)).namespace).toBe('ctx-ns');
     expect((await resolveCluster({ kubeconfig: file, context: undefined, namespace: 'flag-ns' }, env)).namespace).toBe('flag-ns');
     const plain = simple(path.join(tempDir(), 'config'), { server: 'https://k' }, {});
     expect((await resolveCluster({ kubeconfig: plain, context: undefined, namespace: undefined }, env)).namespace).toBe('default');
-    await expect(resolveCluster({ kubeconfig: plain, context: 'nope', namespace: undefined }, env)).rejects.toThrow('context "nope" does not exist in the kubeconfig');
+    await expect(resolveCluster({ kubeconfig: plain, context: 'nope', namespace: undefined }, env)).rejects.toThrow(
+      'context "nope" does not exist in the kubeconfig',
+    );
   });
 
   it('run: --kubeconfig (or KUBECONFIG through it) may be a list', async () => {

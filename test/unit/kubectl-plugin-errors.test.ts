@@ -10,7 +10,10 @@ import { runPlugin } from '../../src/cli/kubectl/plugin.js';
  * with the apiserver's own message, not the request that was refused.
  */
 
-interface Reply { readonly status: number; readonly body?: unknown }
+interface Reply {
+  readonly status: number;
+  readonly body?: unknown;
+}
 let reply: (req: IncomingMessage) => Reply = () => ({ status: 500 });
 let server: Server;
 let dir: string;
@@ -28,14 +31,17 @@ beforeAll(async () => {
   if (address === null || typeof address === 'string') throw new Error('no port');
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ug-plugin-errors-'));
   kubeconfig = path.join(dir, 'config');
-  fs.writeFileSync(kubeconfig, JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'c', cluster: { server: `http://127.0.0.1:${address.port}` } }],
-    users: [{ name: 'jane', user: { token: 'jane-token' } }],
-    contexts: [{ name: 'c', context: { cluster: 'c', user: 'jane', namespace: 'team-a' } }],
-    'current-context': 'c',
-  }));
+  fs.writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: `http://127.0.0.1:${address.port}` } }],
+      users: [{ name: 'jane', user: { token: 'jane-token' } }],
+      contexts: [{ name: 'c', context: { cluster: 'c', user: 'jane', namespace: 'team-a' } }],
+      'current-context': 'c',
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -46,7 +52,14 @@ afterAll(async () => {
 async function plugin(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runPlugin([...argv, '--kubeconfig', kubeconfig], { out: (t) => { out += t; }, err: (t) => { err += t; } });
+  const code = await runPlugin([...argv, '--kubeconfig', kubeconfig], {
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
+  });
   return { code, out, err };
 }
 
@@ -61,9 +74,10 @@ const acme = {
   spec: { userGroupId: 'acme', name: 'Acme' },
 };
 
-describe('kubectl usergroup: apiserver refusals in kubectl\'s words', () => {
+describe("kubectl usergroup: apiserver refusals in kubectl's words", () => {
   it('403: "Error from server (Forbidden): " and the apiserver\'s message (was "error: GET /apis/…: 403 Forbidden: …")', async () => {
-    const message = 'usergroups.usergroup.dev is forbidden: User "jane" cannot list resource "usergroups" in API group "usergroup.dev" in the namespace "team-a"';
+    const message =
+      'usergroups.usergroup.dev is forbidden: User "jane" cannot list resource "usergroups" in API group "usergroup.dev" in the namespace "team-a"';
     reply = () => status(403, 'Forbidden', message);
     expect(await plugin('status')).toEqual({ code: 1, out: '', err: `Error from server (Forbidden): ${message}\n` });
   });
@@ -81,7 +95,8 @@ describe('kubectl usergroup: apiserver refusals in kubectl\'s words', () => {
   });
 
   it('rotate: a refused PATCH is reported as kubectl would report it', async () => {
-    const message = 'usergroups.usergroup.dev "acme" is forbidden: User "jane" cannot patch resource "usergroups" in API group "usergroup.dev" in the namespace "team-a"';
+    const message =
+      'usergroups.usergroup.dev "acme" is forbidden: User "jane" cannot patch resource "usergroups" in API group "usergroup.dev" in the namespace "team-a"';
     reply = (req) => (req.method === 'GET' ? { status: 200, body: acme } : status(403, 'Forbidden', message));
     expect(await plugin('rotate', 'acme', '--no-wait')).toEqual({ code: 1, out: '', err: `Error from server (Forbidden): ${message}\n` });
   });
@@ -92,7 +107,11 @@ describe('kubectl usergroup: apiserver refusals in kubectl\'s words', () => {
       methods.push(req.method ?? '');
       if (req.method === 'GET') return { status: 200, body: acme };
       return methods.filter((m) => m === 'PATCH').length === 1
-        ? status(409, 'Conflict', 'Operation cannot be fulfilled on usergroups.usergroup.dev "acme": the object has been modified; please apply your changes to the latest version and try again')
+        ? status(
+            409,
+            'Conflict',
+            'Operation cannot be fulfilled on usergroups.usergroup.dev "acme": the object has been modified; please apply your changes to the latest version and try again',
+          )
         : status(404, 'NotFound', 'usergroups.usergroup.dev "acme" not found');
     };
     expect(await plugin('rotate', 'acme', '--no-wait')).toEqual({ code: 1, out: '', err: 'error: usergroup "acme" not found in namespace "team-a"\n' });

@@ -72,7 +72,11 @@ describe('kubectl usergroup: arguments', () => {
 
   it('status: with and without a name, -A, -o wide', () => {
     expect(command(['status'])).toEqual({
-      kind: 'status', name: undefined, cluster: { kubeconfig: undefined, context: undefined, namespace: undefined }, allNamespaces: false, wide: false,
+      kind: 'status',
+      name: undefined,
+      cluster: { kubeconfig: undefined, context: undefined, namespace: undefined },
+      allNamespaces: false,
+      wide: false,
     });
     expect(command(['status', 'acme', '-n', 'x', '-o', 'wide'])).toMatchObject({ name: 'acme', wide: true, cluster: { namespace: 'x' } });
     expect(command(['status', '-A'])).toMatchObject({ name: undefined, allNamespaces: true });
@@ -107,7 +111,14 @@ describe('kubectl usergroup: exit codes without a cluster', () => {
   async function capture(argv: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';
-    const code = await runPlugin(argv, { out: (t) => { out += t; }, err: (t) => { err += t; } });
+    const code = await runPlugin(argv, {
+      out: (t) => {
+        out += t;
+      },
+      err: (t) => {
+        err += t;
+      },
+    });
     return { code, out, err };
   }
 
@@ -136,13 +147,29 @@ describe('kubectl usergroup: exit codes without a cluster', () => {
 
 describe('durations', () => {
   it.each<[string, number | undefined]>([
-    ['60s', 60_000], ['1m30s', 90_000], ['1.5h', 5_400_000], ['500ms', 500], ['2m', 120_000], ['0', 0],
-    ['60', undefined], ['', undefined], ['1x', undefined], ['s', undefined], ['1m 30s', undefined], ['-5s', undefined],
+    ['60s', 60_000],
+    ['1m30s', 90_000],
+    ['1.5h', 5_400_000],
+    ['500ms', 500],
+    ['2m', 120_000],
+    ['0', 0],
+    ['60', undefined],
+    ['', undefined],
+    ['1x', undefined],
+    ['s', undefined],
+    ['1m 30s', undefined],
+    ['-5s', undefined],
   ])('parseGoDuration(%j) = %s', (text, ms) => {
     expect(parseGoDuration(text)).toBe(ms);
   });
 
-  it.each<[number, string]>([[60_000, '1m0s'], [90_000, '1m30s'], [5_000, '5s'], [3_600_000, '1h0m0s'], [250, '250ms']])('formatGoDuration(%d) = %s', (ms, text) => {
+  it.each<[number, string]>([
+    [60_000, '1m0s'],
+    [90_000, '1m30s'],
+    [5_000, '5s'],
+    [3_600_000, '1h0m0s'],
+    [250, '250ms'],
+  ])('formatGoDuration(%d) = %s', (ms, text) => {
     expect(formatGoDuration(ms)).toBe(text);
   });
 
@@ -241,7 +268,10 @@ describe('status table', () => {
   it('marks a requested rotation the operator has not handled yet', () => {
     const pending = group('acme', {
       annotations: { [ROTATE]: 'r2' },
-      status: readyStatus('True', 'Synced', '', 1, { tokenSecretName: 'acme', rotation: { lastHandledRequest: 'r1', lastRotationTime: '2025-06-01T09:00:00Z' } }),
+      status: readyStatus('True', 'Synced', '', 1, {
+        tokenSecretName: 'acme',
+        rotation: { lastHandledRequest: 'r1', lastRotationTime: '2025-06-01T09:00:00Z' },
+      }),
     });
     expect(statusCells(pending, NOW).lastRotation).toBe('3h (pending)');
     const neverRotated = group('new', { annotations: { [ROTATE]: 'first' } });
@@ -259,7 +289,15 @@ describe('status table', () => {
 
   it('copes with a missing status and an unusable spec', () => {
     expect(statusCells(fresh, NOW)).toEqual({
-      namespace: 'team-a', name: 'fresh', userGroupId: 'fresh-id', ready: 'Unknown', reason: '-', secret: '-', lastRotation: 'never', age: '5s', message: '-',
+      namespace: 'team-a',
+      name: 'fresh',
+      userGroupId: 'fresh-id',
+      ready: 'Unknown',
+      reason: '-',
+      secret: '-',
+      lastRotation: 'never',
+      age: '5s',
+      message: '-',
     });
     const invalid = group('odd', { spec: { name: 'no id' }, status: readyStatus('False', 'InvalidSpec', 'spec.userGroupId must be a string') });
     expect(statusCells(invalid, NOW)).toMatchObject({ userGroupId: '-', ready: 'False', reason: 'InvalidSpec' });
@@ -271,7 +309,9 @@ describe('status table', () => {
     const lines = text.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^NAMESPACE\s+NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+AGE\s+MESSAGE$/);
     expect(lines[1]).toMatch(/^alpha\s+zeta\s+zeta-id\s+True\s+Synced\s+zeta-token\s+never\s+60m\s+ok$/);
-    expect(lines[2]).toMatch(/^team-a\s+broken\s+broken-id\s+False\s+ConnectionNotFound\s+-\s+never\s+2d\s+UserGroupService "nope" not found in namespace team-a$/);
+    expect(lines[2]).toMatch(
+      /^team-a\s+broken\s+broken-id\s+False\s+ConnectionNotFound\s+-\s+never\s+2d\s+UserGroupService "nope" not found in namespace team-a$/,
+    );
     expect(lines).toHaveLength(3);
   });
 
@@ -296,11 +336,13 @@ describe('rotation: before the request', () => {
   });
 
   it.each(['NamespaceNotAllowed', 'UserGroupIdNotAllowed', 'UserGroupIdClaimed', 'AdoptionRefused', 'DuplicateUserGroupId'])(
-    'refuses a group the operator makes no call for (%s), but not when that status describes an older spec', (reason) => {
+    'refuses a group the operator makes no call for (%s), but not when that status describes an older spec',
+    (reason) => {
       const refused = checkRotatable(group('acme', { status: readyStatus('False', reason, 'the rules say no') }));
       expect(refused).toEqual({ ok: false, message: `usergroup/acme gets no service call: ${reason}: the rules say no` });
       expect(checkRotatable(group('acme', { generation: 2, status: readyStatus('False', reason, 'the rules say no') })).ok).toBe(true);
-    });
+    },
+  );
 
   it('the request value is the request time, never one the object already has', () => {
     expect(newRequestValue(NOW, group('acme'))).toBe('2025-06-01T12:00:00.000Z');
@@ -338,7 +380,10 @@ describe('rotation: judging what the controller did', () => {
       annotations: { [ROTATE]: '2025-06-01T12:00:00.900Z' },
       status: { rotation: { lastHandledRequest: '2025-06-01T12:00:00.900Z', lastRotationTime: '2025-06-01T12:00:00Z' } },
     });
-    expect(judgeRotation('2025-06-01T12:00:00.900Z', requestedAt + 900, later, { ug: sameSecond, fresh: true })).toEqual({ kind: 'rotated', at: '2025-06-01T12:00:00Z' });
+    expect(judgeRotation('2025-06-01T12:00:00.900Z', requestedAt + 900, later, { ug: sameSecond, fresh: true })).toEqual({
+      kind: 'rotated',
+      at: '2025-06-01T12:00:00Z',
+    });
   });
 
   it('keeps waiting while Ready=True (the controller has not got to it) or the status is about an older spec', () => {

@@ -4,8 +4,15 @@ import { describe, expect, it } from 'vitest';
 import type { KubeResponse, RequestOptions } from '../../src/kube/http.js';
 import { createLogger } from '../../src/observability/log.js';
 import {
-  bearerToken, MetricsAuthorizer, parseAccessReview, parseTokenReview, SUBJECT_ACCESS_REVIEWS_PATH, TOKEN_REVIEWS_PATH,
-  type MetricsAuthOptions, type MetricsAuthResult, type MetricsAuthSource,
+  bearerToken,
+  MetricsAuthorizer,
+  parseAccessReview,
+  parseTokenReview,
+  SUBJECT_ACCESS_REVIEWS_PATH,
+  TOKEN_REVIEWS_PATH,
+  type MetricsAuthOptions,
+  type MetricsAuthResult,
+  type MetricsAuthSource,
 } from '../../src/observability/metrics-auth.js';
 
 /*
@@ -39,13 +46,27 @@ function fakeApiserver(identities: Readonly<Record<string, Identity>>) {
         const who = identities[String(body.spec['token'])];
         return {
           status: 201,
-          body: { kind: 'TokenReview', spec: body.spec, status: who
-            ? { authenticated: true, user: { username: who.username, groups: who.groups ?? [], ...(who.uid ? { uid: who.uid } : {}), ...(who.extra ? { extra: who.extra } : {}) } }
-            : { authenticated: false, error: 'invalid bearer token' } },
+          body: {
+            kind: 'TokenReview',
+            spec: body.spec,
+            status: who
+              ? {
+                  authenticated: true,
+                  user: { username: who.username, groups: who.groups ?? [], ...(who.uid ? { uid: who.uid } : {}), ...(who.extra ? { extra: who.extra } : {}) },
+                }
+              : { authenticated: false, error: 'invalid bearer token' },
+          },
         };
       }
       const who = Object.values(identities).find((i) => i.username === body.spec['user']);
-      return { status: 201, body: { kind: 'SubjectAccessReview', spec: body.spec, status: { allowed: who?.allowed === true, ...(who?.allowed ? {} : { reason: 'no RBAC policy matched' }) } } };
+      return {
+        status: 201,
+        body: {
+          kind: 'SubjectAccessReview',
+          spec: body.spec,
+          status: { allowed: who?.allowed === true, ...(who?.allowed ? {} : { reason: 'no RBAC policy matched' }) },
+        },
+      };
     },
   };
   return {
@@ -53,14 +74,26 @@ function fakeApiserver(identities: Readonly<Record<string, Identity>>) {
     sent,
     tokenReviews: () => sent.filter((s) => s.path === TOKEN_REVIEWS_PATH).length,
     accessReviews: () => sent.filter((s) => s.path === SUBJECT_ACCESS_REVIEWS_PATH).length,
-    hold: (on: boolean) => { hold = on; },
-    release: () => { for (const r of held.splice(0)) r(); },
-    fail: (with_: KubeResponse | Error | undefined) => { fail = with_; },
+    hold: (on: boolean) => {
+      hold = on;
+    },
+    release: () => {
+      for (const r of held.splice(0)) r();
+    },
+    fail: (with_: KubeResponse | Error | undefined) => {
+      fail = with_;
+    },
   };
 }
 
 const IDS: Record<string, Identity> = {
-  'prom-token': { username: 'system:serviceaccount:monitoring:prometheus', groups: ['system:serviceaccounts', 'system:authenticated'], uid: 'u-1', extra: { 'authentication.kubernetes.io/pod-name': ['prometheus-0'] }, allowed: true },
+  'prom-token': {
+    username: 'system:serviceaccount:monitoring:prometheus',
+    groups: ['system:serviceaccounts', 'system:authenticated'],
+    uid: 'u-1',
+    extra: { 'authentication.kubernetes.io/pod-name': ['prometheus-0'] },
+    allowed: true,
+  },
   'tenant-token': { username: 'system:serviceaccount:team-a:default', groups: ['system:serviceaccounts'], allowed: false },
 };
 
@@ -68,14 +101,29 @@ function setup(options: Partial<MetricsAuthOptions> = {}) {
   const api = fakeApiserver(IDS);
   let clock = 1_000_000;
   const lines: string[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _e, done) { lines.push(chunk.toString('utf8')); done(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _e, done) {
+      lines.push(chunk.toString('utf8'));
+      done();
+    },
+  });
   const results: { result: MetricsAuthResult; source: MetricsAuthSource }[] = [];
   const auth = new MetricsAuthorizer({
-    client: api.client, log: createLogger('debug', sink), now: () => clock,
+    client: api.client,
+    log: createLogger('debug', sink),
+    now: () => clock,
     observeRequest: (result, source) => results.push({ result, source }),
     ...options,
   });
-  return { api, auth, lines, results, advance: (ms: number) => { clock += ms; } };
+  return {
+    api,
+    auth,
+    lines,
+    results,
+    advance: (ms: number) => {
+      clock += ms;
+    },
+  };
 }
 
 const req = (authorization?: string): IncomingMessage => ({ headers: authorization === undefined ? {} : { authorization } }) as IncomingMessage;
@@ -100,10 +148,14 @@ describe('MetricsAuthorizer', () => {
     expect(api.sent.map((s) => s.path)).toEqual([TOKEN_REVIEWS_PATH, SUBJECT_ACCESS_REVIEWS_PATH]);
     expect(api.sent[0]?.body).toEqual({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: 'prom-token' } });
     expect(api.sent[1]?.body).toEqual({
-      apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview',
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
       spec: {
-        user: 'system:serviceaccount:monitoring:prometheus', uid: 'u-1', groups: ['system:serviceaccounts', 'system:authenticated'],
-        extra: { 'authentication.kubernetes.io/pod-name': ['prometheus-0'] }, nonResourceAttributes: { path: '/metrics', verb: 'get' },
+        user: 'system:serviceaccount:monitoring:prometheus',
+        uid: 'u-1',
+        groups: ['system:serviceaccounts', 'system:authenticated'],
+        extra: { 'authentication.kubernetes.io/pod-name': ['prometheus-0'] },
+        nonResourceAttributes: { path: '/metrics', verb: 'get' },
       },
     });
   });
@@ -184,7 +236,15 @@ describe('MetricsAuthorizer', () => {
 
   it('a failed review is 503, not cached, and logged without the token', async () => {
     const { api, auth, lines, advance } = setup();
-    api.fail({ status: 403, body: { kind: 'Status', reason: 'Forbidden', message: 'tokenreviews.authentication.k8s.io is forbidden: User "x" cannot create resource', spec: { token: 'prom-token' } } });
+    api.fail({
+      status: 403,
+      body: {
+        kind: 'Status',
+        reason: 'Forbidden',
+        message: 'tokenreviews.authentication.k8s.io is forbidden: User "x" cannot create resource',
+        spec: { token: 'prom-token' },
+      },
+    });
     const res = await auth.guard(metricsHandler)(req('Bearer prom-token'));
     expect(res.status).toBe(503);
     api.fail(new Error('connect ECONNREFUSED'));
@@ -215,8 +275,10 @@ describe('review parsing', () => {
   });
 
   it('TokenReview: authenticated needs a user name; anything else is not authenticated or not an answer', () => {
-    expect(parseTokenReview({ status: { authenticated: true, user: { username: 'u', groups: ['g', 3], extra: { k: ['v', null], bad: 'x' } } } }))
-      .toEqual({ authenticated: true, user: { username: 'u', uid: undefined, groups: ['g'], extra: { k: ['v'] } } });
+    expect(parseTokenReview({ status: { authenticated: true, user: { username: 'u', groups: ['g', 3], extra: { k: ['v', null], bad: 'x' } } } })).toEqual({
+      authenticated: true,
+      user: { username: 'u', uid: undefined, groups: ['g'], extra: { k: ['v'] } },
+    });
     expect(parseTokenReview({ status: { authenticated: true, user: {} } })).toBeUndefined();
     expect(parseTokenReview({ status: { authenticated: 'yes' } })).toEqual({ authenticated: false, error: undefined });
     expect(parseTokenReview({ status: {} })).toEqual({ authenticated: false, error: undefined });

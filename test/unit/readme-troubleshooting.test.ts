@@ -15,6 +15,11 @@ describe('README troubleshooting table', () => {
     const row = section.split('\n').find((line) => line.startsWith(`| \`${reason}\``));
     expect(row, `a row for ${reason}`).toBeDefined();
     // reason | meaning | what to do: both filled in.
-    expect(row?.split('|').map((c) => c.trim()).filter(Boolean).length).toBe(3);
+    expect(
+      row
+        ?.split('|')
+        .map((c) => c.trim())
+        .filter(Boolean).length,
+    ).toBe(3);
   });
 });

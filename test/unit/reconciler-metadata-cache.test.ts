@@ -32,9 +32,18 @@ describe('token Secrets cached as metadata only', () => {
 
   it('a resourceVersion the operator did not write: the data is read; edited data is restored from a PUT', async () => {
     const { world, live } = await synced();
-    const edited = parseSecret({ metadata: { ...live.metadata, resourceVersion: '99', ownerReferences: live.metadata.ownerReferences }, type: 'Opaque', data: { token: Buffer.from('edited-by-hand').toString('base64') } });
+    const edited = parseSecret({
+      metadata: { ...live.metadata, resourceVersion: '99', ownerReferences: live.metadata.ownerReferences },
+      type: 'Opaque',
+      data: { token: Buffer.from('edited-by-hand').toString('base64') },
+    });
     if (!edited.ok) throw new Error(edited.error);
-    const h = harness({ ...world, live: edited.value, cached: { ...world.cached!, metadata: { ...world.cached!.metadata, resourceVersion: '99' } }, verified: false });
+    const h = harness({
+      ...world,
+      live: edited.value,
+      cached: { ...world.cached!, metadata: { ...world.cached!.metadata, resourceVersion: '99' } },
+      verified: false,
+    });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(h.calls.slice(0, 3)).toEqual(['GET Secret', 'PUT', 'replace Secret']);
     expect(h.writes.at(-1)?.token).toBe(h.serviceToken());

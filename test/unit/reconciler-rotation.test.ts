@@ -93,7 +93,13 @@ describe('rotation: exactly once, through the ports', () => {
   it('a value handled before is never rotated again, whatever the Secret says now', async () => {
     const status = { ...(await syncedStatus()), rotation: { lastHandledRequest: 'r1' } };
     const stored = sealedSecret('tok-1');
-    const h = harness({ ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status }), cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1' });
+    const h = harness({
+      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status }),
+      cached: stored,
+      live: stored,
+      otherKnown: false,
+      serviceToken: 'tok-1',
+    });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(0);
   });
@@ -103,7 +109,11 @@ describe('rotation: exactly once, through the ports', () => {
     await first.reconcile();
     const stored = sealedSecret('tok-r1', { handled: 'r1' });
     const again = harness({
-      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: first.statuses.at(-1) }), cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-r1',
+      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: first.statuses.at(-1) }),
+      cached: stored,
+      live: stored,
+      otherKnown: false,
+      serviceToken: 'tok-r1',
     });
     expect(await again.reconcile()).toMatchObject({ kind: 'done' });
     expect(again.calls).toEqual([]);

@@ -38,7 +38,12 @@ describe('token Secret: create first, read only when a name is known to be taken
   });
 
   it('a rotation whose intent write meets an unseen Secret rotates only after the live read, exactly once', async () => {
-    const h = harness({ ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' } }), cached: undefined, otherKnown: false, live: secret(UID, 'stale-token') });
+    const h = harness({
+      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' } }),
+      cached: undefined,
+      otherKnown: false,
+      live: secret(UID, 'stale-token'),
+    });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // The first pass's intent write is the create that fails: no POST happens before the Secret is known.
     expect(h.calls.slice(0, 3)).toEqual(['PUT', 'create Secret', 'GET Secret']);

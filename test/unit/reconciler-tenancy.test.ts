@@ -18,8 +18,9 @@ import { ACCOUNT, claim, harness, secret, userGroup } from '../support/reconcile
 
 const ID = 'acme-1';
 const CLAIM = claimName(ACCOUNT, ID);
-const ready = (h: { statuses: { conditions?: readonly { type: string; reason: string; message: string }[] }[] }): { reason: string; message: string } | undefined =>
-  h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready');
+const ready = (h: {
+  statuses: { conditions?: readonly { type: string; reason: string; message: string }[] }[];
+}): { reason: string; message: string } | undefined => h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready');
 
 /** The Secret the operator wrote for `ug` with `token`, as the apiserver returns it (sealed record included). */
 function sealedSecret(ug: ReturnType<typeof userGroup>, token: string, handled?: string): ObservedSecret {
@@ -55,7 +56,13 @@ describe('tenant rules: a refused UserGroup makes no call and keeps no token', (
 
   it('finds its token Secret even when the tenant stripped the label the owned-Secret cache selects by', async () => {
     const ug = userGroup();
-    const h = harness({ ug, cached: undefined, otherKnown: true, live: sealedSecret(ug, 'tok-1'), resolution: { ok: false, reason: Reason.UserGroupIdNotAllowed, message: 'not your id' } });
+    const h = harness({
+      ug,
+      cached: undefined,
+      otherKnown: true,
+      live: sealedSecret(ug, 'tok-1'),
+      resolution: { ok: false, reason: Reason.UserGroupIdNotAllowed, message: 'not your id' },
+    });
     await h.reconcile();
     expect(h.calls.slice(0, 2)).toEqual(['GET Secret', 'delete Secret']);
   });
@@ -170,7 +177,19 @@ describe('adoption: the first sync finds the group already at the service', () =
   });
 
   it('Refuse, already refused for this generation: no claim and no call again (a restart does not repeat the PUT)', async () => {
-    const refused = { observedGeneration: 1, conditions: [{ type: 'Ready', status: 'False' as const, reason: Reason.AdoptionRefused, message: 'refused', lastTransitionTime: '2026-11-22T00:30:00Z', observedGeneration: 1 }] };
+    const refused = {
+      observedGeneration: 1,
+      conditions: [
+        {
+          type: 'Ready',
+          status: 'False' as const,
+          reason: Reason.AdoptionRefused,
+          message: 'refused',
+          lastTransitionTime: '2026-11-22T00:30:00Z',
+          observedGeneration: 1,
+        },
+      ],
+    };
     const h = harness({ ug: userGroup({ status: refused }), claims: new Map(), created: false, adoption: 'Refuse' });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
     expect(h.calls).toEqual([]);
@@ -185,7 +204,7 @@ describe('adoption: the first sync finds the group already at the service', () =
     expect(h.calls).toEqual(['PUT', 'replace Secret', 'Event Normal Synced', 'status Synced']);
   });
 
-  it('not an adoption when a Secret it owns carries this account\'s record (a crash before the status write)', async () => {
+  it("not an adoption when a Secret it owns carries this account's record (a crash before the status write)", async () => {
     const ug = userGroup();
     const h = harness({ ug, cached: sealedSecret(ug, 'tok-1'), live: sealedSecret(ug, 'tok-1'), created: false, adoption: 'Refuse' });
     await h.reconcile();
@@ -215,7 +234,10 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
   it('a forged rotation-handled mark does not suppress a requested rotation', async () => {
     const ug = userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: { syncedHash: syncedHashOf(userGroup()) } });
     const real = sealedSecret(ug, 'tok-1');
-    const forged: ObservedSecret = { ...real, metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [ROTATION_HANDLED_ANNOTATION]: 'r1' } } };
+    const forged: ObservedSecret = {
+      ...real,
+      metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [ROTATION_HANDLED_ANNOTATION]: 'r1' } },
+    };
     const h = harness({ ug, cached: forged, live: forged });
     await h.reconcile();
     expect(h.calls).toContain('POST');
@@ -223,8 +245,24 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
   });
 
   it('an intact record: a restart makes no call at all', async () => {
-    const ug = userGroup({ status: { syncedHash: syncedHashOf(userGroup()), lastSyncTime: '2026-11-22T00:59:00Z', observedGeneration: 1, tokenSecretName: 'acme',
-      conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: 'user group synced; token in Secret acme', lastTransitionTime: '2026-11-22T00:59:00Z', observedGeneration: 1 }] } });
+    const ug = userGroup({
+      status: {
+        syncedHash: syncedHashOf(userGroup()),
+        lastSyncTime: '2026-11-22T00:59:00Z',
+        observedGeneration: 1,
+        tokenSecretName: 'acme',
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'Synced',
+            message: 'user group synced; token in Secret acme',
+            lastTransitionTime: '2026-11-22T00:59:00Z',
+            observedGeneration: 1,
+          },
+        ],
+      },
+    });
     const h = harness({ ug, cached: sealedSecret(ug, 'tok-1'), live: sealedSecret(ug, 'tok-1') });
     await h.reconcile();
     expect(h.calls).toEqual([]);

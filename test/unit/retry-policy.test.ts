@@ -25,9 +25,16 @@ describe('the retry policy: one table from what a reconcile came to, to what the
   });
 
   it('every cause has a row', () => {
-    expect(Object.keys(RETRY_TABLE).sort()).toEqual(
-      ['call-failed', 'connection-unresolved', 'crashed', 'key-refused', 'lost-race', 'request-refused', 'secret-taken', 'secret-write-refused'],
-    );
+    expect(Object.keys(RETRY_TABLE).sort()).toEqual([
+      'call-failed',
+      'connection-unresolved',
+      'crashed',
+      'key-refused',
+      'lost-race',
+      'request-refused',
+      'secret-taken',
+      'secret-write-refused',
+    ]);
   });
 
   it('each class counts its own failures, both forgotten together', () => {

@@ -45,7 +45,10 @@ function sendJson(res: ServerResponse, status: number, value: unknown, headers: 
 }
 
 function okGroup(extra: Record<string, unknown> = {}): unknown {
-  return { success: 1, user_group: { team_id: 3, token: TOKEN, name: 'Acme', provided_id: 'acme', new_user_group: 1, api_environment_tag: 'Testing', ...extra } };
+  return {
+    success: 1,
+    user_group: { team_id: 3, token: TOKEN, name: 'Acme', provided_id: 'acme', new_user_group: 1, api_environment_tag: 'Testing', ...extra },
+  };
 }
 
 function client(url: string, options: ServiceClientOptions = {}): ServiceClient {
@@ -113,9 +116,7 @@ describe('ServiceClient requests', () => {
     const r = srv.received[0];
     expect(r?.method).toBe('PUT');
     expect(r?.url).toBe('/api/user');
-    expect(r?.body).toBe(
-      '{"user_group_id":"acme","name":"Acme Corp","mapping":{"1":"warehouse"},"properties":{"tier":"gold","seats":5,"nested":{"a":[1,2]}}}',
-    );
+    expect(r?.body).toBe('{"user_group_id":"acme","name":"Acme Corp","mapping":{"1":"warehouse"},"properties":{"tier":"gold","seats":5,"nested":{"a":[1,2]}}}');
     expect(r?.headers.authorization).toBe(`Token ${API_KEY}`);
     expect(r?.headers['content-type']).toBe('application/json');
     expect(r?.headers.accept).toBe('application/json');
@@ -291,37 +292,47 @@ async function startHoldingServer(): Promise<{ url: string; connections: () => n
   let connections = 0;
   let onHeld: () => void = () => undefined;
   let onClosed: (at: number) => void = () => undefined;
-  const held = new Promise<void>((resolve) => { onHeld = resolve; });
-  const closed = new Promise<number>((resolve) => { onClosed = resolve; });
+  const held = new Promise<void>((resolve) => {
+    onHeld = resolve;
+  });
+  const closed = new Promise<number>((resolve) => {
+    onClosed = resolve;
+  });
   const srv = await startServer((_req, res) => {
     // Never answered: only the client can end it (or afterEach, long after the test looked).
     res.on('close', () => onClosed(performance.now()));
     onHeld();
   });
-  srv.server.on('connection', () => { connections += 1; });
+  srv.server.on('connection', () => {
+    connections += 1;
+  });
   return { url: srv.url, connections: () => connections, held, closed };
 }
 
 describe('ServiceClient calls withdrawn by their signal', () => {
-  it.each(['upsert', 'rotate'] as const)('%s: aborted while the server holds it returns at once as aborted, and the connection is closed', async (operation) => {
-    const srv = await startHoldingServer();
-    const samples: ServiceCallSample[] = [];
-    const c = client(srv.url, { timeoutMs: 30_000, observe: (s) => samples.push(s) });
-    const withdraw = new AbortController();
-    const call = operation === 'upsert' ? c.upsert(upsertReq, { signal: withdraw.signal }) : c.rotate(new SecretValue(OLD_TOKEN), { signal: withdraw.signal });
-    await srv.held;
-    const abortedAt = performance.now();
-    withdraw.abort();
-    const result = await call;
-    const returnedMs = performance.now() - abortedAt;
-    const closedMs = (await srv.closed) - abortedAt;
-    expect(result).toEqual({ ok: false, aborted: true });
-    // Not the 30 s timeout: the abort itself ends the call, and the server sees its connection go.
-    expect(returnedMs).toBeLessThan(500);
-    expect(closedMs).toBeLessThan(500);
-    // It was sent, so it is reported, as neither a success nor a failure of the service.
-    expect(samples).toEqual([{ operation, status: undefined, outcome: 'aborted', durationMs: expect.any(Number) as unknown }]);
-  });
+  it.each(['upsert', 'rotate'] as const)(
+    '%s: aborted while the server holds it returns at once as aborted, and the connection is closed',
+    async (operation) => {
+      const srv = await startHoldingServer();
+      const samples: ServiceCallSample[] = [];
+      const c = client(srv.url, { timeoutMs: 30_000, observe: (s) => samples.push(s) });
+      const withdraw = new AbortController();
+      const call =
+        operation === 'upsert' ? c.upsert(upsertReq, { signal: withdraw.signal }) : c.rotate(new SecretValue(OLD_TOKEN), { signal: withdraw.signal });
+      await srv.held;
+      const abortedAt = performance.now();
+      withdraw.abort();
+      const result = await call;
+      const returnedMs = performance.now() - abortedAt;
+      const closedMs = (await srv.closed) - abortedAt;
+      expect(result).toEqual({ ok: false, aborted: true });
+      // Not the 30 s timeout: the abort itself ends the call, and the server sees its connection go.
+      expect(returnedMs).toBeLessThan(500);
+      expect(closedMs).toBeLessThan(500);
+      // It was sent, so it is reported, as neither a success nor a failure of the service.
+      expect(samples).toEqual([{ operation, status: undefined, outcome: 'aborted', durationMs: expect.any(Number) as unknown }]);
+    },
+  );
 
   it('an already aborted signal sends nothing and reports nothing', async () => {
     const srv = await startHoldingServer();

@@ -42,9 +42,7 @@ describe('describeTransportError', () => {
   });
 
   it('redacts a secret inside the error text', () => {
-    expect(describeTransportError(new Error(`bad header Token ${KEY.reveal()}`), context)).toBe(
-      'request failed: bad header Token [redacted]',
-    );
+    expect(describeTransportError(new Error(`bad header Token ${KEY.reveal()}`), context)).toBe('request failed: bad header Token [redacted]');
   });
 
   it('drops a code that is not an identifier', () => {

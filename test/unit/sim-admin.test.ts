@@ -94,9 +94,7 @@ describe('admin endpoints and stats', () => {
   it('never show a token or an API key', async () => {
     const tokens = [(await api(sim, 'PUT', { user_group_id: 'a', name: 'A' })).token ?? ''];
     tokens.push((await api(sim, 'POST', { current_token: tokens[0] })).token ?? '');
-    const texts = await Promise.all(
-      ['/_sim/stats', '/_sim/faults', '/_sim/groups', '/_sim/groups/a'].map(async (path) => (await admin(sim, path)).text),
-    );
+    const texts = await Promise.all(['/_sim/stats', '/_sim/faults', '/_sim/groups', '/_sim/groups/a'].map(async (path) => (await admin(sim, path)).text));
     texts.push(JSON.stringify(sim.groups()), JSON.stringify(sim.stats()));
     for (const text of texts) {
       for (const token of tokens) expect(text).not.toContain(token);

@@ -64,7 +64,11 @@ describe('fault knobs', () => {
     expect(() => sim.setFaults({ spikeRate: -1 })).toThrow(RangeError);
     expect(sim.faults().hangRate).toBe(0.5);
 
-    const replaced = await fetch(`${sim.url}/_sim/faults`, { method: 'PUT', headers: HEADERS, body: JSON.stringify({ rateLimitRate: 0.3, retryAfterSeconds: 7 }) });
+    const replaced = await fetch(`${sim.url}/_sim/faults`, {
+      method: 'PUT',
+      headers: HEADERS,
+      body: JSON.stringify({ rateLimitRate: 0.3, retryAfterSeconds: 7 }),
+    });
     expect(replaced.status).toBe(200);
     expect(await replaced.json()).toEqual({ ...NO_FAULTS, rateLimitRate: 0.3, retryAfterSeconds: 7 });
     expect(await (await fetch(`${sim.url}/_sim/faults`, { headers: HEADERS })).json()).toEqual(sim.faults());

@@ -73,9 +73,14 @@ describe('the state file', () => {
   it('coalesces a burst of changes into one write and flushes the rest', async () => {
     let writes = 0;
     let text = 'first';
-    const writer = new DebouncedStateWriter(stateFile, () => ((writes += 1), text), 50, (error) => {
-      throw error;
-    });
+    const writer = new DebouncedStateWriter(
+      stateFile,
+      () => ((writes += 1), text),
+      50,
+      (error) => {
+        throw error;
+      },
+    );
     for (let i = 0; i < 1000; i += 1) writer.schedule();
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(writes).toBe(1);
@@ -90,7 +95,12 @@ describe('the state file', () => {
   });
 
   it('reports a failed write from flush()', async () => {
-    const writer = new DebouncedStateWriter(path.join(dir, 'missing-dir', 'state.json'), () => '{}', 50, () => {});
+    const writer = new DebouncedStateWriter(
+      path.join(dir, 'missing-dir', 'state.json'),
+      () => '{}',
+      50,
+      () => {},
+    );
     writer.schedule();
     await expect(writer.flush()).rejects.toThrow(/ENOENT/);
   });

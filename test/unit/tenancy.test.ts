@@ -5,14 +5,26 @@ import { admit } from '../../src/controller/tenancy.js';
 
 /** The tenant rules of a ClusterUserGroupService: pure parsing and admission decisions. */
 
-const rule = (over: Partial<TenantRule>): TenantRule => ({ namespaces: [], namespaceSelector: undefined, userGroupIds: { prefix: '' }, adoption: 'Rotate', ...over });
+const rule = (over: Partial<TenantRule>): TenantRule => ({
+  namespaces: [],
+  namespaceSelector: undefined,
+  userGroupIds: { prefix: '' },
+  adoption: 'Rotate',
+  ...over,
+});
 const selector = (raw: unknown) => {
   const parsed = parseLabelSelector(raw, 'sel');
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 };
 const request = (tenants: TenantRule[], namespace: string, userGroupId: string, namespaceLabels: Record<string, string> | 'unknown' = {}) =>
-  admit({ service: 'ClusterUserGroupService shared', tenants, namespace, namespaceLabels: namespaceLabels === 'unknown' ? undefined : namespaceLabels, userGroupId });
+  admit({
+    service: 'ClusterUserGroupService shared',
+    tenants,
+    namespace,
+    namespaceLabels: namespaceLabels === 'unknown' ? undefined : namespaceLabels,
+    userGroupId,
+  });
 
 describe('admit: deny by default', () => {
   it('no rules: nobody', () => {
@@ -24,7 +36,9 @@ describe('admit: deny by default', () => {
     expect(request(rules, 'team-a', 'anything')).toEqual({ ok: true, adoption: 'Rotate' });
     const refused = request(rules, 'team-b', 'anything');
     expect(refused).toMatchObject({ ok: false, reason: 'NamespaceNotAllowed' });
-    expect(refused.ok || refused.message).toBe('ClusterUserGroupService shared does not serve namespace team-b: none of its spec.tenants entries admits it (a cluster admin decides which namespaces may use it)');
+    expect(refused.ok || refused.message).toBe(
+      'ClusterUserGroupService shared does not serve namespace team-b: none of its spec.tenants entries admits it (a cluster admin decides which namespaces may use it)',
+    );
   });
 
   it('by labels; an unknown namespace (no labels known) is not admitted by any selector, not even {}', () => {
@@ -42,7 +56,9 @@ describe('admit: deny by default', () => {
     // "team" must not get team-a's ids: the dot after {namespace} is what keeps them apart.
     expect(request(rules, 'team', 'team-a.acme')).toMatchObject({ ok: false, reason: 'UserGroupIdNotAllowed' });
     const refused = request(rules, 'team-a', 'acme');
-    expect(refused.ok || refused.message).toBe('userGroupId "acme" is not one that namespace team-a may claim on ClusterUserGroupService shared; it may claim ids starting with "team-a."');
+    expect(refused.ok || refused.message).toBe(
+      'userGroupId "acme" is not one that namespace team-a may claim on ClusterUserGroupService shared; it may claim ids starting with "team-a."',
+    );
   });
 
   it('ids: an exact list, with the namespace substituted; long lists are cut short in messages', () => {
@@ -90,7 +106,10 @@ describe('label selectors', () => {
   });
 
   it('refuses malformed selectors', () => {
-    expect(parseLabelSelector({ matchExpressions: [{ key: 'a', operator: 'In' }] }, 's')).toMatchObject({ ok: false, error: 's.matchExpressions[0]: In needs values' });
+    expect(parseLabelSelector({ matchExpressions: [{ key: 'a', operator: 'In' }] }, 's')).toMatchObject({
+      ok: false,
+      error: 's.matchExpressions[0]: In needs values',
+    });
     expect(parseLabelSelector({ matchExpressions: [{ key: 'a', operator: 'Exists', values: ['x'] }] }, 's')).toMatchObject({ ok: false });
     expect(parseLabelSelector({ matchExpressions: [{ key: 'a', operator: 'Like', values: ['x'] }] }, 's')).toMatchObject({ ok: false });
     expect(parseLabelSelector({ matchLabels: { a: 1 } }, 's')).toMatchObject({ ok: false });
@@ -109,7 +128,9 @@ describe('parseClusterUserGroupService', () => {
     expect(parse({ ...base, tenants: [{ namespaces: ['a'], userGroupIds: { prefix: '{namespace}.' } }] })).toEqual({
       ok: true,
       value: {
-        url: base.url, allowInsecure: false, apiKeySecretRef: { namespace: 'ops', name: 'key', key: 'apiKey' },
+        url: base.url,
+        allowInsecure: false,
+        apiKeySecretRef: { namespace: 'ops', name: 'key', key: 'apiKey' },
         tenants: [{ namespaces: ['a'], namespaceSelector: undefined, userGroupIds: { prefix: '{namespace}.' }, adoption: 'Rotate' }],
       },
     });
@@ -131,7 +152,9 @@ describe('parseClusterUserGroupService', () => {
   });
 
   it('prefixProblem: {namespace} must be followed by a character namespace names cannot contain', () => {
-    for (const ok of ['', 'shared.', '{namespace}.', '{namespace}:', '{namespace}/', '{namespace}_x', 'org/{namespace}.']) expect(prefixProblem(ok), ok).toBeUndefined();
-    for (const bad of ['{namespace}', '{namespace}-', '{namespace}a', 'x.{namespace}', '{namespace}.{namespace}']) expect(prefixProblem(bad), bad).toBeDefined();
+    for (const ok of ['', 'shared.', '{namespace}.', '{namespace}:', '{namespace}/', '{namespace}_x', 'org/{namespace}.'])
+      expect(prefixProblem(ok), ok).toBeUndefined();
+    for (const bad of ['{namespace}', '{namespace}-', '{namespace}a', 'x.{namespace}', '{namespace}.{namespace}'])
+      expect(prefixProblem(bad), bad).toBeDefined();
   });
 });

@@ -154,7 +154,11 @@ describe('inspectSecret', () => {
   });
 
   it('does not vouch for a missing key or an empty token', () => {
-    const missingKey = observed({ ownerReferences: [controllerRef], data: { other: b64(TOKEN) }, annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) } });
+    const missingKey = observed({
+      ownerReferences: [controllerRef],
+      data: { other: b64(TOKEN) },
+      annotations: { [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN) },
+    });
     const i = inspectSecret(missingKey, OWNER, spec(), SEAL);
     expect(i.state).toBe('owned');
     expect(i.state === 'owned' && i.token).toBeUndefined();
@@ -175,7 +179,7 @@ describe('inspectSecret', () => {
 });
 
 describe('holdsRecord', () => {
-  it('recognises this account\'s record on an owned Secret, even after spec.tokenSecret moved on', () => {
+  it("recognises this account's record on an owned Secret, even after spec.tokenSecret moved on", () => {
     const old = roundTrip(OWNER, spec({ name: 'acme-old', key: 'old.key' }), content());
     expect(holdsRecord(old, OWNER, 'acme-1', SEAL)).toBe(true);
     expect(holdsRecord(old, OWNER, 'acme-1', OTHER_SEAL)).toBe(false);
@@ -224,7 +228,9 @@ describe('desiredSecret', () => {
   it('never lets user annotations set the rotation bookkeeping annotations', () => {
     // spec.tokenSecret.annotations is user input; the bookkeeping annotations decide whether a rotation
     // request counts as handled, so a user value must not stand in for "handled" or "pending".
-    const sneaky = spec({ annotations: { [ROTATION_HANDLED_ANNOTATION]: 'v9', [ROTATION_PENDING_ANNOTATION]: 'v8', [TOKEN_RECORD_ANNOTATION]: 'f'.repeat(64) } });
+    const sneaky = spec({
+      annotations: { [ROTATION_HANDLED_ANNOTATION]: 'v9', [ROTATION_PENDING_ANNOTATION]: 'v8', [TOKEN_RECORD_ANNOTATION]: 'f'.repeat(64) },
+    });
     const d = desiredSecret(OWNER, sneaky, content(), SEAL);
     expect(d.metadata?.annotations?.[TOKEN_RECORD_ANNOTATION]).not.toBe('f'.repeat(64));
     expect(d.metadata?.annotations).not.toHaveProperty([ROTATION_HANDLED_ANNOTATION]);
@@ -233,9 +239,7 @@ describe('desiredSecret', () => {
 
   it('is controlled by the UserGroup', () => {
     const d = desiredSecret(OWNER, userSpec, content(), SEAL);
-    expect(d.metadata?.ownerReferences).toEqual([
-      { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true },
-    ]);
+    expect(d.metadata?.ownerReferences).toEqual([{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true }]);
   });
 
   it('stores the token base64-encoded under the configured key only', () => {
@@ -273,10 +277,13 @@ describe('secretMatches', () => {
     ['a label is extra', (o) => ({ ...o, metadata: { ...o.metadata, labels: { ...o.metadata.labels, extra: 'x' } } })],
     ['a label is missing', (o) => ({ ...o, metadata: { ...o.metadata, labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: 'acme' } } })],
     ['an annotation differs', (o) => ({ ...o, metadata: { ...o.metadata, annotations: { ...o.metadata.annotations, note: 'bye' } } })],
-    ['the handled annotation is missing', (o) => {
-      const rest = Object.fromEntries(Object.entries(o.metadata.annotations).filter(([k]) => k !== ROTATION_HANDLED_ANNOTATION));
-      return { ...o, metadata: { ...o.metadata, annotations: rest } };
-    }],
+    [
+      'the handled annotation is missing',
+      (o) => {
+        const rest = Object.fromEntries(Object.entries(o.metadata.annotations).filter(([k]) => k !== ROTATION_HANDLED_ANNOTATION));
+        return { ...o, metadata: { ...o.metadata, annotations: rest } };
+      },
+    ],
     ['the token differs', (o) => ({ ...o, data: { token: b64('other') } })],
     ['there is an extra data key', (o) => ({ ...o, data: { ...o.data, more: b64('x') } })],
     ['the type differs', (o) => ({ ...o, type: 'kubernetes.io/basic-auth' })],
@@ -302,7 +309,11 @@ describe('secretMatches', () => {
 
   it('keeps nothing of a Secret no UserGroup controls, and only the bookkeeping of one it does', () => {
     const big = 'x'.repeat(200_000);
-    expect(parseTokenSecretMeta({ metadata: { name: 'n', namespace: 'ns', uid: 'u', resourceVersion: '1', labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE }, annotations: { big } } })).toBeUndefined();
+    expect(
+      parseTokenSecretMeta({
+        metadata: { name: 'n', namespace: 'ns', uid: 'u', resourceVersion: '1', labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE }, annotations: { big } },
+      }),
+    ).toBeUndefined();
     const forged = parseTokenSecretMeta(served({ annotations: { ...desired.metadata!.annotations, big } }));
     expect(JSON.stringify(forged).length).toBeLessThan(2_000);
     expect(forged?.metadata.annotations[TOKEN_RECORD_ANNOTATION]).toBe(desired.metadata!.annotations![TOKEN_RECORD_ANNOTATION]);

@@ -32,21 +32,41 @@ describe('afterWatch: re-watch or re-list after a watch ended', () => {
   });
 
   it(`re-lists after ${RELIST_AFTER_FAILURES} failed watches in a row that delivered nothing`, () => {
-    expect(replay([[reset, false], [reset, false], [reset, false]])).toEqual(['watch after backoff', 'watch after backoff', 'relist: repeated failures']);
+    expect(
+      replay([
+        [reset, false],
+        [reset, false],
+        [reset, false],
+      ]),
+    ).toEqual(['watch after backoff', 'watch after backoff', 'relist: repeated failures']);
   });
 
   it('a watch that delivered events before breaking starts a new count (failures long apart never add up to a re-list)', () => {
     // Two failures during an apiserver restart, then hours of healthy watching, then a frozen process's dead
     // connection: the next watch must go to the apiserver with the old resourceVersion (and meet the 410).
-    expect(replay([[reset, false], [reset, false], [reset, true], [{ kind: 'gone' }, false]]))
-      .toEqual(['watch after backoff', 'watch after backoff', 'watch after backoff', 'relist: gone']);
+    expect(
+      replay([
+        [reset, false],
+        [reset, false],
+        [reset, true],
+        [{ kind: 'gone' }, false],
+      ]),
+    ).toEqual(['watch after backoff', 'watch after backoff', 'watch after backoff', 'relist: gone']);
     expect(afterWatch(reset, true, 2)).toEqual({ next: 'watch', backoff: true, resetBackoff: true, failures: 1 });
   });
 
   it('a refused connection or a 429 never counts against the resourceVersion', () => {
     const refused: WatchEnd = { kind: 'failed', status: undefined, message: 'ECONNREFUSED 127.0.0.1:6443' };
     const busy: WatchEnd = { kind: 'failed', status: 429, message: 'HTTP 429: too many requests' };
-    expect(replay([[refused, false], [busy, false], [refused, false], [busy, false], [refused, false]])).toEqual(Array(5).fill('watch after backoff'));
+    expect(
+      replay([
+        [refused, false],
+        [busy, false],
+        [refused, false],
+        [busy, false],
+        [refused, false],
+      ]),
+    ).toEqual(Array(5).fill('watch after backoff'));
     expect(afterWatch(refused, false, 2)).toEqual({ next: 'watch', backoff: true, resetBackoff: false, failures: 2 });
   });
 

@@ -239,12 +239,7 @@ describe('WorkQueue delayed and rate-limited adds', () => {
     expect(q.len()).toBe(1);
     await vi.advanceTimersByTimeAsync(21);
     expect(q.len()).toBe(4);
-    expect([await q.get(), await q.get(), await q.get(), await q.get()]).toEqual([
-      'ns/now',
-      'ns/b',
-      'ns/c',
-      'ns/a',
-    ]);
+    expect([await q.get(), await q.get(), await q.get(), await q.get()]).toEqual(['ns/now', 'ns/b', 'ns/c', 'ns/a']);
   });
 
   it('keeps the earlier time when a waiting key is added again with a later one', async () => {

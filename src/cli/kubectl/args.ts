@@ -77,7 +77,11 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
     if (!ACCEPTS[command].has(flag)) return { ok: false, error: `${command} does not take --${flag}`, showUsage: false };
   }
   const cluster: ClusterFlags = { kubeconfig: values.get('kubeconfig'), context: values.get('context'), namespace: values.get('namespace') };
-  for (const [flag, value] of [['kubeconfig', cluster.kubeconfig], ['context', cluster.context], ['namespace', cluster.namespace]] as const) {
+  for (const [flag, value] of [
+    ['kubeconfig', cluster.kubeconfig],
+    ['context', cluster.context],
+    ['namespace', cluster.namespace],
+  ] as const) {
     if (value === '') return { ok: false, error: `--${flag} must not be empty`, showUsage: false };
   }
 

@@ -63,4 +63,3 @@ function serverError(err: ApiError): string {
   if (isUnauthorized(err)) return `error: You must be logged in to the server (${err.serverMessage})`;
   return err.reason === 'Unknown' ? `Error from server: ${err.serverMessage}` : `Error from server (${err.reason}): ${err.serverMessage}`;
 }
-

@@ -63,7 +63,9 @@ export async function rotateCommand(request: RotateRequest, deps: RotateDeps): P
       io.err(`error: ${ref} rotation failed: ${outcome.reason}: ${outcome.message}\n`);
       return 1;
     case 'timeout':
-      io.err(`error: timed out after ${formatGoDuration(request.timeoutMs)} waiting for ${ref} to rotate its token (request "${annotated.value}"): ${describeWait(outcome.last)}\n`);
+      io.err(
+        `error: timed out after ${formatGoDuration(request.timeoutMs)} waiting for ${ref} to rotate its token (request "${annotated.value}"): ${describeWait(outcome.last)}\n`,
+      );
       return 1;
   }
 }
@@ -166,4 +168,3 @@ function notFound(request: RotateRequest, io: Io): number {
   io.err(`error: usergroup "${request.name}" not found in namespace "${request.namespace}"\n`);
   return 1;
 }
-

@@ -12,7 +12,13 @@ export const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['ServiceUnavailab
  * Ready=False reasons for which the operator makes no call for the group at all (the tenant rules, a claim held
  * elsewhere, a refused adoption, a duplicate): until a person changes that, a rotation request would only wait.
  */
-export const REFUSED_REASONS: ReadonlySet<string> = new Set(['NamespaceNotAllowed', 'UserGroupIdNotAllowed', 'UserGroupIdClaimed', 'AdoptionRefused', 'DuplicateUserGroupId']);
+export const REFUSED_REASONS: ReadonlySet<string> = new Set([
+  'NamespaceNotAllowed',
+  'UserGroupIdNotAllowed',
+  'UserGroupIdClaimed',
+  'AdoptionRefused',
+  'DuplicateUserGroupId',
+]);
 
 /** Whether a rotation may be requested at all; checked on the object the annotation is then written to. */
 export function checkRotatable(ug: UserGroup): { ok: true } | { ok: false; message: string } {
@@ -83,9 +89,10 @@ export function judgeRotation(requested: string, requestedAtMs: number, nowMs: n
     return {
       kind: 'failed',
       reason: 'Superseded',
-      message: current === undefined
-        ? `the ${ROTATE_ANNOTATION} annotation was removed before the operator handled "${requested}"`
-        : `the ${ROTATE_ANNOTATION} annotation was changed to "${current}" before the operator handled "${requested}"; that request replaces this one`,
+      message:
+        current === undefined
+          ? `the ${ROTATE_ANNOTATION} annotation was removed before the operator handled "${requested}"`
+          : `the ${ROTATE_ANNOTATION} annotation was changed to "${current}" before the operator handled "${requested}"; that request replaces this one`,
     };
   }
   if (ug.metadata.deletionTimestamp) return { kind: 'failed', reason: 'Deleting', message: 'the UserGroup is being deleted' };

@@ -11,7 +11,10 @@ export interface StatusRequest {
 }
 
 /** `kubectl usergroup status`: reads UserGroups (never their Secrets) and prints the table. Resolves with the exit code. */
-export async function statusCommand(request: StatusRequest, deps: { readonly api: UserGroupAccess; readonly io: Io; readonly now: () => number }): Promise<number> {
+export async function statusCommand(
+  request: StatusRequest,
+  deps: { readonly api: UserGroupAccess; readonly io: Io; readonly now: () => number },
+): Promise<number> {
   const { api, io } = deps;
   let groups: UserGroup[];
   if (request.name !== undefined) {

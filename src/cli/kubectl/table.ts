@@ -7,5 +7,13 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(6, ...all.map((row) => (row[i] ?? '').length + 3)));
   const last = header.length - 1;
-  return all.map((row) => header.map((_, i) => (i === last ? (row[i] ?? '') : (row[i] ?? '').padEnd(widths[i] ?? 0))).join('').trimEnd() + '\n').join('');
+  return all
+    .map(
+      (row) =>
+        header
+          .map((_, i) => (i === last ? (row[i] ?? '') : (row[i] ?? '').padEnd(widths[i] ?? 0)))
+          .join('')
+          .trimEnd() + '\n',
+    )
+    .join('');
 }

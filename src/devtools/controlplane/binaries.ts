@@ -49,7 +49,12 @@ export function ensureBinaries(): Binaries {
 }
 
 function parseVersions(text: string): Binaries['versions'] {
-  const entries = new Map(text.split('\n').filter(Boolean).map((line) => line.split('=', 2) as [string, string]));
+  const entries = new Map(
+    text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split('=', 2) as [string, string]),
+  );
   const get = (k: string): string => {
     const v = entries.get(k);
     if (!v) throw new Error(`control-plane versions file lacks ${k}`);

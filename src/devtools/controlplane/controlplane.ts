@@ -57,40 +57,52 @@ export class ControlPlane {
       const logs = path.join(workDir, 'logs');
       fs.mkdirSync(logs);
 
-      const etcd = new ManagedProcess('etcd', binaries.etcd, [
-        '--name=etcd',
-        `--data-dir=${path.join(workDir, 'etcd')}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
-        `--initial-cluster=etcd=http://127.0.0.1:${etcdPeerPort}`,
-        '--unsafe-no-fsync=true',
-        '--log-level=warn',
-      ], path.join(logs, 'etcd.log'), watchdog);
+      const etcd = new ManagedProcess(
+        'etcd',
+        binaries.etcd,
+        [
+          '--name=etcd',
+          `--data-dir=${path.join(workDir, 'etcd')}`,
+          `--listen-client-urls=${etcdUrl}`,
+          `--advertise-client-urls=${etcdUrl}`,
+          `--listen-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+          `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeerPort}`,
+          `--initial-cluster=etcd=http://127.0.0.1:${etcdPeerPort}`,
+          '--unsafe-no-fsync=true',
+          '--log-level=warn',
+        ],
+        path.join(logs, 'etcd.log'),
+        watchdog,
+      );
       processes.push(etcd);
       progress(`starting etcd ${binaries.versions.etcd} on ${etcdUrl}`);
       etcd.start();
       await waitUntil(etcd, 'etcd', () => httpOk(`${etcdUrl}/health`));
 
-      const apiserver = new ManagedProcess('kube-apiserver', binaries.kubeApiserver, [
-        `--etcd-servers=${etcdUrl}`,
-        `--cert-dir=${path.join(workDir, 'apiserver-certs')}`,
-        `--tls-cert-file=${pki.serverCert}`,
-        `--tls-private-key-file=${pki.serverKey}`,
-        `--client-ca-file=${pki.caCert}`,
-        `--secure-port=${apiPort}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
-        '--service-cluster-ip-range=10.0.0.0/24',
-        '--allow-privileged=true',
-        '--authorization-mode=RBAC',
-        `--service-account-issuer=${serverUrl}`,
-        `--service-account-key-file=${pki.serviceAccountPub}`,
-        `--service-account-signing-key-file=${pki.serviceAccountKey}`,
-        '--profiling=false',
-        '--v=1',
-      ], path.join(logs, 'kube-apiserver.log'), watchdog);
+      const apiserver = new ManagedProcess(
+        'kube-apiserver',
+        binaries.kubeApiserver,
+        [
+          `--etcd-servers=${etcdUrl}`,
+          `--cert-dir=${path.join(workDir, 'apiserver-certs')}`,
+          `--tls-cert-file=${pki.serverCert}`,
+          `--tls-private-key-file=${pki.serverKey}`,
+          `--client-ca-file=${pki.caCert}`,
+          `--secure-port=${apiPort}`,
+          '--bind-address=127.0.0.1',
+          '--advertise-address=127.0.0.1',
+          '--service-cluster-ip-range=10.0.0.0/24',
+          '--allow-privileged=true',
+          '--authorization-mode=RBAC',
+          `--service-account-issuer=${serverUrl}`,
+          `--service-account-key-file=${pki.serviceAccountPub}`,
+          `--service-account-signing-key-file=${pki.serviceAccountKey}`,
+          '--profiling=false',
+          '--v=1',
+        ],
+        path.join(logs, 'kube-apiserver.log'),
+        watchdog,
+      );
       processes.push(apiserver);
       progress(`starting kube-apiserver ${binaries.versions.kubernetes} on ${serverUrl}`);
       apiserver.start();
@@ -108,21 +120,31 @@ export class ControlPlane {
         await kubectlApplyCrds(binaries.kubectl, kubeconfigPath, crds);
       }
 
-      const controllerManager = new ManagedProcess('kube-controller-manager', binaries.kubeControllerManager, [
-        `--kubeconfig=${kcmKubeconfig}`,
-        '--leader-elect=false',
-        '--secure-port=0',
-        `--service-account-private-key-file=${pki.serviceAccountKey}`,
-        `--root-ca-file=${pki.caCert}`,
-        '--controllers=*',
-        '--v=1',
-      ], path.join(logs, 'kube-controller-manager.log'), watchdog);
+      const controllerManager = new ManagedProcess(
+        'kube-controller-manager',
+        binaries.kubeControllerManager,
+        [
+          `--kubeconfig=${kcmKubeconfig}`,
+          '--leader-elect=false',
+          '--secure-port=0',
+          `--service-account-private-key-file=${pki.serviceAccountKey}`,
+          `--root-ca-file=${pki.caCert}`,
+          '--controllers=*',
+          '--v=1',
+        ],
+        path.join(logs, 'kube-controller-manager.log'),
+        watchdog,
+      );
       processes.push(controllerManager);
       progress('starting kube-controller-manager');
       controllerManager.start();
       // The ServiceAccount controller creating "default" proves the controller manager is up and syncing.
-      await waitUntil(controllerManager, 'kube-controller-manager', () =>
-        httpsOk(`${serverUrl}/api/v1/namespaces/default/serviceaccounts/default`, admin), 90_000);
+      await waitUntil(
+        controllerManager,
+        'kube-controller-manager',
+        () => httpsOk(`${serverUrl}/api/v1/namespaces/default/serviceaccounts/default`, admin),
+        90_000,
+      );
 
       progress(`control plane ready; kubeconfig: ${kubeconfigPath}`);
       return new ControlPlane(binaries, workDir, pki, kubeconfigPath, serverUrl, etcdUrl, etcd, apiserver, controllerManager, watchdog);
@@ -168,7 +190,7 @@ async function kubectlApplyCrds(kubectl: string, kubeconfig: string, manifests: 
   const run = (args: string[]): Promise<void> =>
     new Promise((resolve, reject) => {
       execFile(kubectl, ['--kubeconfig', kubeconfig, ...args], { timeout: 90_000 }, (err, _stdout, stderr) => {
-        if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || String(err)}`));
+        if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`, { cause: err }));
         else resolve();
       });
     });
@@ -199,11 +221,13 @@ function adminAgent(pki: Pki): https.Agent {
 }
 
 async function waitUntil(proc: ManagedProcess, what: string, ready: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  let exited = false;
-  void proc.exited().then(() => { exited = true; });
+  const state = { exited: false };
+  void proc.exited().then(() => {
+    state.exited = true;
+  });
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (exited) throw new Error(`${what} exited during start-up; last lines of ${proc.logFile}:\n${proc.logTail()}`);
+    if (state.exited) throw new Error(`${what} exited during start-up; last lines of ${proc.logFile}:\n${proc.logTail()}`);
     if (await ready()) return;
     await sleep(100);
   }
@@ -252,12 +276,14 @@ function postJson(url: string, body: unknown): Promise<unknown> {
 /** Ports the kernel hands out for port 0, released again for the servers to bind. */
 export async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () =>
-      new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        const server = createServer();
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve(server));
-      }),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
     ),
   );
   const ports = servers.map((s) => {

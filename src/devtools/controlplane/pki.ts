@@ -26,7 +26,10 @@ export function createPki(dir: string): Pki {
 
   const caCert = file('ca.crt');
   const caKey = file('ca.key');
-  issue(dir, 'ca', { subject: { CN: 'usergroup-operator-test-ca' }, ext: ['basicConstraints = critical,CA:TRUE', 'keyUsage = critical,keyCertSign,cRLSign,digitalSignature'] });
+  issue(dir, 'ca', {
+    subject: { CN: 'usergroup-operator-test-ca' },
+    ext: ['basicConstraints = critical,CA:TRUE', 'keyUsage = critical,keyCertSign,cRLSign,digitalSignature'],
+  });
 
   issue(dir, 'server', {
     subject: { CN: 'kube-apiserver' },
@@ -70,16 +73,9 @@ function issue(dir: string, name: string, req: CertRequest): void {
   const config = path.join(dir, `${name}.cnf`);
   fs.writeFileSync(
     config,
-    [
-      '[req]',
-      'distinguished_name = dn',
-      'prompt = no',
-      '[dn]',
-      ...Object.entries(req.subject).map(([k, v]) => `${k} = ${v}`),
-      '[ext]',
-      ...req.ext,
-      '',
-    ].join('\n'),
+    ['[req]', 'distinguished_name = dn', 'prompt = no', '[dn]', ...Object.entries(req.subject).map(([k, v]) => `${k} = ${v}`), '[ext]', ...req.ext, ''].join(
+      '\n',
+    ),
   );
   const args = ['req', '-x509', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   args.push('-keyout', path.join(dir, `${name}.key`), '-out', path.join(dir, `${name}.crt`), '-days', '3650');

@@ -30,12 +30,7 @@ type Call = { readonly operation: 'upsert'; readonly request: UpsertRequest } | 
  * operation. Faults therefore hit only calls that would otherwise succeed or name an
  * unknown token, and 401/400 stay deterministic whatever the knobs are.
  */
-export async function handleUserCall(
-  context: ApiContext,
-  operation: Operation,
-  request: IncomingMessage,
-  response: ServerResponse,
-): Promise<void> {
+export async function handleUserCall(context: ApiContext, operation: Operation, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const { stats } = context;
   const auth = context.keys.authenticate(request.headers.authorization);
   const teamId = auth.ok ? auth.team.id : undefined;

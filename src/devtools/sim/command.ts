@@ -88,7 +88,7 @@ function defaultDeps(): SimCommandDeps {
     err: (text) => process.stderr.write(text),
     env: process.env,
     untilStopped: waitForSignal,
-    onStarted: () => {},
+    onStarted: () => undefined,
   };
 }
 

@@ -126,7 +126,8 @@ export function parseFaults(input: unknown): Parsed<Faults> {
     return rejected(`faults must be a JSON object, got ${describeJson(input)}`);
   }
   const faults: Record<keyof Faults, number> = { ...NO_FAULTS };
-  for (const [name, value] of Object.entries(input)) {
+  // Typed as what an in-process caller may really pass (undefined too), not only what JSON can hold.
+  for (const [name, value] of Object.entries(input as Record<string, unknown>)) {
     if (!isKnob(name)) {
       return rejected(`unknown fault knob "${name}"; known knobs: ${FAULT_KNOBS.join(', ')}`);
     }
@@ -164,8 +165,7 @@ export function planCall(faults: Faults, random: RandomSource): CallPlan {
   const spikeDraw = random();
   const faultDraw = random();
   const spiked = spikeDraw < faults.spikeRate;
-  const delayMs =
-    faults.latencyMs + Math.floor(jitterDraw * (faults.latencyJitterMs + 1)) + (spiked ? faults.spikeMs : 0);
+  const delayMs = faults.latencyMs + Math.floor(jitterDraw * (faults.latencyJitterMs + 1)) + (spiked ? faults.spikeMs : 0);
   let upper = 0;
   let fault: InjectedFault | undefined;
   for (const candidate of INJECTED_FAULTS) {

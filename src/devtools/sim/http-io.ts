@@ -3,9 +3,7 @@ import { failed } from './responses.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export type Body =
-  | { readonly ok: true; readonly text: string }
-  | { readonly ok: false; readonly problem: 'too_large' | 'not_utf8' | 'aborted' };
+export type Body = { readonly ok: true; readonly text: string } | { readonly ok: false; readonly problem: 'too_large' | 'not_utf8' | 'aborted' };
 
 /**
  * Reads a request body of at most `limit` bytes. A declared or actual size over the limit

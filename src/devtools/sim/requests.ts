@@ -53,7 +53,7 @@ export function parseUpsertRequest(body: JsonObject): Parsed<UpsertRequest> {
   const userGroupId = requiredString(body, 'user_group_id');
   if (!userGroupId.ok) return userGroupId;
   // Counted in code points, so an id of 255 emoji is as long as one of 255 letters.
-  const idLength = [...userGroupId.value].length;
+  const idLength = Array.from(userGroupId.value).length;
   if (idLength > MAX_USER_GROUP_ID_LENGTH) {
     return rejected(`user_group_id must be at most ${MAX_USER_GROUP_ID_LENGTH} characters, got ${idLength}`);
   }

@@ -99,8 +99,11 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   let writer: DebouncedStateWriter | undefined;
   const store = new GroupStore(records, () => writer?.schedule());
   if (stateFile !== undefined) {
-    writer = new DebouncedStateWriter(stateFile, () => serializeState(store.list()), STATE_WRITE_DELAY_MS, (error) =>
-      onError(`writing the state file failed: ${error instanceof Error ? error.message : String(error)}`),
+    writer = new DebouncedStateWriter(
+      stateFile,
+      () => serializeState(store.list()),
+      STATE_WRITE_DELAY_MS,
+      (error) => onError(`writing the state file failed: ${error instanceof Error ? error.message : String(error)}`),
     );
   }
 

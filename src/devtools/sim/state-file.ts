@@ -105,14 +105,14 @@ export async function writeFileAtomically(path: string, text: string): Promise<v
     await handle.sync();
   } catch (error) {
     await handle.close();
-    await unlink(temp).catch(() => {});
+    await unlink(temp).catch(() => undefined);
     throw error;
   }
   await handle.close();
   try {
     await rename(temp, path);
   } catch (error) {
-    await unlink(temp).catch(() => {});
+    await unlink(temp).catch(() => undefined);
     throw error;
   }
 }
@@ -167,7 +167,7 @@ export class DebouncedStateWriter {
         throw error;
       }
     });
-    this.#chain = run.catch(() => {});
+    this.#chain = run.catch(() => undefined);
     return run;
   }
 }

@@ -38,7 +38,7 @@ export class GroupStore {
   /**
    * @throws Error when two records share a (team, user_group_id) or a token
    */
-  constructor(records: readonly GroupRecord[], onChange: () => void = () => {}, now: () => Date = () => new Date()) {
+  constructor(records: readonly GroupRecord[], onChange: () => void = () => undefined, now: () => Date = () => new Date()) {
     for (const record of records) {
       if (this.find(record.teamId, record.userGroupId) !== undefined) {
         throw new Error(`two groups of team ${record.teamId} have user_group_id ${JSON.stringify(record.userGroupId)}`);

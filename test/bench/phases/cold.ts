@@ -47,18 +47,32 @@ export class ConvergenceTracker {
     const onError = (message: string): void => {
       this.error ??= message;
     };
-    this.watches.push(cluster.watch(ugPath, ugVersion, (event) => {
-      const { name } = meta(event.object);
-      if (event.type !== 'DELETED' && readyForGeneration(event.object)) this.ready.add(name);
-      else this.ready.delete(name);
-      this.check();
-    }, { onError }));
-    this.watches.push(cluster.watch(secretPath, secretVersion, (event) => {
-      const { name } = meta(event.object);
-      if (event.type !== 'DELETED' && secretData(event.object, 'token')) this.secrets.add(name);
-      else this.secrets.delete(name);
-      this.check();
-    }, { labelSelector: OWNED_SECRETS, onError }));
+    this.watches.push(
+      cluster.watch(
+        ugPath,
+        ugVersion,
+        (event) => {
+          const { name } = meta(event.object);
+          if (event.type !== 'DELETED' && readyForGeneration(event.object)) this.ready.add(name);
+          else this.ready.delete(name);
+          this.check();
+        },
+        { onError },
+      ),
+    );
+    this.watches.push(
+      cluster.watch(
+        secretPath,
+        secretVersion,
+        (event) => {
+          const { name } = meta(event.object);
+          if (event.type !== 'DELETED' && secretData(event.object, 'token')) this.secrets.add(name);
+          else this.secrets.delete(name);
+          this.check();
+        },
+        { labelSelector: OWNED_SECRETS, onError },
+      ),
+    );
   }
 
   stop(): void {
@@ -95,7 +109,11 @@ export const kubeByVerb = (m: PromSamples): Record<string, number> => m.by('user
 export const reconcilesByResult = (m: PromSamples): Record<string, number> => m.by('usergroup_reconcile_total', 'result');
 
 export function heapOf(m: PromSamples): NonNullable<ControllerFigures['heap']> {
-  return { usedBytes: m.sum('nodejs_heap_size_used_bytes'), totalBytes: m.sum('nodejs_heap_size_total_bytes'), externalBytes: m.sum('nodejs_external_memory_bytes') };
+  return {
+    usedBytes: m.sum('nodejs_heap_size_used_bytes'),
+    totalBytes: m.sum('nodejs_heap_size_total_bytes'),
+    externalBytes: m.sum('nodejs_external_memory_bytes'),
+  };
 }
 
 /** Means over [before, after] of the controller's reconcile, service-call and queue-wait histograms, in ms. */
@@ -116,7 +134,14 @@ export function histogramMeans(before: PromSamples, after: PromSamples): NonNull
  * (server-side apply, bounded parallelism). Time runs from the first apply until every UserGroup is Ready for
  * its generation and every token Secret exists.
  */
-export async function runCold(cluster: BenchCluster, n: number, settings: ControllerSettings, applyParallelism: number, timeoutMs: number, label = `cold N=${n}`): Promise<ColdRun> {
+export async function runCold(
+  cluster: BenchCluster,
+  n: number,
+  settings: ControllerSettings,
+  applyParallelism: number,
+  timeoutMs: number,
+  label = `cold N=${n}`,
+): Promise<ColdRun> {
   const namespace = await cluster.createNamespace(`bench-cold-${n}`);
   const controller = await spawnBenchController(cluster, namespace, settings, `cold-${n}`);
   await controller.waitReady(120_000);
@@ -133,25 +158,40 @@ export async function runCold(cluster: BenchCluster, n: number, settings: Contro
     return `applied ${applied}/${n}, Ready ${tracker.ready.size}, Secrets ${tracker.secrets.size}; controller RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB, CPU ${p ? p.cpuSeconds.toFixed(1) : '?'} s`;
   });
   const started = performance.now();
-  const applying = cluster.applyUserGroups(namespace, n, applyParallelism, () => applied++).then(
-    () => { applyMs = performance.now() - started; },
-    (err: unknown) => { applyError = String(err); },
-  );
+  const applying = cluster
+    .applyUserGroups(namespace, n, applyParallelism, () => applied++)
+    .then(
+      () => {
+        applyMs = performance.now() - started;
+      },
+      (err: unknown) => {
+        applyError = String(err);
+      },
+    );
   let error: string | undefined;
   try {
-    await pollUntil(`${n} UserGroups Ready with their Secrets`, () => {
-      if (applyError) throw new Error(`applying UserGroups failed: ${applyError}`);
-      if (tracker.error) throw new Error(tracker.error);
-      if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
-      return tracker.doneAt;
-    }, timeoutMs, 100);
+    await pollUntil(
+      `${n} UserGroups Ready with their Secrets`,
+      () => {
+        if (applyError) throw new Error(`applying UserGroups failed: ${applyError}`);
+        if (tracker.error) throw new Error(tracker.error);
+        if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+        return tracker.doneAt;
+      },
+      timeoutMs,
+      100,
+    );
   } catch (err) {
     error = err instanceof Error ? err.message : String(err);
   }
   await applying;
   tracker.stop();
   const convergeMs = tracker.doneAt !== undefined ? tracker.doneAt - started : performance.now() - started;
-  progress.stop(error ? `FAILED after ${(convergeMs / 1000).toFixed(1)} s: ${error}` : `all ${n} Ready with Secrets in ${(convergeMs / 1000).toFixed(2)} s (applies done at ${(applyMs / 1000).toFixed(2)} s)`);
+  progress.stop(
+    error
+      ? `FAILED after ${(convergeMs / 1000).toFixed(1)} s: ${error}`
+      : `all ${n} Ready with Secrets in ${(convergeMs / 1000).toFixed(2)} s (applies done at ${(applyMs / 1000).toFixed(2)} s)`,
+  );
 
   const sample = controller.sample();
   const after = await controller.metrics().catch(() => undefined);

@@ -22,7 +22,13 @@ import type { LimitMode, LimitResult } from '../report.js';
  * against the same simulator and apiserver. The UserGroups it patches are created first, untimed, in a
  * namespace no controller watches. Same HTTP clients as the controller (KubeClient, ServiceClient).
  */
-export async function runLimit(cluster: BenchCluster, n: number, concurrency: number, applyParallelism: number, mode: LimitMode = 'minimal'): Promise<LimitResult> {
+export async function runLimit(
+  cluster: BenchCluster,
+  n: number,
+  concurrency: number,
+  applyParallelism: number,
+  mode: LimitMode = 'minimal',
+): Promise<LimitResult> {
   const label = mode === 'minimal' ? `limit N=${n}` : `limit (${mode}) N=${n}`;
   const namespace = await cluster.createNamespace(`bench-limit-${n}`);
   let applied = 0;
@@ -80,80 +86,124 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
   const started = performance.now();
   if (mode === 'concurrent-creation') {
     // As in the cold phase: the UserGroups are applied while the loop runs, and each is worked on once it exists.
-    applying = cluster.applyUserGroups(namespace, n, applyParallelism, push).then(() => undefined, (err: unknown) => {
-      applyError = err;
-      wakeAll();
-    });
+    applying = cluster.applyUserGroups(namespace, n, applyParallelism, push).then(
+      () => undefined,
+      (err: unknown) => {
+        applyError = err;
+        wakeAll();
+      },
+    );
   }
   const work = async (i: number): Promise<void> => {
-      const name = userGroupName(i);
-      const spec = userGroupSpec(namespace, i);
-      if (mode === 'controller-pattern') {
-        // The controller's extra read: is there a Secret of that name it does not own?
-        const existing = await kube.request('GET', paths.secret(namespace, name));
-        if (existing.status !== 404) { fail(`GET Secret ${name}: HTTP ${existing.status}`); return; }
+    const name = userGroupName(i);
+    const spec = userGroupSpec(namespace, i);
+    if (mode === 'controller-pattern') {
+      // The controller's extra read: is there a Secret of that name it does not own?
+      const existing = await kube.request('GET', paths.secret(namespace, name));
+      if (existing.status !== 404) {
+        fail(`GET Secret ${name}: HTTP ${existing.status}`);
+        return;
       }
-      const t0 = performance.now();
-      const upserted = await service.upsert({ userGroupId: String(spec['userGroupId']), name: String(spec['name']), properties: spec['properties'] as Record<string, unknown> });
-      if (!upserted.ok) { fail(`PUT ${name}: ${upserted.failure.message}`); return; }
-      const token = upserted.group.token.reveal();
-      const t1 = performance.now();
-      spent.put += t1 - t0;
-      const secret = await kube.request('POST', paths.secrets(namespace), {
-        query: { fieldManager: 'usergroup-bench-limit' },
-        body: {
-          apiVersion: 'v1',
-          kind: 'Secret',
-          type: 'Opaque',
-          metadata: {
-            name,
-            namespace,
-            labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: name },
-            annotations: { [TOKEN_SHA256_ANNOTATION]: createHash('sha256').update(token).digest('hex') },
-            ownerReferences: [{ apiVersion: API_VERSION, kind: USERGROUP_KIND, name, uid: uids[i] ?? '', controller: true }],
-          },
-          data: { token: Buffer.from(token).toString('base64') },
+    }
+    const t0 = performance.now();
+    const upserted = await service.upsert({
+      userGroupId: String(spec['userGroupId']),
+      name: String(spec['name']),
+      properties: spec['properties'] as Record<string, unknown>,
+    });
+    if (!upserted.ok) {
+      fail(`PUT ${name}: ${upserted.failure.message}`);
+      return;
+    }
+    const token = upserted.group.token.reveal();
+    const t1 = performance.now();
+    spent.put += t1 - t0;
+    const secret = await kube.request('POST', paths.secrets(namespace), {
+      query: { fieldManager: 'usergroup-bench-limit' },
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        type: 'Opaque',
+        metadata: {
+          name,
+          namespace,
+          labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: name },
+          annotations: { [TOKEN_SHA256_ANNOTATION]: createHash('sha256').update(token).digest('hex') },
+          ownerReferences: [{ apiVersion: API_VERSION, kind: USERGROUP_KIND, name, uid: uids[i] ?? '', controller: true }],
         },
-      });
-      if (secret.status !== 201) { fail(`Secret ${name}: HTTP ${secret.status}`); return; }
-      const t2 = performance.now();
-      spent.secretCreate += t2 - t1;
-      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-      const status = await kube.request('PATCH', paths.userGroupStatus(namespace, name), {
-        query: { fieldManager: 'usergroup-bench-limit' },
-        contentType: 'application/merge-patch+json',
-        body: {
-          status: {
-            observedGeneration: 1,
-            conditions: [{ type: 'Ready', status: 'True', reason: 'Synced', message: `user group synced; token in Secret ${name}`, lastTransitionTime: now, observedGeneration: 1 }],
-            teamId: upserted.group.teamId,
-            providedId: upserted.group.providedId,
-            environmentTag: upserted.group.environmentTag,
-            tokenSecretName: name,
-            lastSyncTime: now,
-            syncedHash: createHash('sha256').update(JSON.stringify(spec)).digest('hex'),
-          },
+        data: { token: Buffer.from(token).toString('base64') },
+      },
+    });
+    if (secret.status !== 201) {
+      fail(`Secret ${name}: HTTP ${secret.status}`);
+      return;
+    }
+    const t2 = performance.now();
+    spent.secretCreate += t2 - t1;
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const status = await kube.request('PATCH', paths.userGroupStatus(namespace, name), {
+      query: { fieldManager: 'usergroup-bench-limit' },
+      contentType: 'application/merge-patch+json',
+      body: {
+        status: {
+          observedGeneration: 1,
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'True',
+              reason: 'Synced',
+              message: `user group synced; token in Secret ${name}`,
+              lastTransitionTime: now,
+              observedGeneration: 1,
+            },
+          ],
+          teamId: upserted.group.teamId,
+          providedId: upserted.group.providedId,
+          environmentTag: upserted.group.environmentTag,
+          tokenSecretName: name,
+          lastSyncTime: now,
+          syncedHash: createHash('sha256').update(JSON.stringify(spec)).digest('hex'),
         },
-      });
-      if (status.status !== 200) { fail(`status ${name}: HTTP ${status.status}`); return; }
-      spent.statusPatch += performance.now() - t2;
-      if (mode === 'controller-pattern') {
-        // The controller's Synced Event, written in the background as its EventRecorder does.
-        void kube.request('POST', paths.events(namespace), {
+      },
+    });
+    if (status.status !== 200) {
+      fail(`status ${name}: HTTP ${status.status}`);
+      return;
+    }
+    spent.statusPatch += performance.now() - t2;
+    if (mode === 'controller-pattern') {
+      // The controller's Synced Event, written in the background as its EventRecorder does.
+      void kube
+        .request('POST', paths.events(namespace), {
           body: {
-            apiVersion: 'events.k8s.io/v1', kind: 'Event', metadata: { name: `${name}.${randomBytes(8).toString('hex')}`, namespace },
-            eventTime: new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z'), reportingController: 'usergroup.dev/usergroup-bench-limit', reportingInstance: 'bench',
-            action: 'Sync', reason: 'Synced', type: 'Normal', note: `user group created at the service (the default connection); token in Secret ${name}`,
+            apiVersion: 'events.k8s.io/v1',
+            kind: 'Event',
+            metadata: { name: `${name}.${randomBytes(8).toString('hex')}`, namespace },
+            eventTime: new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z'),
+            reportingController: 'usergroup.dev/usergroup-bench-limit',
+            reportingInstance: 'bench',
+            action: 'Sync',
+            reason: 'Synced',
+            type: 'Normal',
+            note: `user group created at the service (the default connection); token in Secret ${name}`,
             regarding: { apiVersion: API_VERSION, kind: USERGROUP_KIND, namespace, name, uid: uids[i] ?? '' },
           },
-        }).then((r) => { if (r.status !== 201) fail(`Event ${name}: HTTP ${r.status}`); }, (err: unknown) => fail(`Event ${name}: ${String(err)}`));
-      }
-      done++;
+        })
+        .then(
+          (r) => {
+            if (r.status !== 201) fail(`Event ${name}: HTTP ${r.status}`);
+          },
+          (err: unknown) => fail(`Event ${name}: ${String(err)}`),
+        );
+    }
+    done++;
   };
   try {
-    await Promise.all(Array.from({ length: Math.min(concurrency, n) }, async () => {
-      for (let i = await next(); i !== undefined; i = await next()) await work(i);
-    }));
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, n) }, async () => {
+        for (let i = await next(); i !== undefined; i = await next()) await work(i);
+      }),
+    );
     await applying;
   } finally {
     kube.close();
@@ -168,6 +218,10 @@ export async function runLimit(cluster: BenchCluster, n: number, concurrency: nu
     wallMs,
     concurrency,
     mode,
-    stepMeansMs: { put: spent.put / Math.max(1, done), secretCreate: spent.secretCreate / Math.max(1, done), statusPatch: spent.statusPatch / Math.max(1, done) },
+    stepMeansMs: {
+      put: spent.put / Math.max(1, done),
+      secretCreate: spent.secretCreate / Math.max(1, done),
+      statusPatch: spent.statusPatch / Math.max(1, done),
+    },
   };
 }

@@ -13,7 +13,14 @@ import { heapOf, histogramMeans, kubeByVerb, reconcilesByResult, spawnBenchContr
  * queue gets each key once at start) and workqueue_depth 0. Service calls are counted at the simulator from the
  * spawn until 2 s after that.
  */
-export async function runRestart(cluster: BenchCluster, namespace: string, n: number, old: BenchController, settings: ControllerSettings, timeoutMs: number): Promise<{ result: RestartResult; controller: BenchController }> {
+export async function runRestart(
+  cluster: BenchCluster,
+  namespace: string,
+  n: number,
+  old: BenchController,
+  settings: ControllerSettings,
+  timeoutMs: number,
+): Promise<{ result: RestartResult; controller: BenchController }> {
   await old.stop();
   const callsBefore = cluster.serviceCalls();
   const started = performance.now();
@@ -21,23 +28,36 @@ export async function runRestart(cluster: BenchCluster, namespace: string, n: nu
   let cachesSyncedMs: number | undefined;
   let reobservedMs: number | undefined;
   let last: PromSamples | undefined;
-  const progress = startProgress(`restart N=${n}`, () => {
-    const p = controller.proc.latest;
-    const reconciled = last ? last.sum('usergroup_reconcile_total') : 0;
-    return `${cachesSyncedMs === undefined ? 'syncing caches' : `caches synced at ${(cachesSyncedMs / 1000).toFixed(2)} s`}; reconciled ${reconciled}/${n}, queue ${last ? last.sum('workqueue_depth') : '?'}; ` +
-      `service calls ${cluster.serviceCalls() - callsBefore}; RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB`;
-  }, 3000);
+  const progress = startProgress(
+    `restart N=${n}`,
+    () => {
+      const p = controller.proc.latest;
+      const reconciled = last ? last.sum('usergroup_reconcile_total') : 0;
+      return (
+        `${cachesSyncedMs === undefined ? 'syncing caches' : `caches synced at ${(cachesSyncedMs / 1000).toFixed(2)} s`}; reconciled ${reconciled}/${n}, queue ${last ? last.sum('workqueue_depth') : '?'}; ` +
+        `service calls ${cluster.serviceCalls() - callsBefore}; RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB`
+      );
+    },
+    3000,
+  );
   let error: string | undefined;
   try {
     await controller.waitReady(timeoutMs);
     // The log line's own time: /readyz may answer late while the event loop is busy with the first reconciles.
     const logged = controller.loggedAt('caches synced');
     cachesSyncedMs = logged !== undefined ? logged - controller.spawnedAt : performance.now() - started;
-    await pollUntil(`${n} UserGroups re-observed (reconciled once, queue empty)`, async () => {
-      if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
-      last = await controller.metrics();
-      return last.sum('usergroup_reconcile_total') >= n && last.sum('workqueue_depth') === 0 ? performance.now() - started : undefined;
-    }, timeoutMs, 200).then((ms) => { reobservedMs = ms; });
+    await pollUntil(
+      `${n} UserGroups re-observed (reconciled once, queue empty)`,
+      async () => {
+        if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+        last = await controller.metrics();
+        return last.sum('usergroup_reconcile_total') >= n && last.sum('workqueue_depth') === 0 ? performance.now() - started : undefined;
+      },
+      timeoutMs,
+      200,
+    ).then((ms) => {
+      reobservedMs = ms;
+    });
     await sleep(2000);
   } catch (err) {
     error = err instanceof Error ? err.message : String(err);
@@ -47,7 +67,11 @@ export async function runRestart(cluster: BenchCluster, namespace: string, n: nu
   const sample = controller.sample();
   const errors = after ? after.sum('usergroup_reconcile_total', { result: 'error' }) : 0;
   if (!error && errors > 0) error = `${errors} reconciles failed`;
-  progress.stop(error ? `FAILED: ${error}` : `re-observed ${n} groups in ${((reobservedMs ?? 0) / 1000).toFixed(2)} s (caches synced at ${((cachesSyncedMs ?? 0) / 1000).toFixed(2)} s); ${serviceCalls} service calls`);
+  progress.stop(
+    error
+      ? `FAILED: ${error}`
+      : `re-observed ${n} groups in ${((reobservedMs ?? 0) / 1000).toFixed(2)} s (caches synced at ${((cachesSyncedMs ?? 0) / 1000).toFixed(2)} s); ${serviceCalls} service calls`,
+  );
   return {
     controller,
     result: {

@@ -11,7 +11,14 @@ import { forEachBounded, percentile, pollUntil } from '../stats.js';
  * (parallel merge patches). Each latency runs from sending that patch to the watch event of its Secret carrying a
  * new token-sha256 and rotation-handled = the requested value.
  */
-export async function runRotation(cluster: BenchCluster, namespace: string, n: number, controller: BenchController, count: number, timeoutMs: number): Promise<RotationResult> {
+export async function runRotation(
+  cluster: BenchCluster,
+  namespace: string,
+  n: number,
+  controller: BenchController,
+  count: number,
+  timeoutMs: number,
+): Promise<RotationResult> {
   const k = Math.min(count, n);
   const step = Math.max(1, Math.floor(n / k));
   const names = Array.from({ length: k }, (_, i) => userGroupName(i * step));
@@ -31,33 +38,50 @@ export async function runRotation(cluster: BenchCluster, namespace: string, n: n
   const sentAt = new Map<string, number>();
   const doneAt = new Map<string, number>();
   let watchError: string | undefined;
-  const watch = cluster.watch(secretPath, await cluster.collectionVersion(secretPath, OWNED_SECRETS), (event) => {
-    const { name, annotations } = meta(event.object);
-    const value = requested.get(name);
-    if (value === undefined || doneAt.has(name) || event.type === 'DELETED') return;
-    const sha = annotations[TOKEN_SHA256_ANNOTATION];
-    if (annotations[ROTATION_HANDLED_ANNOTATION] === value && sha && sha !== before.get(name)) doneAt.set(name, performance.now());
-  }, { labelSelector: OWNED_SECRETS, onError: (m) => { watchError ??= m; } });
+  const watch = cluster.watch(
+    secretPath,
+    await cluster.collectionVersion(secretPath, OWNED_SECRETS),
+    (event) => {
+      const { name, annotations } = meta(event.object);
+      const value = requested.get(name);
+      if (value === undefined || doneAt.has(name) || event.type === 'DELETED') return;
+      const sha = annotations[TOKEN_SHA256_ANNOTATION];
+      if (annotations[ROTATION_HANDLED_ANNOTATION] === value && sha && sha !== before.get(name)) doneAt.set(name, performance.now());
+    },
+    {
+      labelSelector: OWNED_SECRETS,
+      onError: (m) => {
+        watchError ??= m;
+      },
+    },
+  );
 
   const progress = startProgress(`rotation N=${n}`, () => `${doneAt.size}/${k} new tokens in their Secrets`, 2000);
   const stamp = Date.now();
   let error: string | undefined;
   try {
-    await Promise.all(names.map(async (name, i) => {
-      const value = `bench-${stamp}-${i}`;
-      requested.set(name, value);
-      sentAt.set(name, performance.now());
-      const res = await cluster.client.request('PATCH', `${paths.userGroups(namespace)}/${name}`, {
-        body: { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } },
-        contentType: 'application/merge-patch+json',
-      });
-      if (res.status !== 200) throw new Error(`annotating ${name}: HTTP ${res.status}`);
-    }));
-    await pollUntil(`${k} rotations to reach their Secrets`, () => {
-      if (watchError) throw new Error(watchError);
-      if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
-      return doneAt.size >= k ? true : undefined;
-    }, timeoutMs, 50);
+    await Promise.all(
+      names.map(async (name, i) => {
+        const value = `bench-${stamp}-${i}`;
+        requested.set(name, value);
+        sentAt.set(name, performance.now());
+        const res = await cluster.client.request('PATCH', `${paths.userGroups(namespace)}/${name}`, {
+          body: { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } },
+          contentType: 'application/merge-patch+json',
+        });
+        if (res.status !== 200) throw new Error(`annotating ${name}: HTTP ${res.status}`);
+      }),
+    );
+    await pollUntil(
+      `${k} rotations to reach their Secrets`,
+      () => {
+        if (watchError) throw new Error(watchError);
+        if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+        return doneAt.size >= k ? true : undefined;
+      },
+      timeoutMs,
+      50,
+    );
   } catch (err) {
     error = err instanceof Error ? err.message : String(err);
   }
@@ -71,7 +95,9 @@ export async function runRotation(cluster: BenchCluster, namespace: string, n: n
   const p50Ms = percentile(latencies, 50);
   const p99Ms = percentile(latencies, 99);
   const maxMs = percentile(latencies, 100);
-  progress.stop(`${latencies.length}/${k} rotated: p50 ${fmt(p50Ms)}, p99 ${fmt(p99Ms)}, max ${fmt(maxMs)}; ${serviceRotations} rotations at the service${error ? `; FAILED: ${error}` : ''}`);
+  progress.stop(
+    `${latencies.length}/${k} rotated: p50 ${fmt(p50Ms)}, p99 ${fmt(p99Ms)}, max ${fmt(maxMs)}; ${serviceRotations} rotations at the service${error ? `; FAILED: ${error}` : ''}`,
+  );
   if (!error && serviceRotations !== k) error = `the service performed ${serviceRotations} rotations for ${k} requests`;
   return { n, ok: error === undefined, ...(error ? { error } : {}), requested: k, completed: latencies.length, p50Ms, p99Ms, maxMs, serviceRotations };
 }

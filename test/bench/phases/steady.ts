@@ -16,11 +16,17 @@ export async function runSteady(cluster: BenchCluster, n: number, controller: Be
   const callsBefore = cluster.serviceCalls();
   const started = performance.now();
   const durationMs = minutes * 60_000;
-  const progress = startProgress(`steady N=${n}`, () => {
-    const p = controller.proc.latest;
-    return `${((performance.now() - started) / 60_000).toFixed(1)}/${minutes} min idle; service calls ${cluster.serviceCalls() - callsBefore}; ` +
-      `controller CPU ${p && cpuBefore !== undefined ? (p.cpuSeconds - cpuBefore).toFixed(2) : '?'} s, RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB`;
-  }, 10_000);
+  const progress = startProgress(
+    `steady N=${n}`,
+    () => {
+      const p = controller.proc.latest;
+      return (
+        `${((performance.now() - started) / 60_000).toFixed(1)}/${minutes} min idle; service calls ${cluster.serviceCalls() - callsBefore}; ` +
+        `controller CPU ${p && cpuBefore !== undefined ? (p.cpuSeconds - cpuBefore).toFixed(2) : '?'} s, RSS ${p ? (p.rssBytes / MiB).toFixed(0) : '?'} MiB`
+      );
+    },
+    10_000,
+  );
   let error: string | undefined;
   while (performance.now() - started < durationMs) {
     if (controller.exited()) {
@@ -38,7 +44,9 @@ export async function runSteady(cluster: BenchCluster, n: number, controller: Be
   const nonWatch = total - (kubeRequests['WATCH'] ?? 0);
   if (!after && !error) error = 'could not read the controller metrics at the end';
   const cpu = sample && cpuBefore !== undefined ? sample.cpuSeconds - cpuBefore : undefined;
-  progress.stop(`${serviceCalls} service calls, ${total} apiserver requests (${nonWatch} besides watch opens), controller CPU ${cpu?.toFixed(2) ?? '?'} s in ${elapsedMin.toFixed(1)} min`);
+  progress.stop(
+    `${serviceCalls} service calls, ${total} apiserver requests (${nonWatch} besides watch opens), controller CPU ${cpu?.toFixed(2) ?? '?'} s in ${elapsedMin.toFixed(1)} min`,
+  );
   return {
     n,
     ok: error === undefined,

@@ -26,10 +26,12 @@ export async function settleChurn(env: TestEnv, churn: Churn, ledger: RotationLe
   const drift = failure === undefined ? await specDrift(env) : [];
   const wallMs = Date.now() - started;
   const calls = env.calls();
-  const faultsAtSim = Object.entries(calls.upsert).concat(Object.entries(calls.rotate))
+  const faultsAtSim = Object.entries(calls.upsert)
+    .concat(Object.entries(calls.rotate))
     .filter(([outcome, n]) => !['ok', 'created', 'updated'].includes(outcome) && n > 0);
-  const completedAfterRestart = (await env.events.listNamespacedEvent({ namespace: env.namespace })).items
-    .filter((ev) => ev.reason === 'TokenRotated' && (ev.note ?? '').includes('completed after a restart')).length;
+  const completedAfterRestart = (await env.events.listNamespacedEvent({ namespace: env.namespace })).items.filter(
+    (ev) => ev.reason === 'TokenRotated' && (ev.note ?? '').includes('completed after a restart'),
+  ).length;
   return { result, drift, wallMs, calls, faultsAtSim, completedAfterRestart };
 }
 

@@ -97,7 +97,12 @@ export class Churn {
   private loop: Promise<void> | undefined;
   private stopped = false;
 
-  constructor(private readonly env: TestEnv, private readonly ledger: RotationLedger, private readonly rng: Rng, private readonly options: ChurnOptions) {}
+  constructor(
+    private readonly env: TestEnv,
+    private readonly ledger: RotationLedger,
+    private readonly rng: Rng,
+    private readonly options: ChurnOptions,
+  ) {}
 
   get remaining(): number {
     return this.options.total - this.nextIndex;
@@ -117,8 +122,11 @@ export class Churn {
     const userGroupId = `${this.options.prefix}-id-${k}`;
     const value = withRotation ? this.nextValue() : undefined;
     try {
-      await this.env.createUserGroup(name, { userGroupId, name: `Group ${this.options.prefix} ${k}`, properties: { rev: 0 } },
-        value === undefined ? undefined : { [ROTATE_ANNOTATION]: value });
+      await this.env.createUserGroup(
+        name,
+        { userGroupId, name: `Group ${this.options.prefix} ${k}`, properties: { rev: 0 } },
+        value === undefined ? undefined : { [ROTATE_ANNOTATION]: value },
+      );
     } catch (err) {
       this.errors.push(`create ${name}: ${String(err)}`);
       return;
@@ -135,15 +143,19 @@ export class Churn {
   /** Changes name and properties of `count` random groups (a new generation each). */
   async updateSpecs(count: number): Promise<void> {
     const targets = Array.from({ length: count }, () => pick(this.rng, this.groups)).filter((g): g is ChurnGroup => g !== undefined);
-    await Promise.all(targets.map(async (g) => {
-      const rev = ++this.revision;
-      try {
-        await this.env.patchUserGroup(g.name, { spec: { name: `Group ${g.name} rev ${rev}`, properties: { rev, region: pick(this.rng, ['eu', 'us', 'ap']) ?? 'eu' } } });
-        this.counts.specUpdates++;
-      } catch (err) {
-        this.errors.push(`update ${g.name}: ${String(err)}`);
-      }
-    }));
+    await Promise.all(
+      targets.map(async (g) => {
+        const rev = ++this.revision;
+        try {
+          await this.env.patchUserGroup(g.name, {
+            spec: { name: `Group ${g.name} rev ${rev}`, properties: { rev, region: pick(this.rng, ['eu', 'us', 'ap']) ?? 'eu' } },
+          });
+          this.counts.specUpdates++;
+        } catch (err) {
+          this.errors.push(`update ${g.name}: ${String(err)}`);
+        }
+      }),
+    );
   }
 
   /**
@@ -164,15 +176,17 @@ export class Churn {
       this.outstanding.set(g.name, value);
       return { g, value };
     });
-    await Promise.all(values.map(async ({ g, value }) => {
-      try {
-        await this.env.requestRotation(g.name, value);
-        this.recordRotation(g.userGroupId, value);
-      } catch (err) {
-        // Unknown whether the annotation was set: keep the group out of further requests.
-        this.errors.push(`rotate ${g.name}: ${String(err)}`);
-      }
-    }));
+    await Promise.all(
+      values.map(async ({ g, value }) => {
+        try {
+          await this.env.requestRotation(g.name, value);
+          this.recordRotation(g.userGroupId, value);
+        } catch (err) {
+          // Unknown whether the annotation was set: keep the group out of further requests.
+          this.errors.push(`rotate ${g.name}: ${String(err)}`);
+        }
+      }),
+    );
     return chosen.map((g) => g.name);
   }
 
@@ -279,7 +293,9 @@ export class SecretWatch {
     const params: Record<string, string | boolean> = { labelSelector: 'app.kubernetes.io/managed-by=usergroup-operator', allowWatchBookmarks: true };
     if (this.resourceVersion !== undefined) params['resourceVersion'] = this.resourceVersion;
     let expired = false;
-    this.abort = await new Watch(this.env.kc).watch(`/api/v1/namespaces/${this.env.namespace}/secrets`, params,
+    this.abort = await new Watch(this.env.kc).watch(
+      `/api/v1/namespaces/${this.env.namespace}/secrets`,
+      params,
       (type: string, obj: SecretEventObject & { code?: number }) => {
         if (type === 'ERROR') {
           if (obj.code === 410) expired = true;
@@ -301,12 +317,17 @@ export class SecretWatch {
           this.gaps++;
           this.resourceVersion = undefined;
         }
-        void sleep(100).then(() => this.connect()).catch(() => {
-          this.gaps++;
-          this.resourceVersion = undefined;
-          void sleep(1_000).then(() => this.connect()).catch(() => undefined);
-        });
-      });
+        void sleep(100)
+          .then(() => this.connect())
+          .catch(() => {
+            this.gaps++;
+            this.resourceVersion = undefined;
+            void sleep(1_000)
+              .then(() => this.connect())
+              .catch(() => undefined);
+          });
+      },
+    );
   }
 
   /** Resolves with the first event that matches from now on, or undefined after timeoutMs. */

@@ -18,7 +18,15 @@ export default function setup(project: TestProject): () => void {
     const file = reportPath(repoRoot, SCALE);
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const kubernetes = pinnedKubernetesVersion();
-    fs.writeFileSync(file, renderReport(rows, SCALE, { date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', kubernetes, node: process.versions.node, cpus: os.cpus().length }));
+    fs.writeFileSync(
+      file,
+      renderReport(rows, SCALE, {
+        date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC',
+        kubernetes,
+        node: process.versions.node,
+        cpus: os.cpus().length,
+      }),
+    );
     process.stdout.write(`\nReliability summary (${SCALE}):\n\n${renderTable(rows)}\nwritten to ${path.relative(repoRoot, file)}\n`);
   };
 }

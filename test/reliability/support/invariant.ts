@@ -77,7 +77,9 @@ export async function evaluateInvariant(env: TestEnv, ledger: RotationLedger): P
     const ready = ug.status?.conditions?.find((c) => c.type === 'Ready');
     if (ready?.status !== 'True' || ug.status?.observedGeneration !== ug.metadata.generation) {
       notReady++;
-      problems.push(`${ref}: Ready=${ready?.status ?? 'none'} ${ready?.reason ?? ''} (generation ${ug.metadata.generation}, observed ${ug.status?.observedGeneration ?? 'none'})`);
+      problems.push(
+        `${ref}: Ready=${ready?.status ?? 'none'} ${ready?.reason ?? ''} (generation ${ug.metadata.generation}, observed ${ug.status?.observedGeneration ?? 'none'})`,
+      );
     }
     const requested = ledger.requested(userGroupId);
     const last = requested[requested.length - 1];
@@ -90,7 +92,7 @@ export async function evaluateInvariant(env: TestEnv, ledger: RotationLedger): P
     const held = data === undefined ? undefined : sha256(Buffer.from(data, 'base64').toString('utf8'));
     if (held === undefined || held !== atService.get(userGroupId)) {
       tokensLost++;
-      problems.push(`${ref}: ${held === undefined ? 'no token Secret' : 'Secret token differs from the service\'s'}`);
+      problems.push(`${ref}: ${held === undefined ? 'no token Secret' : "Secret token differs from the service's"}`);
     }
     const executed = rotations[userGroupId] ?? 0;
     if (executed > requested.length) duplicateRotations += executed - requested.length;
@@ -124,16 +126,24 @@ export async function awaitInvariant(env: TestEnv, ledger: RotationLedger, timeo
 }
 
 /** Creates `count` UserGroups named `${prefix}${i}` with userGroupId `${prefix}-id-${i}`, `parallel` at a time. */
-export async function createUserGroups(env: TestEnv, prefix: string, count: number, parallel = 20, spec: (i: number) => Record<string, unknown> = () => ({})): Promise<{ name: string; userGroupId: string }[]> {
+export async function createUserGroups(
+  env: TestEnv,
+  prefix: string,
+  count: number,
+  parallel = 20,
+  spec: (i: number) => Record<string, unknown> = () => ({}),
+): Promise<{ name: string; userGroupId: string }[]> {
   const made: { name: string; userGroupId: string }[] = [];
   for (let i = 0; i < count; i += parallel) {
     const batch = Array.from({ length: Math.min(parallel, count - i) }, (_, j) => i + j);
-    await Promise.all(batch.map(async (k) => {
-      const name = `${prefix}${k}`;
-      const userGroupId = `${prefix}-id-${k}`;
-      await env.createUserGroup(name, { userGroupId, name: `Group ${prefix} ${k}`, ...spec(k) });
-      made.push({ name, userGroupId });
-    }));
+    await Promise.all(
+      batch.map(async (k) => {
+        const name = `${prefix}${k}`;
+        const userGroupId = `${prefix}-id-${k}`;
+        await env.createUserGroup(name, { userGroupId, name: `Group ${prefix} ${k}`, ...spec(k) });
+        made.push({ name, userGroupId });
+      }),
+    );
   }
   return made;
 }

@@ -25,10 +25,11 @@ export async function startTarpit(): Promise<Tarpit> {
   return {
     url: `http://127.0.0.1:${port}`,
     connections: () => connections,
-    stop: () => new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => resolve());
-    }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -60,9 +61,10 @@ export async function startListener(): Promise<Listener> {
     url: (host = '127.0.0.1') => `http://${host}:${port}`,
     connections: () => connections,
     requests: () => requests,
-    stop: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
