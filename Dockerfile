@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build stage: install all dependencies, compile TypeScript, then drop dev dependencies.
-FROM node:24-bookworm-slim AS build
+FROM node:26-trixie-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
@@ -8,8 +8,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build && npm prune --omit=dev --ignore-scripts
 
-# Runtime: distroless Node 24 LTS, non-root (uid 65532), no shell, no package manager.
-FROM gcr.io/distroless/nodejs24-debian13:nonroot
+# Runtime: distroless Node 26 LTS, non-root (uid 65532), no shell, no package manager.
+FROM gcr.io/distroless/nodejs26-debian13:nonroot
 WORKDIR /app
 # Two malloc arenas instead of up to 8 per core: the GC's helper threads otherwise each keep their own, which
 # showed as tens of MiB of RSS above the V8 heap after bursts of work (npm run bench, restart over 10,000 groups).

@@ -7,7 +7,7 @@ const require = createRequire(import.meta.url);
 /**
  * node:http, loaded with require rather than `import`. An ES import of node:http makes Node build the module
  * namespace, which reads every lazy export (WebSocket, MessageEvent, …) and so loads undici, http2 and zlib:
- * ~12 MiB of RSS in every process that imports it (Node 24.21, measured from /proc/self/status), which the
+ * ~12 MiB of RSS in every process that imports it (Node 24.21 and 26.10, measured from /proc/self/status), which the
  * controller's memory budget cannot spare and which nothing here uses.
  */
 export const http = require('node:http') as typeof NodeHttp;

@@ -15,11 +15,11 @@ const stages = (): Instruction[][] => {
 };
 
 describe('Dockerfile', () => {
-  it('is multi-stage: a build stage on Node 24 LTS, a distroless Node 24 runtime', () => {
+  it('is multi-stage: a build stage on Node 26 LTS, a distroless Node 26 runtime', () => {
     const froms = instructions.filter((i) => i.keyword === 'FROM').map((i) => i.args);
     expect(froms).toHaveLength(2);
-    expect(froms[0]).toMatch(/^node:24[-.\w]* AS build$/);
-    expect(froms[1]).toMatch(/^gcr\.io\/distroless\/nodejs24-debian\d+:nonroot$/);
+    expect(froms[0]).toMatch(/^node:26[-.\w]* AS build$/);
+    expect(froms[1]).toMatch(/^gcr\.io\/distroless\/nodejs26-debian\d+:nonroot$/);
   });
 
   it('installs with npm ci from the lockfile, builds, then keeps production dependencies only', () => {
