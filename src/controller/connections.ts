@@ -100,8 +100,6 @@ export interface ConnectionsOptions {
   /** How long an API-key Secret read is reused (a 401 drops it sooner). */
   readonly secretTtlMs?: number;
   readonly breaker?: CircuitBreakerOptions;
-  /** Runs before every call goes out; throws when the work must stop (a lease lost by the clock). */
-  readonly beforeCall?: () => void;
 }
 
 /** The Secret type that lets a Secret serve as a UserGroupService's API key (see README: Connections). */
@@ -295,7 +293,6 @@ export class Connections {
     context: CallContext,
     send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>,
   ): Promise<CallResult> {
-    this.options.beforeCall?.();
     const { signal } = context;
     signal?.throwIfAborted();
     const now = performance.now();

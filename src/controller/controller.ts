@@ -170,7 +170,6 @@ export class Controller {
       burst: options.serviceBurst,
       log,
       egress: egressPolicy(options.egress),
-      beforeCall: () => this.fence(),
     });
     this.reconciler = new Reconciler(
       {
@@ -178,18 +177,9 @@ export class Controller {
         userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
         claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
         readClaim: (name) => claimWriter.get(name),
-        createClaim: async (spec) => {
-          this.fence();
-          return this.keepClaim(await claimWriter.create(spec));
-        },
-        replaceClaim: async (current, spec) => {
-          this.fence();
-          return this.keepClaim(await claimWriter.replace(current, spec));
-        },
-        releaseClaim: (claim) => {
-          this.fence();
-          return claimWriter.delete(claim);
-        },
+        createClaim: async (spec) => this.keepClaim(await claimWriter.create(spec)),
+        replaceClaim: async (current, spec) => this.keepClaim(await claimWriter.replace(current, spec)),
+        releaseClaim: (claim) => claimWriter.delete(claim),
         cachedSecret: (key) => this.secrets.get(key),
         secretVerified: (key, rv) => this.verifiedSecrets.get(key)?.rv === rv,
         heldToken: (key, rv) => {
@@ -200,7 +190,6 @@ export class Controller {
         otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
         writeSecret: async (desired, rv) => {
-          this.fence();
           const written = await secretWriter.write(desired, rv);
           // The cache holds what the watch would deliver: metadata only, trimmed.
           const cached = written.ok ? parseTokenSecretMeta(toPartial(written.secret)) : undefined;
@@ -208,12 +197,8 @@ export class Controller {
           return written;
         },
         ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
-        deleteSecret: (secret) => {
-          this.fence();
-          return secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
-        },
+        deleteSecret: (secret) => secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid),
         patchStatus: async (ug, status, clear) => {
-          this.fence();
           const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
           if (updated) this.userGroups.upsertLocal(updated);
         },
@@ -281,18 +266,6 @@ export class Controller {
    * shutdown); with 0 they are abandoned at once (a leader that lost its lease must
    * stop acting immediately — their service calls are aborted).
    */
-  /** Leader election's check of the lease by the clock (run.ts sets it); without leader election, always held. */
-  holdsLease: () => boolean = () => true;
-
-  /**
-   * Before every write and service call: a lease lost by the clock stops the workers at once (synchronously:
-   * the work signal is aborted), and this effect does not happen.
-   */
-  private fence(): void {
-    if (!this.holdsLease()) this.workAbort?.abort();
-    this.workAbort?.signal.throwIfAborted();
-  }
-
   async stopWorkers(graceMs: number): Promise<void> {
     const queue = this.queue;
     if (!queue) return;

@@ -101,19 +101,6 @@ export class LeaderElector {
     }
   }
 
-  /**
-   * Whether this process may still act as the leader, judged by its own clock now. A process frozen past its
-   * renew deadline (SIGSTOP, a long pause) resumes in the event loop's poll phase: I/O callbacks of work begun
-   * before the freeze run before the deadline timer can. Checked before every effect, this steps down at once.
-   */
-  holdsLease(): boolean {
-    if (this.leading && this.now() - this.lastRenew >= this.options.renewDeadlineMs) {
-      this.options.log.error({ lease: this.options.name }, 'lease not renewed within the renew deadline; stopping work');
-      this.setLeading(false);
-    }
-    return this.leading;
-  }
-
   private armDeadline(): void {
     if (this.deadline) clearTimeout(this.deadline);
     this.deadline = setTimeout(() => {
