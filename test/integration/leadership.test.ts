@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
 import { CoordinationV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, msgMatches, signalAndWait, waitLog, type LogEntry } from '../support/controller-process.js';
+import { sha256 } from '../support/hash.js';
 import { eventually } from '../support/kube.js';
+import { LEADER_ARGS } from '../support/leader-lease.js';
 import { TestEnv } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
 import { ifAssigned } from '../support/teardown.js';
@@ -17,23 +18,8 @@ const LATENCY_MS = 20_000;
 const SERVICE_TIMEOUT_MS = 60_000;
 const CUT_OFF_BOUND_MS = 2_000;
 const LEASE = 'ug-lose';
-const ARGS = (env: TestEnv): string[] => [
-  '--leader-elect',
-  '--leader-election-namespace',
-  env.namespace,
-  '--leader-election-id',
-  LEASE,
-  '--lease-duration',
-  '6s',
-  '--renew-deadline',
-  '4s',
-  '--retry-period',
-  '1s',
-  '--service-timeout',
-  `${SERVICE_TIMEOUT_MS / 1000}s`,
-];
+const ARGS = (env: TestEnv): string[] => [...LEADER_ARGS(env, LEASE), '--service-timeout', `${SERVICE_TIMEOUT_MS / 1000}s`];
 
-const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 /** A pino line's own timestamp (the controller's clock, the same machine's as ours). */
 const loggedAt = (line: LogEntry): number => Date.parse(String(line.json?.['time']));
 const microTime = (ms: number): string => new Date(ms).toISOString().replace(/Z$/, '000Z');
