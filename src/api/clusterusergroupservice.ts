@@ -23,7 +23,7 @@ export interface ClusterUserGroupServiceSpec {
 
 /** What a UserGroup that finds an existing group at its first sync may do. */
 export type Adoption = 'Rotate' | 'Keep' | 'Refuse';
-export const ADOPTIONS: readonly Adoption[] = ['Rotate', 'Keep', 'Refuse'];
+const ADOPTIONS: readonly Adoption[] = ['Rotate', 'Keep', 'Refuse'];
 
 export interface TenantRule {
   /** Namespaces admitted by name. */

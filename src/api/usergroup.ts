@@ -66,7 +66,7 @@ export interface UserGroup {
  * upgrades CRDs), is checked here: an object over a limit parses to an invalid spec (Ready=False,
  * InvalidSpec) and keeps none of its payload.
  */
-export const LIMITS = {
+const LIMITS = {
   /** Top-level entries of spec.properties (admission: maxProperties). */
   propertiesEntries: 64,
   /** spec.properties as the JSON the service receives, in UTF-8 bytes (controller only: CEL cannot see it). */
@@ -133,7 +133,7 @@ function overLongRotationRequest(metadata: unknown): string | undefined {
   return typeof value === 'string' && chars(value) > LIMITS.rotateRequestChars ? value : undefined;
 }
 
-export function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
+function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
   const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend } = raw;
   // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
@@ -227,7 +227,7 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
  * Length in code points, as the apiserver's maxLength and CEL's size() count it (an emoji is one, not two
  * UTF-16 units), without copying the string.
  */
-export function chars(text: string): number {
+function chars(text: string): number {
   let n = text.length;
   for (let i = 0; i < text.length - 1; i++) {
     const c = text.charCodeAt(i);

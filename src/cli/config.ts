@@ -1,6 +1,7 @@
 import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
 import { parseGoDuration } from './go-duration.js';
+import { lastValue, scanArgv, type FlagSpec } from '../platform/argv.js';
 
 /** The controller's configuration, parsed and validated once at start. */
 export interface RunConfig {
@@ -209,41 +210,29 @@ export function usage(): string {
 
 /** Parses argv (after the subcommand) and the environment. Pure: no file is read here. */
 export function parseRunConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): ConfigResult {
-  const byFlag = new Map<string, AnyFlag>(Object.values(FLAGS).map((f: AnyFlag) => [f.flag, f]));
-  const given = new Map<string, string>();
+  const specs: Record<string, FlagSpec> = { help: { arity: 'switch', short: 'h' } };
+  for (const f of Object.values(FLAGS) as AnyFlag[]) specs[f.flag] = { arity: f.parse === bool ? 'switch-or-word' : 'value' };
+  // Known, so that their values are consumed (and never echoed back as stray arguments: one may be an API key).
+  for (const name of Object.keys(REMOVED_FLAGS)) specs[name] = { arity: 'value' };
+  const scanned = scanArgv(argv, specs);
+  if (lastValue(scanned, 'help') === 'true') return { ok: 'help' };
+
   const errors: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? '';
-    if (arg === '--help' || arg === '-h') return { ok: 'help' };
-    if (!arg.startsWith('--')) {
-      // Not echoed: a stray argument may be a mistyped secret.
-      errors.push(`unexpected argument at position ${i + 1}`);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
-    const spec = byFlag.get(name);
-    if (!spec) {
-      const removed = REMOVED_FLAGS[name];
-      errors.push(removed ? `--${name} ${removed}` : `unknown flag --${name}`);
-      // Swallow a removed flag's value so it is never echoed back as a stray argument (it may be an API key).
-      if (removed && eq < 0 && argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--')) i++;
-      continue;
-    }
-    let value: string | undefined = eq < 0 ? undefined : arg.slice(eq + 1);
-    if (value === undefined) {
-      const next = argv[i + 1];
-      if (spec.parse === bool && (next === undefined || next.startsWith('--') || !/^(true|false)$/.test(next))) value = 'true';
-      else if (next === undefined) {
-        errors.push(`--${name} needs a value`);
-        continue;
-      } else {
-        value = next;
-        i++;
-      }
-    }
-    given.set(spec.flag, value);
+  const given = new Map<string, string>();
+  for (const f of scanned.flags) {
+    const removed = REMOVED_FLAGS[f.name];
+    if (removed) errors.push(`--${f.name} ${removed}`);
+    else given.set(f.name, f.value);
   }
+  for (const e of scanned.errors) {
+    const removed = e.kind === 'unknown-flag' ? undefined : REMOVED_FLAGS[e.name];
+    if (e.kind === 'unknown-flag') errors.push(`unknown flag ${e.spelling}`);
+    else if (removed) errors.push(`--${e.name} ${removed}`);
+    else if (e.kind === 'missing-value') errors.push(`--${e.name} needs a value`);
+    else given.set(e.name, e.value); // a boolean flag's bad value: its parser below says why, naming the flag
+  }
+  // Not echoed: a stray argument may be a mistyped secret.
+  for (const p of scanned.positionals) errors.push(`unexpected argument at position ${p.position}`);
 
   /** The flag, else its environment variable; a refused value is recorded as an error naming its source. */
   const source = (f: AnyFlag): { raw: string; from: string } | undefined => {

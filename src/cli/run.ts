@@ -74,6 +74,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   );
   metrics.userGroupCounts = () => controller.countByReadyReason();
   metrics.queueInFlight = () => controller.queueInFlight();
+  metrics.informerStats = () => controller.informerStats();
 
   const health = await serve(config.healthAddr, {
     '/healthz': () => {

@@ -13,7 +13,7 @@ import { InformerGroup } from '../kube/cache.js';
 import { ClaimWriter } from '../kube/claim-writer.js';
 import { EventRecorder } from '../kube/events.js';
 import type { KubeClient } from '../kube/http.js';
-import { Informer, type Cached } from '../kube/informer.js';
+import { Informer, type Cached, type InformerStats } from '../kube/informer.js';
 import { paths } from '../kube/paths.js';
 import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
@@ -32,7 +32,7 @@ interface CacheLifecycle {
   waitForSync(): Promise<void>;
   readonly synced: boolean;
   stop(): Promise<void>;
-  readonly informers: readonly { failingForMs(): number }[];
+  readonly informers: readonly { readonly name: string; readonly stats: InformerStats; failingForMs(): number }[];
 }
 
 export interface ControllerOptions {
@@ -292,13 +292,37 @@ export class Controller {
     await this.recorder.flush();
   }
 
-  /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */
   /** The work queue's in-flight work (for the workqueue gauges); undefined while the workers are stopped. */
   queueInFlight(): { unfinishedSeconds: number; longestSeconds: number } | undefined {
     const queue = this.queue;
     return queue && { unfinishedSeconds: queue.unfinishedWorkSeconds(), longestSeconds: queue.longestRunningProcessorSeconds() };
   }
 
+  /** Each cached resource's list and watch counts, summed over its namespaces (for the usergroup_informer_* metrics). */
+  informerStats(): Map<string, InformerStats> {
+    const byResource = new Map<string, InformerStats>();
+    for (const informer of this.caches().flatMap((g) => g.informers)) {
+      const sum = byResource.get(informer.name);
+      const own = informer.stats;
+      byResource.set(
+        informer.name,
+        sum
+          ? {
+              lists: sum.lists + own.lists,
+              watches: sum.watches + own.watches,
+              gone: sum.gone + own.gone,
+              silent: sum.silent + own.silent,
+              failures: sum.failures + own.failures,
+              oversizedPages: sum.oversizedPages + own.oversizedPages,
+              largestPageBytes: Math.max(sum.largestPageBytes, own.largestPageBytes),
+            }
+          : { ...own },
+      );
+    }
+    return byResource;
+  }
+
+  /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */
   countByReadyReason(): Map<string, number> {
     const counts = new Map<string, number>();
     for (const ug of this.userGroups.list()) {

@@ -2,12 +2,12 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { parseRunConfig } from '../cli/config.js';
 import { renderStatusTable } from '../cli/kubectl/status-table.js';
 import { loadKubeConfig, startOperator, type Io, type RunningOperator } from '../cli/run.js';
 import { createLogger } from '../observability/log.js';
+import { flagsOnlyProblem, lastValue, scanArgv } from '../platform/argv.js';
 import { repoRoot } from './controlplane/binaries.js';
 import { ControlPlane } from './controlplane/controlplane.js';
 import { startSimulator, type Simulator } from './sim/server.js';
@@ -24,22 +24,18 @@ controller, and shows the UserGroups live. Ctrl-C stops it all.
 
 /** `usergroup-operator dev`: the main job on an embedded default, for people. */
 export async function devCommand(argv: readonly string[], io: Io): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: { dir: { type: 'string' }, examples: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-    }));
-  } catch (err) {
-    io.err(`usergroup-operator dev: ${err instanceof Error ? err.message : String(err)}\n\n${devUsage}`);
-    return 2;
-  }
-  if (values.help) {
+  const scanned = scanArgv(argv, { dir: { arity: 'value' }, examples: { arity: 'value' }, help: { arity: 'switch', short: 'h' } });
+  if (lastValue(scanned, 'help') === 'true') {
     io.out(devUsage);
     return 0;
   }
-  const dir = path.resolve(values.dir ?? '.controlplane');
-  const examples = path.resolve(values.examples ?? path.join(repoRoot, 'deploy/examples'));
+  const refused = flagsOnlyProblem(scanned, 'dev');
+  if (refused) {
+    io.err(`usergroup-operator dev: ${refused}\n\n${devUsage}`);
+    return 2;
+  }
+  const dir = path.resolve(lastValue(scanned, 'dir') ?? '.controlplane');
+  const examples = path.resolve(lastValue(scanned, 'examples') ?? path.join(repoRoot, 'deploy/examples'));
   fs.mkdirSync(dir, { recursive: true });
   const say = (line: string): void => io.out(`${line}\n`);
 
@@ -148,7 +144,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
  * it names exists (with its namespace). Namespaces go first, so what lives in them applies in one go. The first
  * ClusterUserGroupService becomes the controller's default.
  */
-export function localExamples(dir: string, simUrl: string, apiKey: string): { yaml: string; defaultService: string | undefined } {
+function localExamples(dir: string, simUrl: string, apiKey: string): { yaml: string; defaultService: string | undefined } {
   interface Doc {
     kind?: unknown;
     metadata?: { name?: unknown };

@@ -21,7 +21,7 @@ export interface ItemBackoffOptions {
   random?: RandomSource;
 }
 
-export const DEFAULT_BACKOFF_BASE_MS = 5;
+const DEFAULT_BACKOFF_BASE_MS = 5;
 /**
  * One minute, not client-go's 1000 s: once the service is back, every group converges within a minute.
  * Retrying more often costs the service nothing extra, as each account's token bucket bounds the calls.

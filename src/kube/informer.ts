@@ -48,6 +48,20 @@ export interface InformerOptions<T> {
 }
 
 /**
+ * How an informer's lists and watches went: lists made, watches opened, watches ended by 410 Gone, by silence or by
+ * failure, list pages abandoned for their size, and the largest page read whole (bytes).
+ */
+export interface InformerStats {
+  lists: number;
+  watches: number;
+  gone: number;
+  silent: number;
+  failures: number;
+  oversizedPages: number;
+  largestPageBytes: number;
+}
+
+/**
  * List + watch into a local store, the way client-go's reflector does:
  * resourceVersion bookkeeping with bookmarks; 410 Gone → re-list (diffed against
  * the store so deletions seen only through a re-list are still reported);
@@ -66,13 +80,15 @@ export class Informer<T extends Cached> {
   private failingSince: number | undefined;
   /** Whether the current watch has delivered an event yet. */
   private delivered = false;
-  /**
-   * Counts of how the watch connections ended, for tests and metrics; and of list pages abandoned for their
-   * size, with the largest page read whole (bytes).
-   */
-  readonly stats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0, oversizedPages: 0, largestPageBytes: 0 };
+  /** Read at scrape time by the usergroup_informer_* metrics. */
+  readonly stats: InformerStats = { lists: 0, watches: 0, gone: 0, silent: 0, failures: 0, oversizedPages: 0, largestPageBytes: 0 };
 
   constructor(private readonly options: InformerOptions<T>) {}
+
+  /** The resource it caches, as metrics and logs name it. */
+  get name(): string {
+    return this.options.name;
+  }
 
   on(handler: InformerHandler<T>): void {
     this.handlers.push(handler);

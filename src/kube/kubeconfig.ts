@@ -47,7 +47,7 @@ export interface LoadKubeAccessOptions {
 /** Nothing to load: no kubeconfig file anywhere and not in a cluster. Callers word the advice for their flags. */
 export class KubeconfigNotFoundError extends Error {}
 
-export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /**
  * Kubelet rotates projected ServiceAccount tokens well before they expire; re-reading every

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServiceCallSample } from '../service/client.js';
+import type { InformerStats } from '../kube/informer.js';
 import type { WorkQueueMetrics } from '../kube/workqueue.js';
 
 /** Buckets for reconcile and service latency: 1 ms to 60 s. */
@@ -116,6 +117,50 @@ export class Metrics {
       },
     });
   })();
+  /** Set by the controller: each cached resource's list and watch counts, read at scrape time. */
+  informerStats: () => ReadonlyMap<string, InformerStats> = () => new Map();
+  // Counters kept by the informers themselves (they count without knowing of Prometheus), copied out when scraped.
+  readonly informerLists = this.informerCounter(
+    'usergroup_informer_lists_total',
+    'Full lists made by the informers (start, 410 Gone, repeated watch failures).',
+    (s) => s.lists,
+  );
+  readonly informerWatches = this.informerCounter('usergroup_informer_watches_total', 'Watches opened by the informers.', (s) => s.watches);
+  readonly informerWatchEnds = (() => {
+    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    return new Counter({
+      name: 'usergroup_informer_watch_ends_total',
+      help: 'Watches that ended other than by their server timeout: gone (410, re-listed), silent (no byte for too long), failure.',
+      labelNames: ['resource', 'reason'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [resource, s] of stats()) {
+          this.inc({ resource, reason: 'gone' }, s.gone);
+          this.inc({ resource, reason: 'silent' }, s.silent);
+          this.inc({ resource, reason: 'failure' }, s.failures);
+        }
+      },
+    });
+  })();
+  readonly informerOversizedPages = this.informerCounter(
+    'usergroup_informer_oversized_pages_total',
+    'List pages abandoned for exceeding the byte bound and asked for again with fewer objects.',
+    (s) => s.oversizedPages,
+  );
+  readonly informerLargestPage = (() => {
+    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    return new Gauge({
+      name: 'usergroup_informer_largest_page_bytes',
+      help: 'The largest list page read whole, in bytes.',
+      labelNames: ['resource'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [resource, s] of stats()) this.set({ resource }, s.largestPageBytes);
+      },
+    });
+  })();
   readonly leader = new Gauge({
     name: 'usergroup_leader',
     help: '1 while this process is the leader (or runs without leader election).',
@@ -155,6 +200,20 @@ export class Metrics {
   constructor(version: string) {
     collectDefaultMetrics({ register: this.registry });
     this.buildInfo.set({ version, node_version: process.version }, 1);
+  }
+
+  private informerCounter(name: string, help: string, count: (stats: InformerStats) => number): Counter {
+    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    return new Counter({
+      name,
+      help,
+      labelNames: ['resource'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [resource, s] of stats()) this.inc({ resource }, count(s));
+      },
+    });
   }
 
   queueHooks(name: string): WorkQueueMetrics {

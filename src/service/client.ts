@@ -41,10 +41,10 @@ export interface ServiceClientOptions {
   observe?: (sample: ServiceCallSample) => void;
 }
 
-export const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_TIMEOUT_MS = 10_000;
 /** A reachable service completes a handshake in well under a second; past 3 s the address is not answering. */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
-export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
+const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 const DEFAULT_USER_AGENT = 'usergroup-operator';
 const ABORTED: AbortedCall = Object.freeze({ ok: false, aborted: true });
 

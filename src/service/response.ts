@@ -5,7 +5,7 @@ import type { ResponseHeaders, ServiceFailure, ServiceResult, ServiceUserGroup }
 import { isRecord } from '../platform/json-value.js';
 
 /** The most of a service-supplied message we repeat; the rest only bloats status fields and Events. */
-export const SERVICE_MESSAGE_LIMIT = 500;
+const SERVICE_MESSAGE_LIMIT = 500;
 
 type JsonObject = Record<string, unknown>;
 

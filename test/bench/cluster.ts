@@ -14,7 +14,7 @@ import { forEachBounded } from './stats.js';
 type Json = Record<string, unknown>;
 const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export const FIELD_MANAGER = 'usergroup-bench';
+const FIELD_MANAGER = 'usergroup-bench';
 
 /** The bench's world: a private control plane, the simulator in this process, and an admin client. */
 export class BenchCluster {
@@ -207,7 +207,7 @@ export const userGroupSpec = (namespace: string, i: number): Json => ({
 
 export const OWNED_SECRETS = `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`;
 
-export function totalCalls(stats: SimStats): number {
+function totalCalls(stats: SimStats): number {
   let total = 0;
   for (const op of OPERATIONS) for (const outcome of OUTCOMES) total += stats.operations[op][outcome];
   return total;

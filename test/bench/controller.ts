@@ -7,7 +7,7 @@ import { httpGet } from '../support/http-get.js';
 import { ProcWatcher, type ProcSample } from './proc.js';
 import { pollUntil } from './stats.js';
 
-export const MAIN = path.join(repoRoot, 'dist/cli/main.js');
+const MAIN = path.join(repoRoot, 'dist/cli/main.js');
 
 export interface BenchControllerOptions {
   readonly kubeconfigPath: string;

@@ -1,7 +1,7 @@
 import { LIMIT_MODES, type LimitMode } from './report.js';
 
 /** The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller). */
-export const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'memory', 'scaling'] as const;
+const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'memory', 'scaling'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {

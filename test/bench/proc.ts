@@ -42,7 +42,7 @@ export function parseStatTicks(stat: string): number {
 }
 
 /** Reads a live process; undefined once it has exited. */
-export function sampleProcess(pid: number): ProcSample | undefined {
+function sampleProcess(pid: number): ProcSample | undefined {
   try {
     const memory = parseStatusMemory(readFileSync(`/proc/${pid}/status`, 'utf8'));
     const ticks = parseStatTicks(readFileSync(`/proc/${pid}/stat`, 'utf8'));

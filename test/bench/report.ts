@@ -147,7 +147,7 @@ export interface TargetVerdict {
   readonly status: TargetStatus;
 }
 
-export const TARGET_N = 10_000;
+const TARGET_N = 10_000;
 const MiB = 1024 * 1024;
 
 const s = (ms: number | undefined): string => (ms === undefined ? '–' : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`);

@@ -8,10 +8,10 @@ export const CHART_DIR = path.join(repoRoot, 'deploy/helm/usergroup-operator');
 export const MANIFESTS_DIR = path.join(repoRoot, 'deploy/kubernetes/base');
 export const CRDS_DIR = path.join(repoRoot, 'crds');
 /** Where the plain manifests install the controller, and the names the README's kustomize examples use. */
-export const MANIFEST_NAMESPACE = 'usergroup-operator';
-export const MANIFEST_API_KEY_SECRET = 'usergroup-operator-api-key';
+const MANIFEST_NAMESPACE = 'usergroup-operator';
+const MANIFEST_API_KEY_SECRET = 'usergroup-operator-api-key';
 /** RFC 2606's reserved TLD: a URL nobody can mistake for a real one, and that can never resolve. */
-export const MANIFEST_PLACEHOLDER_URL = 'https://analytics.invalid';
+const MANIFEST_PLACEHOLDER_URL = 'https://analytics.invalid';
 
 const GENERATED = '# Generated from deploy/helm/usergroup-operator by `npm run manifests`; edit the chart, not this file.\n';
 

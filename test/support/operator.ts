@@ -93,7 +93,7 @@ export interface TenantRuleObject {
 }
 
 /** The API-key Secret every TestEnv keeps in its namespace. */
-export const API_KEY_SECRET = 'usergroup-api-key';
+const API_KEY_SECRET = 'usergroup-api-key';
 
 /**
  * One isolated world per test file: its own namespace, its own simulator with its

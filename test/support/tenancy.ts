@@ -79,7 +79,7 @@ export interface TenancyWorld {
  * 2. every tenant: ids "shared.*" (contested on purpose: whoever claims first holds it), adoption Rotate;
  * 3. every tenant: ids "legacy-<namespace>.*", adoption Refuse.
  */
-export function tenancyRules(tenantLabel: string, tenants: readonly string[]): TenantRuleObject[] {
+function tenancyRules(tenantLabel: string, tenants: readonly string[]): TenantRuleObject[] {
   return [
     { namespaceSelector: { matchLabels: { [tenantLabel]: 'true' } }, userGroupIds: { prefix: '{namespace}.' }, adoption: 'Rotate' },
     { namespaces: [...tenants], userGroupIds: { prefix: 'shared.' }, adoption: 'Rotate' },

@@ -1,3 +1,4 @@
+import { scanArgv, type FlagSpec, type ScanError } from '../../platform/argv.js';
 import { parseGoDuration } from '../go-duration.js';
 
 /** Where to find the cluster, as kubectl's global flags say it. Unset = the kubeconfig's choice. */
@@ -33,20 +34,16 @@ export const DEFAULT_TIMEOUT_MS = 60_000;
 
 type FlagName = 'namespace' | 'kubeconfig' | 'context' | 'timeout' | 'output' | 'all-namespaces' | 'no-wait' | 'help';
 
-/** Long and short spellings; value flags take the next argument or "=value" (pflag rules, as kubectl). */
-const FLAGS: Readonly<Record<string, { readonly name: FlagName; readonly takesValue: boolean }>> = {
-  '--namespace': { name: 'namespace', takesValue: true },
-  '-n': { name: 'namespace', takesValue: true },
-  '--kubeconfig': { name: 'kubeconfig', takesValue: true },
-  '--context': { name: 'context', takesValue: true },
-  '--timeout': { name: 'timeout', takesValue: true },
-  '--output': { name: 'output', takesValue: true },
-  '-o': { name: 'output', takesValue: true },
-  '--all-namespaces': { name: 'all-namespaces', takesValue: false },
-  '-A': { name: 'all-namespaces', takesValue: false },
-  '--no-wait': { name: 'no-wait', takesValue: false },
-  '--help': { name: 'help', takesValue: false },
-  '-h': { name: 'help', takesValue: false },
+/** kubectl's spellings and shorthands (pflag rules, see platform/argv.ts). */
+const FLAGS: Readonly<Record<FlagName, FlagSpec>> = {
+  namespace: { arity: 'value', short: 'n' },
+  kubeconfig: { arity: 'value' },
+  context: { arity: 'value' },
+  timeout: { arity: 'value' },
+  output: { arity: 'value', short: 'o' },
+  'all-namespaces': { arity: 'switch', short: 'A' },
+  'no-wait': { arity: 'switch' },
+  help: { arity: 'switch', short: 'h' },
 };
 
 /** Which flags each command accepts; anything else is refused rather than silently ignored. */
@@ -55,19 +52,22 @@ const ACCEPTS: Readonly<Record<'rotate' | 'status', ReadonlySet<FlagName>>> = {
   status: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'output', 'all-namespaces', 'help']),
 };
 
-interface Scanned {
-  readonly positionals: string[];
-  readonly values: Map<FlagName, string>;
-}
-
 /**
  * The arguments kubectl passes after "usergroup" (flags may come before or after
  * the command and the name, as with kubectl's own commands).
  */
 export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
-  const scanned = scan(argv);
-  if (!scanned.ok) return { ok: false, error: scanned.error, showUsage: false };
-  const { positionals, values } = scanned.value;
+  const scanned = scanArgv(argv, FLAGS);
+  const [problem] = scanned.errors;
+  if (problem) return { ok: false, error: scanError(problem), showUsage: false };
+  const positionals = scanned.positionals.map((p) => p.value);
+  // A switch set to false is as if not given.
+  const values = new Map<FlagName, string>();
+  for (const f of scanned.flags) {
+    const name = f.name as FlagName;
+    if (FLAGS[name].arity === 'switch' && f.value === 'false') values.delete(name);
+    else values.set(name, f.value);
+  }
   const [command, ...names] = positionals;
   if (values.has('help') || command === 'help') return { ok: true, command: { kind: 'help' } };
   if (command === undefined) return { ok: false, error: 'no command given', showUsage: true };
@@ -113,49 +113,13 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
   return { ok: true, command: { kind: 'status', name, cluster, allNamespaces, wide: output === 'wide' } };
 }
 
-function scan(argv: readonly string[]): { ok: true; value: Scanned } | { ok: false; error: string } {
-  const positionals: string[] = [];
-  const values = new Map<FlagName, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? '';
-    if (arg === '--') {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    if (!arg.startsWith('-') || arg === '-') {
-      positionals.push(arg);
-      continue;
-    }
-    const split = splitFlag(arg);
-    const spec = FLAGS[split.flag];
-    if (!spec) return { ok: false, error: `unknown flag: ${split.flag}` };
-    if (!spec.takesValue) {
-      // pflag accepts --all-namespaces=true|false for booleans.
-      if (split.value === undefined || split.value === 'true') values.set(spec.name, 'true');
-      else if (split.value === 'false') values.delete(spec.name);
-      else return { ok: false, error: `invalid value "${split.value}" for ${split.flag}: want true or false` };
-      continue;
-    }
-    let value = split.value;
-    if (value === undefined) {
-      const next = argv[i + 1];
-      if (next === undefined) return { ok: false, error: `flag needs an argument: ${split.flag}` };
-      value = next;
-      i++;
-    }
-    values.set(spec.name, value);
+function scanError(e: ScanError): string {
+  switch (e.kind) {
+    case 'unknown-flag':
+      return `unknown flag: ${e.spelling}`;
+    case 'missing-value':
+      return `flag needs an argument: ${e.spelling}`;
+    case 'not-a-boolean':
+      return `invalid value "${e.value}" for ${e.spelling}: want true or false`;
   }
-  return { ok: true, value: { positionals, values } };
-}
-
-/** "--flag=value", "-n=value" and pflag's attached shorthand "-nvalue". */
-function splitFlag(arg: string): { flag: string; value: string | undefined } {
-  if (arg.startsWith('--')) {
-    const eq = arg.indexOf('=');
-    return eq < 0 ? { flag: arg, value: undefined } : { flag: arg.slice(0, eq), value: arg.slice(eq + 1) };
-  }
-  if (arg.length <= 2) return { flag: arg, value: undefined };
-  const flag = arg.slice(0, 2);
-  const rest = arg.slice(2);
-  return { flag, value: rest.startsWith('=') ? rest.slice(1) : rest };
 }

@@ -6,13 +6,13 @@ import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
  * a rotation blocked by one of them still happens once the service recovers, so
  * `rotate` keeps waiting. Every other failure needs a person, so waiting is pointless.
  */
-export const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['ServiceUnavailable', 'RateLimited']);
+const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['ServiceUnavailable', 'RateLimited']);
 
 /**
  * Ready=False reasons for which the operator makes no call for the group at all (the tenant rules, a claim held
  * elsewhere, a refused adoption, a duplicate): until a person changes that, a rotation request would only wait.
  */
-export const REFUSED_REASONS: ReadonlySet<string> = new Set([
+const REFUSED_REASONS: ReadonlySet<string> = new Set([
   'NamespaceNotAllowed',
   'UserGroupIdNotAllowed',
   'UserGroupIdClaimed',

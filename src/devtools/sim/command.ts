@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
+import { allValues, flagsOnlyProblem, lastValue, scanArgv, type FlagSpec, type Scanned } from '../../platform/argv.js';
 import { parseFaults, type Faults } from './faults.js';
 import { seededRandom } from './random.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from './server.js';
 import { ApiKeys } from './teams.js';
 
-export const simUsage = `usage: usergroup-operator sim [flags]
+const simUsage = `usage: usergroup-operator sim [flags]
 
 Runs the user-group service simulator: PUT /api/user (create or update), POST /api/user
 (rotate), plus admin endpoints under /_sim/ (stats, faults, groups; an API key is required).
@@ -55,18 +55,19 @@ const FAULT_FLAGS = {
   'hang-rate': { knob: 'hangRate', kind: 'rate' },
 } as const satisfies Record<string, { knob: keyof Faults; kind: 'rate' | 'whole' }>;
 
-const OPTIONS = {
-  port: { type: 'string' },
-  host: { type: 'string' },
-  'api-key': { type: 'string', multiple: true },
-  'testing-api-key': { type: 'string', multiple: true },
-  'api-key-file': { type: 'string', multiple: true },
-  'state-file': { type: 'string' },
-  'max-body-bytes': { type: 'string' },
-  seed: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-  ...Object.fromEntries(Object.keys(FAULT_FLAGS).map((flag) => [flag, { type: 'string' }])),
-} as const;
+const value: FlagSpec = { arity: 'value' };
+const FLAGS: Readonly<Record<string, FlagSpec>> = {
+  port: value,
+  host: value,
+  'api-key': value,
+  'testing-api-key': value,
+  'api-key-file': value,
+  'state-file': value,
+  'max-body-bytes': value,
+  seed: value,
+  help: { arity: 'switch', short: 'h' },
+  ...Object.fromEntries(Object.keys(FAULT_FLAGS).map((flag) => [flag, value])),
+};
 
 class UsageError extends Error {}
 
@@ -107,16 +108,6 @@ function fraction(flag: string, text: string): number {
   return value;
 }
 
-function stringFlag(values: Record<string, unknown>, flag: string): string | undefined {
-  const value = values[flag];
-  return typeof value === 'string' ? value : undefined;
-}
-
-function listFlag(values: Record<string, unknown>, flag: string): string[] {
-  const value = values[flag];
-  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
-}
-
 async function keysFromFile(path: string): Promise<string[]> {
   let text: string;
   try {
@@ -131,26 +122,21 @@ async function keysFromFile(path: string): Promise<string[]> {
     .filter((line) => line !== '' && !line.startsWith('#'));
 }
 
-function parseFlags(argv: readonly string[]): Record<string, unknown> | 'help' {
-  let values: Record<string, unknown>;
-  try {
-    ({ values } = parseArgs({ args: [...argv], options: OPTIONS, strict: true, allowPositionals: false }));
-  } catch (error) {
-    const code = error instanceof Error && 'code' in error ? error.code : undefined;
-    // Node's message quotes the stray argument, which may well be a mistyped key.
-    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument; sim takes only flags');
-    throw new UsageError(error instanceof Error ? error.message : String(error));
-  }
-  return values.help === true ? 'help' : values;
+function parseFlags(argv: readonly string[]): Scanned | 'help' {
+  const scanned = scanArgv(argv, FLAGS);
+  if (lastValue(scanned, 'help') === 'true') return 'help';
+  const problem = flagsOnlyProblem(scanned, 'sim');
+  if (problem) throw new UsageError(problem);
+  return scanned;
 }
 
-async function buildOptions(values: Record<string, unknown>, env: SimCommandDeps['env']): Promise<SimulatorOptions> {
-  const portText = stringFlag(values, 'port') ?? env.USERGROUP_SIM_PORT;
-  const port = portText === undefined ? 0 : wholeNumber(stringFlag(values, 'port') === undefined ? 'port (USERGROUP_SIM_PORT)' : 'port', portText, 65_535);
+async function buildOptions(values: Scanned, env: SimCommandDeps['env']): Promise<SimulatorOptions> {
+  const portText = lastValue(values, 'port') ?? env.USERGROUP_SIM_PORT;
+  const port = portText === undefined ? 0 : wholeNumber(lastValue(values, 'port') === undefined ? 'port (USERGROUP_SIM_PORT)' : 'port', portText, 65_535);
 
-  const apiKeys = listFlag(values, 'api-key');
-  for (const file of listFlag(values, 'api-key-file')) apiKeys.push(...(await keysFromFile(file)));
-  const testingApiKeys = listFlag(values, 'testing-api-key');
+  const apiKeys = allValues(values, 'api-key');
+  for (const file of allValues(values, 'api-key-file')) apiKeys.push(...(await keysFromFile(file)));
+  const testingApiKeys = allValues(values, 'testing-api-key');
   const envKey = env.USERGROUP_SIM_API_KEY;
   if (apiKeys.length === 0 && testingApiKeys.length === 0 && envKey !== undefined && envKey !== '') apiKeys.push(envKey);
   if (apiKeys.length === 0 && testingApiKeys.length === 0) {
@@ -165,17 +151,17 @@ async function buildOptions(values: Record<string, unknown>, env: SimCommandDeps
 
   const faults: Partial<Record<keyof Faults, number>> = {};
   for (const [flag, { knob, kind }] of Object.entries(FAULT_FLAGS)) {
-    const text = stringFlag(values, flag);
+    const text = lastValue(values, flag);
     if (text === undefined) continue;
     faults[knob] = kind === 'rate' ? fraction(flag, text) : wholeNumber(flag, text, knob === 'retryAfterSeconds' ? 86_400 : 600_000);
   }
   const checked = parseFaults(faults);
   if (!checked.ok) throw new UsageError(checked.message);
 
-  const seedText = stringFlag(values, 'seed');
-  const host = stringFlag(values, 'host');
-  const stateFile = stringFlag(values, 'state-file');
-  const maxBody = stringFlag(values, 'max-body-bytes');
+  const seedText = lastValue(values, 'seed');
+  const host = lastValue(values, 'host');
+  const stateFile = lastValue(values, 'state-file');
+  const maxBody = lastValue(values, 'max-body-bytes');
   return {
     port,
     apiKeys,

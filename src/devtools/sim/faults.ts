@@ -100,7 +100,7 @@ const KNOBS: Readonly<Record<keyof Faults, Knob>> = {
   hugeBodyRate: { kind: 'rate' },
   slowDripRate: { kind: 'rate' },
 };
-export const FAULT_KNOBS = Object.keys(KNOBS) as readonly (keyof Faults)[];
+const FAULT_KNOBS = Object.keys(KNOBS) as readonly (keyof Faults)[];
 
 function isKnob(name: string): name is keyof Faults {
   return Object.hasOwn(KNOBS, name);

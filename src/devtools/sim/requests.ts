@@ -16,7 +16,7 @@ export interface RotateRequest {
   readonly currentToken: string;
 }
 
-export const MAX_USER_GROUP_ID_LENGTH = 255;
+const MAX_USER_GROUP_ID_LENGTH = 255;
 
 const UPSERT_FIELDS = ['user_group_id', 'name', 'mapping', 'properties'] as const;
 const ROTATE_FIELDS = ['current_token'] as const;

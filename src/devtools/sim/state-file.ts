@@ -97,7 +97,7 @@ export async function loadState(path: string): Promise<GroupRecord[]> {
 }
 
 /** Writes a temp file next to the target and renames it over, so a crash never leaves half a file. */
-export async function writeFileAtomically(path: string, text: string): Promise<void> {
+async function writeFileAtomically(path: string, text: string): Promise<void> {
   const temp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
   const handle = await open(temp, 'wx', 0o600);
   try {

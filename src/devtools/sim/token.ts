@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-export const TOKEN_LENGTH = 64;
+const TOKEN_LENGTH = 64;
 // The largest multiple of the alphabet size that fits a byte: bytes at or above it are
 // dropped so that every character is equally likely.
 const UNBIASED_LIMIT = 256 - (256 % ALPHABET.length);

@@ -31,7 +31,7 @@ export async function spawnBenchController(cluster: BenchCluster, namespace: str
  * Counts, from watches, the UserGroups Ready for their current generation and the token Secrets present, and
  * notes the moment both reach N: no polling, so the measurement adds no list load of its own.
  */
-export class ConvergenceTracker {
+class ConvergenceTracker {
   readonly ready = new Set<string>();
   readonly secrets = new Set<string>();
   doneAt: number | undefined;
@@ -87,7 +87,7 @@ export class ConvergenceTracker {
 }
 
 /** After convergence: every Secret holds the token the service has now for its group (one list, one look-up). */
-export async function verifySecrets(cluster: BenchCluster, namespace: string, n: number): Promise<number> {
+async function verifySecrets(cluster: BenchCluster, namespace: string, n: number): Promise<number> {
   const current = new Map(cluster.sim.groups(cluster.controllerKey).map((g) => [g.userGroupId, g.tokenSha256]));
   let verified = 0;
   const secrets = new Map((await cluster.listAll(paths.secrets(namespace), OWNED_SECRETS)).map((s) => [meta(s).name, s]));

@@ -93,7 +93,7 @@ const apiVersion = 'usergroup.dev/v1alpha1';
 /** JSON (what kubectl reads as well as YAML), so no YAML 1.1 surprise unless a case asks for one. */
 const json = (manifest: Record<string, unknown>): string => JSON.stringify(manifest);
 
-export const ugManifest = (name: string, spec: unknown, extra: { metadata?: Record<string, unknown>; top?: Record<string, unknown> } = {}): string =>
+const ugManifest = (name: string, spec: unknown, extra: { metadata?: Record<string, unknown>; top?: Record<string, unknown> } = {}): string =>
   json({ apiVersion, kind: 'UserGroup', metadata: { name, ...extra.metadata }, ...(spec === undefined ? {} : { spec }), ...extra.top });
 
 const ugsManifest = (name: string, spec: unknown): string => json({ apiVersion, kind: 'UserGroupService', metadata: { name }, spec });
@@ -159,7 +159,7 @@ const badUpdate = (id: string, what: string, i: number, spec: (g: { name: string
   expected: rejected(error),
 });
 
-export function goodAt(ctx: CaseContext, i: number): { name: string; userGroupId: string } {
+function goodAt(ctx: CaseContext, i: number): { name: string; userGroupId: string } {
   const g = ctx.good[i % ctx.good.length];
   if (!g) throw new Error('no good groups');
   return g;

@@ -9,7 +9,7 @@ import { RETRY_TRANSIENT } from '../../../src/controller/retry-policy.js';
  * An attempt waits at most the transient backoff cap before it starts and then makes its calls; the
  * rare slow call (a slow-drip answer) runs into the call timeout, at most about one per attempt.
  */
-export function attemptsFor(q: number, rotations: number, epsilon = 1e-4): number {
+function attemptsFor(q: number, rotations: number, epsilon = 1e-4): number {
   return Math.ceil(Math.log(epsilon / rotations) / Math.log(1 - q));
 }
 

@@ -42,7 +42,7 @@ export function scenarioSeed(): number {
 
 /** An integer in [min, max]. */
 export const between = (rng: Rng, min: number, max: number): number => min + Math.floor(rng() * (max - min + 1));
-export const pick = <T>(rng: Rng, items: readonly T[]): T | undefined => items[Math.floor(rng() * items.length)];
+const pick = <T>(rng: Rng, items: readonly T[]): T | undefined => items[Math.floor(rng() * items.length)];
 
 const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
 export const PENDING_ANNOTATION = 'usergroup.dev/rotation-pending';

@@ -149,14 +149,14 @@ export async function startCapturingProxy(target: string): Promise<CapturingProx
 }
 
 /** Fragments shorter than this are not searched (random 16-character fragments never occur by chance). */
-export const FRAGMENT = 16;
+const FRAGMENT = 16;
 
 /**
  * The forms in which a secret could leak: the value itself and its base64 (standard and url-safe) at each
  * of the three byte alignments it can have inside a longer base64 text. A leak is any FRAGMENT-character
  * piece of one of these.
  */
-export function leakForms(secret: string): string[] {
+function leakForms(secret: string): string[] {
   const bytes = Buffer.from(secret, 'utf8');
   const forms = [secret];
   for (let k = 0; k < 3; k++) {

@@ -60,7 +60,7 @@ interface SecretItem {
 }
 
 /** One evaluation of the invariant over every UserGroup of the env's namespace. */
-export async function evaluateInvariant(env: TestEnv, ledger: RotationLedger): Promise<Omit<InvariantResult, 'elapsedMs' | 'converged'> & { ok: boolean }> {
+async function evaluateInvariant(env: TestEnv, ledger: RotationLedger): Promise<Omit<InvariantResult, 'elapsedMs' | 'converged'> & { ok: boolean }> {
   const list = (await env.custom.listNamespacedCustomObject({ group, version, namespace: env.namespace, plural })) as { items: UserGroupObject[] };
   const secrets = new Map(((await env.core.listNamespacedSecret({ namespace: env.namespace })).items as SecretItem[]).map((s) => [s.metadata?.name ?? '', s]));
   const atService = new Map(env.sim.groups(env.apiKey).map((g) => [g.userGroupId, g.tokenSha256]));
