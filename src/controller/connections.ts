@@ -97,8 +97,6 @@ export interface ConnectionsOptions {
   readonly log: Logger;
   /** Where namespaced UserGroupServices may point (validated at startup). */
   readonly egress: EgressPolicy;
-  /** How long an API-key Secret read is reused (a 401 drops it sooner). */
-  readonly secretTtlMs?: number;
   readonly breaker?: CircuitBreakerOptions;
 }
 
@@ -122,6 +120,8 @@ interface Endpoint {
 }
 
 const ENDPOINT_IDLE_MS = 15 * 60_000;
+/** How long an API-key Secret read is reused (a 401 drops it sooner). */
+const API_KEY_SECRET_TTL_MS = 30_000;
 const SWEEP_EVERY_MS = 60_000;
 /** Reserved tokens whose key never came back (deleted meanwhile) are forgotten this long after their slot. */
 const PREPAID_GRACE_MS = 60_000;
@@ -382,8 +382,7 @@ export class Connections {
       }
     }
     const wall = Date.now();
-    const ttl = this.options.secretTtlMs ?? 30_000;
-    for (const [key, cached] of this.apiKeys) if (wall - cached.at >= ttl) this.apiKeys.delete(key);
+    for (const [key, cached] of this.apiKeys) if (wall - cached.at >= API_KEY_SECRET_TTL_MS) this.apiKeys.delete(key);
   }
 
   /** Endpoints held now (for tests: per-URL state stays bounded). */
@@ -394,8 +393,7 @@ export class Connections {
   private async readApiKeySecret(namespace: string, name: string): Promise<ObservedSecret | undefined> {
     const key = `${namespace}/${name}`;
     const cached = this.apiKeys.get(key);
-    const ttl = this.options.secretTtlMs ?? 30_000;
-    if (cached && Date.now() - cached.at < ttl) return cached.secret;
+    if (cached && Date.now() - cached.at < API_KEY_SECRET_TTL_MS) return cached.secret;
     const secret = await this.options.readSecret(namespace, name);
     this.apiKeys.set(key, { secret, at: Date.now() });
     return secret;

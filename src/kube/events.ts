@@ -25,8 +25,6 @@ export interface EventRecorderOptions {
   readonly controller: string;
   readonly instance: string;
   readonly log: Logger;
-  /** Repeats within this window are folded into one Event's series. */
-  readonly seriesWindowMs?: number;
   /** A series is patched at most this often, so a retry storm costs the apiserver little. */
   readonly patchIntervalMs?: number;
   readonly onEmit?: (type: EventType, reason: string) => void;
@@ -48,9 +46,11 @@ export interface EventRecorderOptions {
  * once would otherwise mean 10,000 concurrent Event writes next to the real work.
  * A failed or dropped Event is logged, never fails a reconcile.
  */
+/** Repeats within this window are folded into one Event's series (client-go: 10 minutes). */
+const SERIES_WINDOW_MS = 10 * 60_000;
+
 export class EventRecorder {
   private readonly series = new Map<string, Series>();
-  private readonly window: number;
   private readonly patchInterval: number;
   private readonly maxQueued: number;
   private readonly queue: (() => Promise<void>)[] = [];
@@ -61,7 +61,6 @@ export class EventRecorder {
     private readonly client: KubeClient,
     private readonly options: EventRecorderOptions,
   ) {
-    this.window = options.seriesWindowMs ?? 10 * 60_000;
     this.patchInterval = options.patchIntervalMs ?? 30_000;
     this.maxQueued = options.maxQueued ?? 1000;
   }
@@ -73,7 +72,7 @@ export class EventRecorder {
     // A digest, not the note itself: one series per object is kept for the window, 10,000 notes add up.
     const key = createHash('sha1').update(`${regarding.uid}\u0000${type}\u0000${reason}\u0000${note}`).digest('base64');
     const existing = this.series.get(key);
-    if (existing && now - existing.lastSeen < this.window) {
+    if (existing && now - existing.lastSeen < SERIES_WINDOW_MS) {
       existing.count++;
       existing.lastSeen = now;
       if (now - existing.lastWritten >= this.patchInterval) {
@@ -183,7 +182,7 @@ export class EventRecorder {
     // Once a minute: a scan per emit would cost O(series) each time at 10,000 UserGroups.
     if (now - this.lastPrune < 60_000) return;
     this.lastPrune = now;
-    for (const [key, s] of this.series) if (now - s.lastSeen >= this.window) this.series.delete(key);
+    for (const [key, s] of this.series) if (now - s.lastSeen >= SERIES_WINDOW_MS) this.series.delete(key);
   }
 }
 

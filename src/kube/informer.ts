@@ -37,14 +37,9 @@ export interface InformerOptions<T> {
    * one huge string and one huge parse.
    */
   readonly maxPageBytes?: number;
-  /** The most bytes one watch event may take (default DEFAULT_MAX_WATCH_LINE_BYTES). */
-  readonly maxWatchLineBytes?: number;
-  /** Server-side watch timeout; randomised per watch so many watches do not reconnect in step. */
-  readonly watchTimeoutSeconds?: () => number;
   /** A watch that delivers no byte (not even a bookmark) for this long is treated as dead. */
   readonly inactivityMs?: number;
   readonly retryInitialMs?: number;
-  readonly retryMaxMs?: number;
 }
 
 /**
@@ -138,10 +133,9 @@ export class Informer<T extends Cached> {
   private async run(): Promise<void> {
     const { log } = this.options;
     let delay = this.options.retryInitialMs ?? 500;
-    const maxDelay = this.options.retryMaxMs ?? 30_000;
     const backoff = async (): Promise<void> => {
       await sleep(delay * (0.5 + Math.random() / 2), this.abort.signal);
-      delay = Math.min(maxDelay, delay * 2);
+      delay = Math.min(RETRY_MAX_MS, delay * 2);
     };
     while (!this.abort.signal.aborted) {
       try {
@@ -250,14 +244,15 @@ export class Informer<T extends Cached> {
 
   private watch(): Promise<WatchEnd> {
     this.stats.watches++;
-    const timeoutSeconds = this.options.watchTimeoutSeconds?.() ?? 300 + Math.floor(Math.random() * 300);
+    // Randomised per watch, so that many watches do not reconnect in step.
+    const timeoutSeconds = 300 + Math.floor(Math.random() * 300);
     return watchOnce(this.options.client, this.options.path, {
       resourceVersion: this.resourceVersion,
       ...(this.options.labelSelector ? { labelSelector: this.options.labelSelector } : {}),
       ...(this.options.metadataOnly ? { accept: METADATA_OBJECT } : {}),
       timeoutSeconds,
       inactivityMs: this.options.inactivityMs ?? (timeoutSeconds + 60) * 1000,
-      maxLineBytes: this.options.maxWatchLineBytes ?? DEFAULT_MAX_WATCH_LINE_BYTES,
+      maxLineBytes: DEFAULT_MAX_WATCH_LINE_BYTES,
       signal: this.abort.signal,
       onEvent: (event) => {
         this.delivered = true;
@@ -317,6 +312,8 @@ export class Informer<T extends Cached> {
  * times over, and even a page cut to one object fits the largest etcd stores (1.5 MiB), with room.
  */
 export const DEFAULT_MAX_PAGE_BYTES = 8 << 20;
+/** The longest wait between failed lists or watches. */
+const RETRY_MAX_MS = 30_000;
 
 /** How the last list page went: abandoned over the byte bound, or read whole with its size. */
 export type PageOutcome = { readonly tooLarge: true } | { readonly tooLarge: false; readonly bytes: number; readonly maxBytes: number };

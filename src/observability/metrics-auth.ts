@@ -37,8 +37,6 @@ export interface MetricsAuthOptions {
   readonly reviewsPerSecond?: number;
   /** Review calls allowed in a burst (a few scrapers' first scrapes, at 2 calls each, fit). Default 20. */
   readonly reviewBurst?: number;
-  /** Timeout of one review call. Default 5 s. */
-  readonly reviewTimeoutMs?: number;
   /** Milliseconds, monotonic; tests pass a fake clock. */
   readonly now?: () => number;
   readonly observeRequest?: (result: MetricsAuthResult, source: MetricsAuthSource) => void;
@@ -92,6 +90,8 @@ export function bearerToken(header: string | undefined): string | undefined {
 
 /** Longer "tokens" are refused without a review: no real one comes close, and we never send the apiserver junk of any size. */
 const MAX_TOKEN_LENGTH = 8192;
+/** Timeout of one TokenReview or SubjectAccessReview call. */
+const REVIEW_TIMEOUT_MS = 5_000;
 
 interface Decision {
   readonly result: 'allowed' | 'denied' | 'unauthenticated';
@@ -126,7 +126,6 @@ export class MetricsAuthorizer {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #maxConcurrent: number;
-  readonly #timeoutMs: number;
   readonly #now: () => number;
   readonly #bucket: TokenBucket;
   readonly #options: MetricsAuthOptions;
@@ -147,7 +146,6 @@ export class MetricsAuthorizer {
     this.#ttlMs = options.ttlMs ?? 10_000;
     this.#maxEntries = options.maxEntries ?? 1024;
     this.#maxConcurrent = options.maxConcurrent ?? 4;
-    this.#timeoutMs = options.reviewTimeoutMs ?? 5_000;
     this.#now = options.now ?? (() => performance.now());
     this.#bucket = new TokenBucket(options.reviewsPerSecond ?? 2, options.reviewBurst ?? 20, this.#now);
   }
@@ -259,7 +257,7 @@ export class MetricsAuthorizer {
   async #call<T>(kind: ReviewKind, path: string, body: unknown, parse: (body: unknown) => T | undefined): Promise<T | undefined> {
     let res: ApiResult;
     try {
-      res = await call(this.#client, 'POST', path, { body, timeoutMs: this.#timeoutMs });
+      res = await call(this.#client, 'POST', path, { body, timeoutMs: REVIEW_TIMEOUT_MS });
     } catch (err) {
       this.#warn(kind, err instanceof Error ? err.message : String(err));
       return undefined;
