@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the Go helper modules for a new pin:
 #   devtools/controlplane/pin.sh <kubernetes-version> <etcd-version> <helm-version>
-# e.g. pin.sh v1.36.3 v3.6.16 v4.3.1. Commit the resulting go.mod/go.sum files.
+# e.g. pin.sh v1.37.2 v3.7.3 v4.3.1. Commit the resulting go.mod/go.sum files.
 #
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 # ./staging/... paths, which Go ignores when kubernetes is a dependency. We read
@@ -9,8 +9,8 @@
 # published v0.X.Y release instead (staging v0.X.Y ships with kubernetes v1.X.Y).
 set -euo pipefail
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
-k8s=${1:?kubernetes version, e.g. v1.36.3}
-etcd=${2:?etcd version, e.g. v3.6.16}
+k8s=${1:?kubernetes version, e.g. v1.37.2}
+etcd=${2:?etcd version, e.g. v3.7.3}
 helm=${3:?helm version, e.g. v4.3.1}
 here=$(cd "$(dirname "$0")" && pwd)
 staging_version="v0.${k8s#v1.}"

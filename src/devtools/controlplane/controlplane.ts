@@ -91,6 +91,9 @@ export class ControlPlane {
           `--secure-port=${apiPort}`,
           '--bind-address=127.0.0.1',
           '--advertise-address=127.0.0.1',
+          // Since 1.37 the endpoint reconciler refuses a loopback advertise address; nothing here reaches the
+          // apiserver through the default/kubernetes Service, so its endpoints are not maintained (as envtest).
+          '--endpoint-reconciler-type=none',
           '--service-cluster-ip-range=10.0.0.0/24',
           '--allow-privileged=true',
           '--authorization-mode=RBAC',
