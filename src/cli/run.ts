@@ -126,6 +126,8 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
         void controller.stopWorkers(0);
       },
     });
+    const leaseHolder = elector;
+    controller.holdsLease = () => leaseHolder.holdsLease();
     log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
     elector.start();
   } else {

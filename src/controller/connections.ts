@@ -98,6 +98,8 @@ export interface ConnectionsOptions {
   /** Where namespaced UserGroupServices may point (validated at startup). */
   readonly egress: EgressPolicy;
   readonly breaker?: CircuitBreakerOptions;
+  /** Runs before every call goes out; throws when the work must stop (a lease lost by the clock). */
+  readonly beforeCall?: () => void;
 }
 
 /** The Secret type that lets a Secret serve as a UserGroupService's API key (see README: Connections). */
@@ -293,6 +295,7 @@ export class Connections {
     context: CallContext,
     send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>,
   ): Promise<CallResult> {
+    this.options.beforeCall?.();
     const { signal } = context;
     signal?.throwIfAborted();
     const now = performance.now();

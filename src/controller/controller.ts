@@ -92,6 +92,10 @@ export class Controller {
   private readonly claimsByHolder = new KeyMultimap();
   private queue: WorkQueue | undefined;
   private workers: Promise<void>[] = [];
+  /** A stop in progress; a start waits for it. */
+  private stopping: Promise<void> | undefined;
+  /** What the last start or stop asked for, applied once a stop in progress is done. */
+  private wantWorkers = false;
   private workAbort: AbortController | undefined;
   private readonly recorder: EventRecorder;
   private readonly reconciler: Reconciler;
@@ -170,6 +174,7 @@ export class Controller {
       burst: options.serviceBurst,
       log,
       egress: egressPolicy(options.egress),
+      beforeCall: () => this.fence(),
     });
     this.reconciler = new Reconciler(
       {
@@ -177,9 +182,18 @@ export class Controller {
         userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
         claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
         readClaim: (name) => claimWriter.get(name),
-        createClaim: async (spec) => this.keepClaim(await claimWriter.create(spec)),
-        replaceClaim: async (current, spec) => this.keepClaim(await claimWriter.replace(current, spec)),
-        releaseClaim: (claim) => claimWriter.delete(claim),
+        createClaim: async (spec) => {
+          this.fence();
+          return this.keepClaim(await claimWriter.create(spec));
+        },
+        replaceClaim: async (current, spec) => {
+          this.fence();
+          return this.keepClaim(await claimWriter.replace(current, spec));
+        },
+        releaseClaim: (claim) => {
+          this.fence();
+          return claimWriter.delete(claim);
+        },
         cachedSecret: (key) => this.secrets.get(key),
         secretVerified: (key, rv) => this.verifiedSecrets.get(key)?.rv === rv,
         heldToken: (key, rv) => {
@@ -190,6 +204,7 @@ export class Controller {
         otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
         readSecret: (ns, name) => secretWriter.get(ns, name),
         writeSecret: async (desired, rv) => {
+          this.fence();
           const written = await secretWriter.write(desired, rv);
           // The cache holds what the watch would deliver: metadata only, trimmed.
           const cached = written.ok ? parseTokenSecretMeta(toPartial(written.secret)) : undefined;
@@ -197,8 +212,12 @@ export class Controller {
           return written;
         },
         ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
-        deleteSecret: (secret) => secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid),
+        deleteSecret: (secret) => {
+          this.fence();
+          return secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
+        },
         patchStatus: async (ug, status, clear) => {
+          this.fence();
           const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
           if (updated) this.userGroups.upsertLocal(updated);
         },
@@ -245,45 +264,71 @@ export class Controller {
     return result;
   }
 
-  /** Begins reconciling: every known UserGroup is queued once (level-triggered start). */
+  /**
+   * Begins reconciling: every known UserGroup is queued once (level-triggered start). While a stop is still
+   * draining, the start waits for it, so two generations of workers never run side by side.
+   */
   startWorkers(): void {
-    if (this.queue) return;
+    this.wantWorkers = true;
+    if (this.queue || this.stopping) return;
     const queue = new WorkQueue({ rateLimiter: new RetryPolicy(), ...(this.hooks.queue ? { metrics: this.hooks.queue } : {}) });
+    const abort = new AbortController();
     this.queue = queue;
-    this.workAbort = new AbortController();
+    this.workAbort = abort;
     // What is there when work starts (a restart, a takeover) is taken as the operator's own writing: reading
     // 10,000 Secrets first would cost more than it protects. From now on, a resourceVersion this process did
     // not write or check is someone else's change, and its data is read before it is believed.
     this.verifiedSecrets.clear();
     for (const secret of this.secrets.list()) this.verifiedSecrets.set(objectKey(secret.metadata), { rv: secret.metadata.resourceVersion, token: undefined });
     for (const ug of this.userGroups.list()) queue.add(objectKey(ug.metadata));
-    this.workers = Array.from({ length: this.options.concurrency }, () => this.work(queue));
+    this.workers = Array.from({ length: this.options.concurrency }, () => this.work(queue, abort.signal));
     this.log.info({ concurrency: this.options.concurrency }, 'workers started');
   }
 
   /**
    * Stops taking work. With a grace period, in-flight reconciles may finish (graceful
    * shutdown); with 0 they are abandoned at once (a leader that lost its lease must
-   * stop acting immediately — their service calls are aborted).
+   * stop acting immediately — their service calls are aborted), also when a graceful stop is under way.
    */
-  async stopWorkers(graceMs: number): Promise<void> {
-    const queue = this.queue;
+  stopWorkers(graceMs: number): Promise<void> {
+    this.wantWorkers = false;
+    if (graceMs === 0) this.workAbort?.abort();
+    this.stopping ??= this.drain(graceMs).finally(() => {
+      this.stopping = undefined;
+      if (this.wantWorkers) this.startWorkers();
+    });
+    return this.stopping;
+  }
+
+  private async drain(graceMs: number): Promise<void> {
+    const { queue, workers, workAbort } = this;
     if (!queue) return;
     this.queue = undefined;
+    queue.shutDown();
     if (graceMs > 0) {
-      queue.shutDown();
       // The grace timer is cancelled once the workers are done, so it never holds the process up.
       const grace = new AbortController();
-      const drained = await Promise.race([Promise.all(this.workers).then(() => true), sleep(graceMs, grace.signal).then(() => false)]);
+      const drained = await Promise.race([Promise.all(workers).then(() => true), sleep(graceMs, grace.signal).then(() => false)]);
       grace.abort();
       if (!drained) this.log.warn({ graceMs }, 'reconciles still running after the grace period; aborting them');
-    } else {
-      queue.shutDown();
     }
-    this.workAbort?.abort();
-    await Promise.allSettled(this.workers);
+    workAbort?.abort();
+    await Promise.allSettled(workers);
     this.workers = [];
     this.log.info('workers stopped');
+  }
+
+  /** Leader election's check of the Lease by the clock (run.ts sets it); without leader election, always held. */
+  holdsLease: () => boolean = () => true;
+
+  /**
+   * Runs before every write and service call. A process frozen past its renew deadline (SIGSTOP, a long pause)
+   * resumes in the event loop's poll phase, where I/O callbacks of work begun before the freeze run before the
+   * deadline timer can: judged by the clock here, the elector steps down (its onStoppedLeading aborts the work
+   * at once) and this effect does not happen.
+   */
+  private fence(): void {
+    if (!this.holdsLease()) throw new DOMException('the Lease was not renewed within the renew deadline', 'AbortError');
   }
 
   async stop(graceMs: number): Promise<void> {
@@ -416,14 +461,14 @@ export class Controller {
     );
   }
 
-  private async work(queue: WorkQueue): Promise<void> {
+  private async work(queue: WorkQueue, signal: AbortSignal): Promise<void> {
     for (;;) {
       const key = await queue.get();
       if (key === undefined) return;
       const started = performance.now();
       let result: ReconcileResult;
       try {
-        result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), this.workAbort?.signal, () => queue.add(key));
+        result = await this.reconciler.reconcile(key, randomBytes(4).toString('hex'), signal, () => queue.add(key));
       } catch (err) {
         this.log.error({ usergroup: key, err: String(err) }, 'reconcile threw');
         result = { kind: 'failed', cause: 'crashed' };

@@ -101,14 +101,27 @@ export class LeaderElector {
     }
   }
 
+  /**
+   * Whether this process may still act as the leader, judged by its own clock now. A process frozen past its
+   * renew deadline (SIGSTOP, a long pause) resumes in the event loop's poll phase: I/O callbacks of work begun
+   * before the freeze run before the deadline timer can. Checked before every effect, this steps down at once.
+   */
+  holdsLease(): boolean {
+    if (this.leading && this.now() - this.lastRenew >= this.options.renewDeadlineMs) this.renewDeadlinePassed();
+    return this.leading;
+  }
+
   private armDeadline(): void {
     if (this.deadline) clearTimeout(this.deadline);
     this.deadline = setTimeout(() => {
-      if (!this.leading) return;
-      this.options.log.error({ lease: this.options.name }, 'lease not renewed within the renew deadline; stopping work');
-      this.setLeading(false);
+      if (this.leading) this.renewDeadlinePassed();
     }, this.options.renewDeadlineMs);
     this.deadline.unref();
+  }
+
+  private renewDeadlinePassed(): void {
+    this.options.log.error({ lease: this.options.name }, 'lease not renewed within the renew deadline; stopping work');
+    this.setLeading(false);
   }
 
   private setLeading(leading: boolean): void {

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestEnv } from '../support/operator.js';
+import { TestEnv, type OperatorHandle } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 
 describe('operator basics', () => {
   let env: TestEnv;
+  let operator: OperatorHandle;
   beforeAll(async () => {
     env = await TestEnv.create('basic');
-    await env.startOperator();
+    operator = await env.startOperator();
   });
   afterAll(async () => ifAssigned(env)?.close());
 
@@ -27,5 +28,21 @@ describe('operator basics', () => {
     expect(secret?.metadata?.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'usergroup-operator', 'usergroup.dev/usergroup': 'acme' });
     expect(ug.status).toMatchObject({ providedId: 'acme-1', tokenSecretName: 'acme', environmentTag: 'Customer' });
     expect(env.calls().upsert.created).toBe(1);
+  });
+  it('a stop and an immediate start (a Lease lost and regained at once): the start waits for the stop, and work goes on', async () => {
+    const controller = operator.operator?.controller;
+    if (!controller) throw new Error('an in-process controller was expected');
+    const started = (): number => operator.logs.filter((l) => l.includes('"msg":"workers started"')).length;
+    const before = started();
+    const stopped = controller.stopWorkers(0);
+    controller.startWorkers();
+    // Two generations of workers never run side by side: the start happens once the stop has drained.
+    expect(controller.queueInFlight()).toBeUndefined();
+    await stopped;
+    expect(controller.queueInFlight()).toBeDefined();
+    expect(started()).toBe(before + 1);
+    await env.createUserGroup('after-restart', { userGroupId: 'acme-restart', name: 'After restart' });
+    await env.waitForReady('after-restart');
+    expect(env.simGroup('acme-restart')?.name).toBe('After restart');
   });
 });

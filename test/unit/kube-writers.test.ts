@@ -244,6 +244,40 @@ describe('LeaderElector', () => {
     );
   });
 
+  it('judged by the clock: past the renew deadline holdsLease steps down at once, before any timer runs, and only once', async () => {
+    let clock = 1_000_000;
+    let stopped = 0;
+    const { log, lines } = logLines();
+    const e = new LeaderElector({
+      client: scripted(() => lease('me', '7')).client,
+      namespace: 'ugo',
+      name: 'ugo-lock',
+      identity: 'me',
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      // The loop sleeps after its first renew: only the clock moves.
+      retryPeriodMs: 3_600_000,
+      log,
+      now: () => clock,
+      onStartedLeading: () => {},
+      onStoppedLeading: () => stopped++,
+    });
+    e.start();
+    await expect.poll(() => e.isLeader).toBe(true);
+    clock += 9_999;
+    expect(e.holdsLease()).toBe(true);
+    expect(stopped).toBe(0);
+    clock += 1;
+    expect(e.holdsLease()).toBe(false);
+    expect(stopped).toBe(1);
+    expect(e.isLeader).toBe(false);
+    expect(e.holdsLease()).toBe(false);
+    expect(stopped).toBe(1);
+    expect(lines.filter((l) => l['msg'] === 'lease not renewed within the renew deadline; stopping work')).toHaveLength(1);
+    await e.stop();
+    expect(stopped).toBe(1);
+  });
+
   it('a release the apiserver refuses is logged with its message (it was silent)', async () => {
     const { log, lines } = logLines();
     const holder = (options: RequestOptions): unknown => (options.body as { spec?: { holderIdentity?: unknown } } | undefined)?.spec?.holderIdentity;
