@@ -76,21 +76,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   metrics.queueInFlight = () => controller.queueInFlight();
   metrics.informerStats = () => controller.informerStats();
 
-  const health = await serve(config.healthAddr, {
-    '/healthz': () => {
-      const failing = controller.watchFailingForMs();
-      return Promise.resolve(
-        failing < WATCH_FAILURE_TOLERANCE_MS
-          ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
-          : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` },
-      );
-    },
-    // A standby with synced caches is ready too: it can take over at once.
-    '/readyz': () =>
-      Promise.resolve(
-        controller.synced ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
-      ),
-  });
+  const health = await serve(config.healthAddr, healthRoutes(controller));
   const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
   // Metrics reveal the managed namespaces and the operator's activity; like controller-runtime, only callers allowed to
   // `get` /metrics by the cluster's RBAC see them. The health port stays open: the kubelet's probes carry no token.
@@ -108,26 +94,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   await controller.start();
   let elector: LeaderElector | undefined;
   if (config.leaderElect) {
-    elector = new LeaderElector({
-      client,
-      namespace: config.leaderElectionNamespace ?? podNamespace(),
-      name: config.leaderElectionId,
-      identity,
-      leaseDurationMs: config.leaseDurationMs,
-      renewDeadlineMs: config.renewDeadlineMs,
-      retryPeriodMs: config.retryPeriodMs,
-      log,
-      onStartedLeading: () => {
-        metrics.leader.set(1);
-        controller.startWorkers();
-      },
-      onStoppedLeading: () => {
-        metrics.leader.set(0);
-        void controller.stopWorkers(0);
-      },
-    });
-    const leaseHolder = elector;
-    controller.holdsLease = () => leaseHolder.holdsLease();
+    elector = leaderElector(config, client, identity, log, controller, metrics);
     log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
     elector.start();
   } else {
@@ -150,6 +117,49 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       client.close();
     },
   };
+}
+
+/** /healthz fails only after the watches have failed for long (a restart may help); a synced standby is ready too. */
+function healthRoutes(controller: Controller): Record<string, Handler> {
+  return {
+    '/healthz': () => {
+      const failing = controller.watchFailingForMs();
+      return Promise.resolve(
+        failing < WATCH_FAILURE_TOLERANCE_MS
+          ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
+          : { status: 500, contentType: 'text/plain', body: `watches failing for ${Math.round(failing / 1000)} s\n` },
+      );
+    },
+    // A standby with synced caches is ready too: it can take over at once.
+    '/readyz': () =>
+      Promise.resolve(
+        controller.synced ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
+      ),
+  };
+}
+
+/** Only the leader's workers run; every effect first asks the elector whether the Lease is still held by the clock. */
+function leaderElector(config: RunConfig, client: KubeClient, identity: string, log: Logger, controller: Controller, metrics: Metrics): LeaderElector {
+  const elector = new LeaderElector({
+    client,
+    namespace: config.leaderElectionNamespace ?? podNamespace(),
+    name: config.leaderElectionId,
+    identity,
+    leaseDurationMs: config.leaseDurationMs,
+    renewDeadlineMs: config.renewDeadlineMs,
+    retryPeriodMs: config.retryPeriodMs,
+    log,
+    onStartedLeading: () => {
+      metrics.leader.set(1);
+      controller.startWorkers();
+    },
+    onStoppedLeading: () => {
+      metrics.leader.set(0);
+      void controller.stopWorkers(0);
+    },
+  });
+  controller.holdsLease = () => elector.holdsLease();
+  return elector;
 }
 
 function podNamespace(): string {

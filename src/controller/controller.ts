@@ -19,7 +19,7 @@ import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
-import { Reconciler, regardingUserGroup } from './reconciler.js';
+import { Reconciler, regardingUserGroup, type ReconcilerPorts } from './reconciler.js';
 import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
@@ -176,60 +176,62 @@ export class Controller {
       egress: egressPolicy(options.egress),
       beforeCall: () => this.fence(),
     });
-    this.reconciler = new Reconciler(
-      {
-        userGroup: (key) => this.userGroups.get(key),
-        userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
-        claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
-        readClaim: (name) => claimWriter.get(name),
-        createClaim: async (spec) => {
-          this.fence();
-          return this.keepClaim(await claimWriter.create(spec));
-        },
-        replaceClaim: async (current, spec) => {
-          this.fence();
-          return this.keepClaim(await claimWriter.replace(current, spec));
-        },
-        releaseClaim: (claim) => {
-          this.fence();
-          return claimWriter.delete(claim);
-        },
-        cachedSecret: (key) => this.secrets.get(key),
-        secretVerified: (key, rv) => this.verifiedSecrets.get(key)?.rv === rv,
-        heldToken: (key, rv) => {
-          const known = this.verifiedSecrets.get(key);
-          return known?.rv === rv ? known.token : undefined;
-        },
-        markSecretVerified: (key, rv, token) => this.verifiedSecrets.set(key, { rv, token }),
-        otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
-        readSecret: (ns, name) => secretWriter.get(ns, name),
-        writeSecret: async (desired, rv) => {
-          this.fence();
-          const written = await secretWriter.write(desired, rv);
-          // The cache holds what the watch would deliver: metadata only, trimmed.
-          const cached = written.ok ? parseTokenSecretMeta(toPartial(written.secret)) : undefined;
-          if (cached) this.secrets.upsertLocal(cached);
-          return written;
-        },
-        ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
-        deleteSecret: (secret) => {
-          this.fence();
-          return secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
-        },
-        patchStatus: async (ug, status, clear) => {
-          this.fence();
-          const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
-          if (updated) this.userGroups.upsertLocal(updated);
-        },
-        resolveConnection: (ns, ref, id) => this.connections.resolve(ns, ref, id),
-        invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
-        event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
-        tokenRotated: () => hooks.tokenRotated?.(),
-        now: () => Date.now(),
-      },
-      { resyncPeriodMs: options.resyncPeriodMs, log },
-    );
+    this.reconciler = new Reconciler(this.reconcilerPorts(secretWriter, claimWriter, statusWriter), { resyncPeriodMs: options.resyncPeriodMs, log });
     this.wireEvents();
+  }
+
+  /** What the reconciler reads and does, over the caches and the writers; every write is fenced by the Lease. */
+  private reconcilerPorts(secretWriter: SecretWriter, claimWriter: ClaimWriter, statusWriter: StatusWriter): ReconcilerPorts {
+    return {
+      userGroup: (key) => this.userGroups.get(key),
+      userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
+      claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
+      readClaim: (name) => claimWriter.get(name),
+      createClaim: async (spec) => {
+        this.fence();
+        return this.keepClaim(await claimWriter.create(spec));
+      },
+      replaceClaim: async (current, spec) => {
+        this.fence();
+        return this.keepClaim(await claimWriter.replace(current, spec));
+      },
+      releaseClaim: (claim) => {
+        this.fence();
+        return claimWriter.delete(claim);
+      },
+      cachedSecret: (key) => this.secrets.get(key),
+      secretVerified: (key, rv) => this.verifiedSecrets.get(key)?.rv === rv,
+      heldToken: (key, rv) => {
+        const known = this.verifiedSecrets.get(key);
+        return known?.rv === rv ? known.token : undefined;
+      },
+      markSecretVerified: (key, rv, token) => this.verifiedSecrets.set(key, { rv, token }),
+      otherSecretExists: (key) => this.otherSecrets.get(key) !== undefined,
+      readSecret: (ns, name) => secretWriter.get(ns, name),
+      writeSecret: async (desired, rv) => {
+        this.fence();
+        const written = await secretWriter.write(desired, rv);
+        // The cache holds what the watch would deliver: metadata only, trimmed.
+        const cached = written.ok ? parseTokenSecretMeta(toPartial(written.secret)) : undefined;
+        if (cached) this.secrets.upsertLocal(cached);
+        return written;
+      },
+      ownedSecrets: (ug) => this.secretsByOwner.get(ug.metadata.uid).flatMap((key) => this.secrets.get(key) ?? []),
+      deleteSecret: (secret) => {
+        this.fence();
+        return secretWriter.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
+      },
+      patchStatus: async (ug, status, clear) => {
+        this.fence();
+        const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
+        if (updated) this.userGroups.upsertLocal(updated);
+      },
+      resolveConnection: (ns, ref, id) => this.connections.resolve(ns, ref, id),
+      invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
+      event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
+      tokenRotated: () => this.hooks.tokenRotated?.(),
+      now: () => Date.now(),
+    };
   }
 
   /** Starts the informers (also on standbys, so a takeover starts warm) and waits for their first list. */
