@@ -30,6 +30,8 @@ export const TOKEN_RECORD_ANNOTATION = 'usergroup.dev/token-record';
 export const ROTATION_HANDLED_ANNOTATION = 'usergroup.dev/rotation-handled';
 /** On the token Secret, written just before the rotation call: a rotation for this value may be in flight. */
 export const ROTATION_PENDING_ANNOTATION = 'usergroup.dev/rotation-pending';
+/** On the token Secret, sealed with it: when the operator obtained the stored token (its age counts from here). */
+export const TOKEN_ISSUED_AT_ANNOTATION = 'usergroup.dev/token-issued-at';
 
 export const DEFAULT_TOKEN_KEY = 'token';
 export const FIELD_MANAGER = 'usergroup-operator';

@@ -3,6 +3,7 @@ import {
   GROUP,
   ROTATION_HANDLED_ANNOTATION,
   ROTATION_PENDING_ANNOTATION,
+  TOKEN_ISSUED_AT_ANNOTATION,
   TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_KIND,
@@ -46,7 +47,13 @@ export function parseSecret(raw: unknown): Parsed<ObservedSecret> {
 }
 
 /** The annotations a token Secret's bookkeeping consists of: all the cache keeps. */
-const BOOKKEEPING = [TOKEN_SHA256_ANNOTATION, TOKEN_RECORD_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION] as const;
+const BOOKKEEPING = [
+  TOKEN_SHA256_ANNOTATION,
+  TOKEN_RECORD_ANNOTATION,
+  ROTATION_HANDLED_ANNOTATION,
+  ROTATION_PENDING_ANNOTATION,
+  TOKEN_ISSUED_AT_ANNOTATION,
+] as const;
 
 /**
  * A token Secret for the cache, from its PartialObjectMetadata: undefined unless a UserGroup controls it

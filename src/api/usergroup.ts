@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
+import { parseGoDuration } from '../platform/go-duration.js';
 import { parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
 import { dropUndefined, isRecord } from '../platform/json-value.js';
 
@@ -11,6 +12,8 @@ export interface UserGroupSpec {
   readonly tokenSecret: TokenSecretSpec;
   readonly serviceRef: ServiceRef | undefined;
   readonly suspend: boolean;
+  /** Scheduled rotation: the token is rotated once it is older than this (spec.rotation.maxTokenAge). */
+  readonly maxTokenAgeMs: number | undefined;
 }
 
 /** A UserGroupService in the UserGroup's namespace (the team's own account), or a shared ClusterUserGroupService. */
@@ -47,7 +50,14 @@ export interface UserGroupStatus {
   readonly tokenSecretName?: string;
   readonly lastSyncTime?: string;
   readonly syncedHash?: string;
-  readonly rotation?: { readonly lastHandledRequest?: string; readonly lastRotationTime?: string };
+  readonly rotation?: {
+    readonly lastHandledRequest?: string;
+    readonly lastRotationTime?: string;
+    /** When the stored token was obtained (created, adopted, rotated). */
+    readonly tokenIssuedTime?: string;
+    /** When the scheduled rotation falls due (spec.rotation.maxTokenAge, less the group's jitter). */
+    readonly nextRotationTime?: string;
+  };
   /** Set when the first sync found the group already at the service and this UserGroup adopted it. */
   readonly adoption?: { readonly adoptedAt: string; readonly tokenRotated: boolean };
 }
@@ -135,7 +145,7 @@ function overLongRotationRequest(metadata: unknown): string | undefined {
 
 function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
-  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend } = raw;
+  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend, rotation } = raw;
   // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
   const idLength = typeof userGroupId === 'string' ? chars(userGroupId) : 0;
   if (typeof userGroupId !== 'string' || idLength < 1 || idLength > 255) {
@@ -170,6 +180,8 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
     ref = { kind, name: serviceRef['name'] };
   }
   if (suspend !== undefined && typeof suspend !== 'boolean') return { ok: false, error: 'spec.suspend must be a boolean' };
+  const maxTokenAge = parseRotation(rotation);
+  if (!maxTokenAge.ok) return maxTokenAge;
   return {
     ok: true,
     value: {
@@ -180,8 +192,24 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
       tokenSecret: secret.value,
       serviceRef: ref,
       suspend: suspend === true,
+      maxTokenAgeMs: maxTokenAge.value,
     },
   };
+}
+
+/** The smallest spec.rotation.maxTokenAge admitted (the CRD says the same); the operator's --min-token-age may raise it. */
+export const MIN_MAX_TOKEN_AGE_MS = 1_000;
+
+function parseRotation(raw: unknown): Parsed<number | undefined> {
+  if (raw === undefined || raw === null) return { ok: true, value: undefined };
+  if (!isRecord(raw)) return { ok: false, error: 'spec.rotation must be an object' };
+  const age = raw['maxTokenAge'];
+  if (age === undefined || age === null) return { ok: true, value: undefined };
+  const ms = typeof age === 'string' ? parseGoDuration(age) : undefined;
+  if (ms === undefined || ms < MIN_MAX_TOKEN_AGE_MS) {
+    return { ok: false, error: 'spec.rotation.maxTokenAge must be a duration of at least 1s, such as 720h or 30m' };
+  }
+  return { ok: true, value: ms };
 }
 
 /** The first limit spec.mapping breaks, worded like the CRD's messages; undefined within limits. */
@@ -284,7 +312,12 @@ function parseStatus(raw: unknown): UserGroupStatus {
   const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
   const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
   const rotation = isRecord(raw['rotation'])
-    ? { lastHandledRequest: str(raw['rotation']['lastHandledRequest']), lastRotationTime: str(raw['rotation']['lastRotationTime']) }
+    ? {
+        lastHandledRequest: str(raw['rotation']['lastHandledRequest']),
+        lastRotationTime: str(raw['rotation']['lastRotationTime']),
+        tokenIssuedTime: str(raw['rotation']['tokenIssuedTime']),
+        nextRotationTime: str(raw['rotation']['nextRotationTime']),
+      }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? raw['conditions'].flatMap((c) => parseCondition(c)) : undefined;
   const adoption =

@@ -1,6 +1,6 @@
 import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
-import { parseGoDuration } from './go-duration.js';
+import { parseGoDuration } from '../platform/go-duration.js';
 import { lastValue, scanArgv, type FlagSpec } from '../platform/argv.js';
 
 /** The controller's configuration, parsed and validated once at start. */
@@ -10,6 +10,8 @@ export interface RunConfig {
   readonly namespaces: readonly string[];
   readonly concurrency: number;
   readonly resyncPeriodMs: number;
+  readonly scheduledRotationsPerMinute: number;
+  readonly minTokenAgeMs: number;
   readonly serviceQps: number;
   readonly serviceBurst: number;
   readonly serviceTimeoutMs: number;
@@ -128,6 +130,20 @@ export const FLAGS = {
     'USERGROUP_RESYNC_PERIOD',
     '10h',
     're-PUT every group this often (+ up to 10% jitter) to repair drift made outside the cluster',
+    duration(1000),
+  ),
+  scheduledRotationsPerMinute: defaulted(
+    'scheduled-rotations-per-minute',
+    'USERGROUP_SCHEDULED_ROTATIONS_PER_MINUTE',
+    '60',
+    'at most this many scheduled rotations (spec.rotation.maxTokenAge) per minute, evenly spaced, across all UserGroups; requested ones are not capped',
+    int(1),
+  ),
+  minTokenAge: defaulted(
+    'min-token-age',
+    'USERGROUP_MIN_TOKEN_AGE',
+    '1h',
+    'floor under spec.rotation.maxTokenAge: a UserGroup asking for more frequent rotations gets this',
     duration(1000),
   ),
   serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
@@ -265,6 +281,8 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     namespaces: read(FLAGS.namespaces),
     concurrency: read(FLAGS.concurrency),
     resyncPeriodMs: read(FLAGS.resyncPeriod),
+    scheduledRotationsPerMinute: read(FLAGS.scheduledRotationsPerMinute),
+    minTokenAgeMs: read(FLAGS.minTokenAge),
     serviceQps: read(FLAGS.serviceQps),
     serviceBurst: read(FLAGS.serviceBurst),
     serviceTimeoutMs: read(FLAGS.serviceTimeout),

@@ -51,6 +51,8 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       namespaces: config.namespaces,
       concurrency: config.concurrency,
       resyncPeriodMs: config.resyncPeriodMs,
+      scheduledRotationsPerMinute: config.scheduledRotationsPerMinute,
+      minTokenAgeMs: config.minTokenAgeMs,
       defaultService: config.defaultService,
       serviceQps: config.serviceQps,
       serviceBurst: config.serviceBurst,

@@ -20,6 +20,7 @@ import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
 import { Reconciler, regardingUserGroup, type ReconcilerPorts } from './reconciler.js';
+import { RotationCap } from './rotation-cap.js';
 import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
@@ -40,6 +41,10 @@ export interface ControllerOptions {
   readonly namespaces: readonly string[];
   readonly concurrency: number;
   readonly resyncPeriodMs: number;
+  /** The global cap on scheduled rotations (--scheduled-rotations-per-minute). */
+  readonly scheduledRotationsPerMinute: number;
+  /** The floor under spec.rotation.maxTokenAge (--min-token-age). */
+  readonly minTokenAgeMs: number;
   /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
   readonly defaultService: string | undefined;
   readonly serviceQps: number;
@@ -176,12 +181,17 @@ export class Controller {
       egress: egressPolicy(options.egress),
       beforeCall: () => this.fence(),
     });
-    this.reconciler = new Reconciler(this.reconcilerPorts(secretWriter, claimWriter, statusWriter), { resyncPeriodMs: options.resyncPeriodMs, log });
+    const cap = new RotationCap(options.scheduledRotationsPerMinute);
+    this.reconciler = new Reconciler(this.reconcilerPorts(secretWriter, claimWriter, statusWriter, cap), {
+      resyncPeriodMs: options.resyncPeriodMs,
+      minTokenAgeMs: options.minTokenAgeMs,
+      log,
+    });
     this.wireEvents();
   }
 
   /** What the reconciler reads and does, over the caches and the writers; every write is fenced by the Lease. */
-  private reconcilerPorts(secretWriter: SecretWriter, claimWriter: ClaimWriter, statusWriter: StatusWriter): ReconcilerPorts {
+  private reconcilerPorts(secretWriter: SecretWriter, claimWriter: ClaimWriter, statusWriter: StatusWriter, cap: RotationCap): ReconcilerPorts {
     return {
       userGroup: (key) => this.userGroups.get(key),
       userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
@@ -230,6 +240,7 @@ export class Controller {
       invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
       event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
       tokenRotated: () => this.hooks.tokenRotated?.(),
+      scheduledRotationSlot: () => cap.take(),
       now: () => Date.now(),
     };
   }

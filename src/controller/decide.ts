@@ -46,22 +46,58 @@ export type RotationDecision =
   | { readonly kind: 'none' }
   /** The Secret already records this request as handled (written with the new token); only status lags. */
   | { readonly kind: 'record'; readonly value: string }
-  /** Rotate: POST with the held token. */
-  | { readonly kind: 'rotate'; readonly value: string }
+  /** Rotate: POST with the held token. `scheduled`: the token is older than spec.rotation.maxTokenAge. */
+  | { readonly kind: 'rotate'; readonly value: string; readonly scheduled: boolean }
   /**
    * A rotation for this value may have reached the service before we crashed: a PUT
    * tells. A token that differs from the held one means it did; otherwise rotate.
    */
-  | { readonly kind: 'recover'; readonly value: string };
+  | { readonly kind: 'recover'; readonly value: string; readonly scheduled: boolean };
 
-export function decideRotation(requested: string | undefined, secret: SecretInspection, statusHandled: string | undefined): RotationDecision {
-  if (requested === undefined) return { kind: 'none' };
+/**
+ * A requested rotation (the annotation's value) first; else the scheduled one, when due or already begun. Both go
+ * through the same record-before-call protocol; only a requested value is remembered as handled.
+ */
+export function decideRotation(
+  requested: string | undefined,
+  secret: SecretInspection,
+  statusHandled: string | undefined,
+  scheduled?: { readonly value: string; readonly due: boolean },
+): RotationDecision {
   const owned = secret.state === 'owned' ? secret : undefined;
   // Either record is enough to call a value handled: rotating twice is the failure we must never cause.
-  if (statusHandled === requested) return { kind: 'none' };
-  if (owned?.handled === requested) return { kind: 'record', value: requested };
-  if (owned?.pending === requested) return { kind: 'recover', value: requested };
-  return { kind: 'rotate', value: requested };
+  if (requested !== undefined && statusHandled !== requested) {
+    if (owned?.handled === requested) return { kind: 'record', value: requested };
+    if (owned?.pending === requested) return { kind: 'recover', value: requested, scheduled: false };
+    return { kind: 'rotate', value: requested, scheduled: false };
+  }
+  if (scheduled && owned?.pending === scheduled.value) return { kind: 'recover', value: scheduled.value, scheduled: true };
+  if (scheduled?.due) return { kind: 'rotate', value: scheduled.value, scheduled: true };
+  return { kind: 'none' };
+}
+
+/** When a token falls due for its scheduled rotation, and the value that names that rotation in the bookkeeping. */
+export interface ScheduledRotation {
+  readonly dueAt: number;
+  readonly value: string;
+}
+
+/**
+ * A token obtained at `issuedAt` falls due once older than maxAge less up to 10 % (fixed per uid), so tokens
+ * obtained together (10,000 groups created at once) spread their rotations out, and none is older than maxAge
+ * when it falls due. The value names the token it replaces, by when that token was obtained: it stays the same
+ * until the token is replaced, so a rotation recorded as pending is recognised after a crash, and a finished
+ * one has moved the issue time on (nothing repeats).
+ */
+export function scheduledRotation(issuedAt: string, maxAgeMs: number, uid: string): ScheduledRotation | undefined {
+  const issued = Date.parse(issuedAt);
+  if (Number.isNaN(issued)) return undefined;
+  return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `scheduled:${issuedAt}` };
+}
+
+/** A number in [0, 1] fixed by the text: spreads per-object schedules the same way on every restart. */
+function uidFraction(text: string): number {
+  return Number.parseInt(sha256Hex(text).slice(0, 8), 16) / 0xffffffff;
 }
 
 /**
@@ -73,6 +109,5 @@ export function nextResyncAt(lastSyncTime: string | undefined, uid: string, peri
   if (!lastSyncTime) return undefined;
   const last = Date.parse(lastSyncTime);
   if (Number.isNaN(last)) return undefined;
-  const fraction = Number.parseInt(sha256Hex(uid).slice(0, 8), 16) / 0xffffffff;
-  return last + periodMs + Math.floor(periodMs * 0.1 * fraction);
+  return last + periodMs + Math.floor(periodMs * 0.1 * uidFraction(uid));
 }

@@ -13,8 +13,18 @@ import { decideClaim } from './claim-decision.js';
 import { nextReadyCondition, Reason } from './conditions.js';
 import type { CallContext, CallResult, Connection, Deferral, Resolution } from './connections.js';
 import type { FailureCause, ReconcileResult } from './retry-policy.js';
-import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor, type RotationDecision, type SyncDecision } from './decide.js';
-import { canonicalJson } from './hash.js';
+import {
+  decideRotation,
+  decideSync,
+  nextResyncAt,
+  scheduledRotation,
+  syncHash,
+  upsertRequestFor,
+  type RotationDecision,
+  type ScheduledRotation,
+  type SyncDecision,
+} from './decide.js';
+import { canonicalJson, sha256Hex } from './hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent, type SecretInspection } from './token-secret.js';
 import { errorText } from '../platform/error-text.js';
 import { dropUndefined } from '../platform/json-value.js';
@@ -53,11 +63,18 @@ export interface ReconcilerPorts {
   readonly invalidateConnection: (connection: Connection) => void;
   readonly event: (ug: UserGroup, type: EventType, reason: string, action: string, note: string) => void;
   readonly tokenRotated: () => void;
+  /**
+   * Takes a slot of the global cap on scheduled rotations: 0 when one was taken (rotate now), else the
+   * milliseconds until one is free (rotate later; nothing was taken).
+   */
+  readonly scheduledRotationSlot: () => number;
   readonly now: () => number;
 }
 
 export interface ReconcilerOptions {
   readonly resyncPeriodMs: number;
+  /** The operator's floor under spec.rotation.maxTokenAge (--min-token-age): a tenant cannot make rotations more frequent. */
+  readonly minTokenAgeMs: number;
   readonly log: Logger;
 }
 
@@ -115,6 +132,10 @@ interface Plan {
   readonly owned: Extract<SecretInspection, { state: 'owned' }> | undefined;
   readonly sync: SyncDecision;
   readonly rotation: RotationDecision;
+  /** When the held token was obtained, as far as anything records it (the Secret, else the status, else creation). */
+  readonly issuedAt: string;
+  /** The scheduled rotation of the held token, with spec.rotation.maxTokenAge. */
+  readonly schedule: ScheduledRotation | undefined;
 }
 
 /** What the steps have done so far; each step hands on a new one. */
@@ -127,6 +148,10 @@ interface Progress {
   readonly handled: string | undefined;
   readonly pending: string | undefined;
   readonly rotatedAt: string | undefined;
+  /** When the stored token was obtained, once the store step has decided it. */
+  readonly issuedAt?: string;
+  /** A scheduled rotation fell due but the global cap said wait this long. */
+  readonly rotationCappedForMs?: number;
   readonly adopted: UserGroupStatus['adoption'];
   /** The token Secret as stored now (after our own writes), if any. */
   readonly secret: ObservedSecret | undefined;
@@ -136,6 +161,16 @@ interface Progress {
 type Step = { readonly ok: true; readonly progress: Progress } | { readonly ok: false; readonly end: ReconcileResult | SecretAppeared };
 
 const end = (result: ReconcileResult | SecretAppeared): Step => ({ ok: false, end: result });
+
+/** What a rotation is for, in Events. */
+function describeRotation(rotation: Extract<RotationDecision, { value: string; scheduled: boolean }>): string {
+  return rotation.scheduled ? `its schedule (the token had reached spec.rotation.maxTokenAge)` : `rotation request "${rotation.value}"`;
+}
+
+/** Only a requested value is remembered as handled; a scheduled rotation is done once the token's issue time moves. */
+function handledAfter(rotation: Extract<RotationDecision, { value: string; scheduled: boolean }>, progress: Progress): string | undefined {
+  return rotation.scheduled ? progress.handled : rotation.value;
+}
 
 /** Before any step: what the Secret holds, and what the status said was handled. */
 function startingPoint(plan: Plan, previous: UserGroupStatus): Progress {
@@ -343,7 +378,7 @@ class Reconciliation {
       : (this.ports.cachedSecret(secretKey) ?? (this.ports.otherSecretExists(secretKey) ? await this.readSecret(spec) : undefined));
     let inspection = inspectSecret(observed, ug.metadata, spec, connection.seal);
     if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
-      const rotation = decideRotation(ug.metadata.annotations[ROTATE_ANNOTATION], inspection, this.previous.rotation?.lastHandledRequest);
+      const { rotation } = this.rotationFor(spec, inspection, this.ports.now());
       const verified = this.ports.secretVerified(secretKey, inspection.resourceVersion);
       if (rotation.kind === 'rotate' || rotation.kind === 'recover' || !verified) {
         // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
@@ -370,6 +405,7 @@ class Reconciliation {
     const hash = syncHash(request, connection.id);
     const now = this.ports.now();
     const resyncAt = nextResyncAt(this.previous.lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
+    const { rotation, issuedAt, schedule } = this.rotationFor(spec, secret, now);
     return {
       spec,
       connection,
@@ -379,8 +415,34 @@ class Reconciliation {
       now,
       owned: secret.state === 'owned' ? secret : undefined,
       sync: decideSync({ status: this.previous, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt }),
-      rotation: decideRotation(this.ug.metadata.annotations[ROTATE_ANNOTATION], secret, this.previous.rotation?.lastHandledRequest),
+      rotation,
+      issuedAt,
+      schedule,
     };
+  }
+
+  /**
+   * The rotation to do, requested or scheduled. A schedule needs a token to rotate (a trusted Secret) and counts
+   * from when that token was obtained: the Secret records it; older Secrets fall back to the status, then to the
+   * UserGroup's creation (the earliest the token can date from: never later than its real due time).
+   */
+  private rotationFor(
+    spec: UserGroupSpec,
+    secret: SecretInspection,
+    now: number,
+  ): { rotation: RotationDecision; issuedAt: string; schedule: ScheduledRotation | undefined } {
+    const owned = secret.state === 'owned' && secret.trusted ? secret : undefined;
+    const recorded = this.previous.rotation;
+    const issuedAt = owned?.issuedAt ?? recorded?.tokenIssuedTime ?? recorded?.lastRotationTime ?? this.ug.metadata.creationTimestamp;
+    const maxAge = this.maxTokenAge(spec);
+    const schedule = owned && maxAge !== undefined ? scheduledRotation(issuedAt, maxAge, this.ug.metadata.uid) : undefined;
+    const rotation = decideRotation(
+      this.ug.metadata.annotations[ROTATE_ANNOTATION],
+      secret,
+      recorded?.lastHandledRequest,
+      schedule && { value: schedule.value, due: now >= schedule.dueAt },
+    );
+    return { rotation, issuedAt, schedule };
   }
 
   /** PUT when the plan says so (or a rotation may have happened before a crash), and adopt what was there. */
@@ -436,19 +498,27 @@ class Reconciliation {
         if (held && progress.token && !progress.token.equals(held)) {
           // The rotation reached the service before we could store its result: the PUT returned the new token.
           this.ports.tokenRotated();
-          this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${rotation.value}" (completed after a restart)`);
-          return { ok: true, progress: { ...progress, handled: rotation.value, pending: undefined, rotatedAt: iso(plan.now) } };
+          this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for ${describeRotation(rotation)} (completed after a restart)`);
+          return { ok: true, progress: { ...progress, handled: handledAfter(rotation, progress), pending: undefined, rotatedAt: iso(plan.now) } };
         }
         break;
       case 'rotate':
         // An adoption rotation made the token newer than any rotation request: that request is satisfied.
-        if (progress.adopted?.tokenRotated) return { ok: true, progress: { ...progress, handled: rotation.value } };
+        if (progress.adopted?.tokenRotated) return { ok: true, progress: { ...progress, handled: handledAfter(rotation, progress) } };
+        if (rotation.scheduled) {
+          // The global cap spreads scheduled rotations out; work already begun (recover) is never held back.
+          const waitMs = this.ports.scheduledRotationSlot();
+          if (waitMs > 0) return { ok: true, progress: { ...progress, rotationCappedForMs: waitMs } };
+        }
         break;
     }
     const value = rotation.value;
     const token = progress.token;
     if (!token) throw new Error('no trusted token to rotate');
-    const intent = await this.storeSecret(plan.spec, connection, { token, handled: progress.handled, pending: value }, progress.secret);
+    // A schedule counted from a fallback (no issue time on the Secret yet) records it with the intent: after a
+    // crash the same value is found pending.
+    const issuedAt = rotation.scheduled ? plan.issuedAt : plan.owned?.issuedAt;
+    const intent = await this.storeSecret(plan.spec, connection, { token, handled: progress.handled, pending: value, issuedAt }, progress.secret);
     if (!intent.ok) return end(intent.conflict === 'exists' ? SECRET_APPEARED : failed('lost-race'));
     this.intentStored = true;
     let next: Progress = { ...progress, secret: intent.secret };
@@ -458,8 +528,8 @@ class Reconciliation {
     if (rotated.ok) {
       this.ports.tokenRotated();
       next = { ...next, token: rotated.group.token, rotatedAt: iso(this.ports.now()) };
-      this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for rotation request "${value}"`);
-      this.log.info({ request: value }, 'token rotated');
+      this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for ${describeRotation(rotation)}`);
+      this.log.info({ request: value, scheduled: rotation.scheduled }, 'token rotated');
     } else if (rotated.failure.kind === 'rejected') {
       // The held token is not current (rotated elsewhere, or by us just before a crash). A PUT returns
       // the current one; store it and call the request handled, so it is never rotated twice.
@@ -473,13 +543,13 @@ class Reconciliation {
         'Warning',
         'RotationRecovered',
         'Rotate',
-        `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked request "${value}" handled`,
+        `the service refused to rotate the held token (${rotated.failure.message}); stored the current token instead and marked ${describeRotation(rotation)} handled`,
       );
       this.log.warn({ request: value }, 'rotation refused; recovered the current token');
     } else {
       return end(await this.serviceFailed('rotate', rotated.failure, connection));
     }
-    return { ok: true, progress: { ...next, handled: value, pending: undefined } };
+    return { ok: true, progress: { ...next, handled: handledAfter(rotation, progress), pending: undefined } };
   }
 
   /** Writes the token Secret as it should be now, and removes token Secrets of an earlier spec.tokenSecret.name. */
@@ -490,7 +560,16 @@ class Reconciliation {
     const sealedDigest = plan.owned?.trusted ? plan.owned.tokenSha256 : undefined;
     const content = progress.token ?? (sealedDigest !== undefined ? { sha256: sealedDigest } : undefined);
     if (!content) throw new Error('no token to store');
-    const stored = await this.storeSecret(spec, connection, { token: content, handled: progress.handled, pending: progress.pending }, progress.secret);
+    // A token's age counts from when the operator obtained it; a Secret written before that was recorded keeps
+    // going without it until its token changes (no write for every Secret on upgrade).
+    const changed = progress.token !== undefined && sha256Hex(progress.token.reveal()) !== plan.owned?.tokenSha256;
+    const issuedAt = changed ? iso(this.ports.now()) : plan.owned?.issuedAt;
+    const stored = await this.storeSecret(
+      spec,
+      connection,
+      { token: content, handled: progress.handled, pending: progress.pending, issuedAt },
+      progress.secret,
+    );
     if (!stored.ok) return end(stored.conflict === 'exists' ? SECRET_APPEARED : failed('lost-race'));
     // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
     for (const stale of this.ports.ownedSecrets(this.ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
@@ -509,16 +588,23 @@ class Reconciliation {
           : `user group ${group.created ? 'created' : 'updated'} at the service (${connection.description}); token in Secret ${spec.tokenSecret.name}`,
       );
     }
-    return { ok: true, progress: { ...progress, secret: stored.secret } };
+    return { ok: true, progress: { ...progress, secret: stored.secret, issuedAt: issuedAt ?? plan.issuedAt } };
   }
 
   /** Ready=True Synced with what the service said, and when to come back for the periodic resync. */
   private async reportSynced(plan: Plan, progress: Progress): Promise<ReconcileResult> {
     const { group } = progress;
     const lastSyncTime = group ? iso(plan.now) : this.previous.lastSyncTime;
+    const issuedAt = progress.issuedAt ?? plan.issuedAt;
+    const maxAge = this.maxTokenAge(plan.spec);
+    const schedule = maxAge === undefined ? undefined : scheduledRotation(issuedAt, maxAge, this.ug.metadata.uid);
     const rotationStatus = dropUndefined({
       lastHandledRequest: progress.handled,
       lastRotationTime: progress.rotatedAt ?? this.previous.rotation?.lastRotationTime,
+      // Known precisely once the token changes; a fallback is shown only where a schedule counts from it (no
+      // status write for every UserGroup on upgrade).
+      tokenIssuedTime: progress.issuedAt !== plan.issuedAt || schedule || this.previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
+      nextRotationTime: schedule && iso(schedule.dueAt),
     });
     await this.writeStatus('True', Reason.Synced, `user group synced; token in Secret ${plan.spec.tokenSecret.name}`, {
       teamId: group ? group.teamId : this.previous.teamId,
@@ -530,8 +616,20 @@ class Reconciliation {
       ...(Object.keys(rotationStatus).length > 0 ? { rotation: rotationStatus } : {}),
       ...(progress.adopted ? { adoption: progress.adopted } : {}),
     });
+    // Back for whichever comes first: the periodic resync, the scheduled rotation, a slot under the cap.
+    const now = this.ports.now();
     const nextResync = nextResyncAt(lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
-    return nextResync === undefined ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, nextResync - this.ports.now()) };
+    const waits = [
+      nextResync === undefined ? undefined : nextResync - now,
+      schedule === undefined || progress.rotationCappedForMs !== undefined ? undefined : schedule.dueAt - now,
+      progress.rotationCappedForMs,
+    ].filter((ms): ms is number => ms !== undefined);
+    return waits.length === 0 ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, Math.min(...waits)) };
+  }
+
+  /** spec.rotation.maxTokenAge, raised to the operator's floor; undefined without scheduled rotation. */
+  private maxTokenAge(spec: UserGroupSpec): number | undefined {
+    return spec.maxTokenAgeMs === undefined ? undefined : Math.max(spec.maxTokenAgeMs, this.options.minTokenAgeMs);
   }
 
   /**

@@ -6,6 +6,7 @@ import {
   MANAGED_BY_VALUE,
   ROTATION_HANDLED_ANNOTATION,
   ROTATION_PENDING_ANNOTATION,
+  TOKEN_ISSUED_AT_ANNOTATION,
   TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_KIND,
@@ -42,6 +43,8 @@ export type SecretInspection =
       /** Rotation bookkeeping, only from a trusted record. */
       readonly handled: string | undefined;
       readonly pending: string | undefined;
+      /** When the operator obtained the stored token; absent on Secrets written before it was recorded. */
+      readonly issuedAt: string | undefined;
       readonly tokenSha256: string | undefined;
       readonly resourceVersion: string;
       readonly secret: ObservedSecret;
@@ -62,6 +65,7 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
     token,
     handled: trusted ? annotations[ROTATION_HANDLED_ANNOTATION] : undefined,
     pending: trusted ? annotations[ROTATION_PENDING_ANNOTATION] : undefined,
+    issuedAt: trusted ? annotations[TOKEN_ISSUED_AT_ANNOTATION] : undefined,
     tokenSha256: trusted ? sealed : undefined,
     resourceVersion: secret.metadata.resourceVersion,
     secret,
@@ -91,7 +95,12 @@ function sealedRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: st
   const recorded = annotations[TOKEN_RECORD_ANNOTATION];
   const tokenSha256 = annotations[TOKEN_SHA256_ANNOTATION];
   if (recorded === undefined || tokenSha256 === undefined) return undefined;
-  const content = { tokenSha256, handled: annotations[ROTATION_HANDLED_ANNOTATION], pending: annotations[ROTATION_PENDING_ANNOTATION] };
+  const content = {
+    tokenSha256,
+    handled: annotations[ROTATION_HANDLED_ANNOTATION],
+    pending: annotations[ROTATION_PENDING_ANNOTATION],
+    issuedAt: annotations[TOKEN_ISSUED_AT_ANNOTATION],
+  };
   return safeEqual(recorded, seal(recordMessage(owner, userGroupId, secret.metadata.name, key, content))) ? tokenSha256 : undefined;
 }
 
@@ -101,7 +110,7 @@ function recordMessage(
   userGroupId: string,
   secretName: string,
   key: string,
-  content: { tokenSha256: string; handled: string | undefined; pending: string | undefined },
+  content: { tokenSha256: string; handled: string | undefined; pending: string | undefined; issuedAt: string | undefined },
 ): string {
   return canonicalJson({
     v: 1,
@@ -111,6 +120,8 @@ function recordMessage(
     tokenSha256: content.tokenSha256,
     handled: content.handled ?? null,
     pending: content.pending ?? null,
+    // Only when recorded: records written before it existed keep their MAC.
+    ...(content.issuedAt !== undefined ? { issuedAt: content.issuedAt } : {}),
   });
 }
 
@@ -120,13 +131,21 @@ function safeEqual(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-const RESERVED_ANNOTATIONS = new Set([TOKEN_SHA256_ANNOTATION, TOKEN_RECORD_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION]);
+const RESERVED_ANNOTATIONS = new Set([
+  TOKEN_SHA256_ANNOTATION,
+  TOKEN_RECORD_ANNOTATION,
+  ROTATION_HANDLED_ANNOTATION,
+  ROTATION_PENDING_ANNOTATION,
+  TOKEN_ISSUED_AT_ANNOTATION,
+]);
 
 export interface SecretContent {
   /** The token itself, or only its digest when the Secret already holds it and only metadata may change. */
   readonly token: SecretValue | { readonly sha256: string };
   readonly handled: string | undefined;
   readonly pending: string | undefined;
+  /** When the token was obtained: set when the token changes, kept while it does not. */
+  readonly issuedAt?: string | undefined;
 }
 
 /**
@@ -141,10 +160,16 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
   const tokenSha256 = token !== undefined ? sha256Hex(token) : (content.token as { sha256: string }).sha256;
   annotations[TOKEN_SHA256_ANNOTATION] = tokenSha256;
   annotations[TOKEN_RECORD_ANNOTATION] = seal(
-    recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, { tokenSha256, handled: content.handled, pending: content.pending }),
+    recordMessage(owner, spec.userGroupId, spec.tokenSecret.name, spec.tokenSecret.key, {
+      tokenSha256,
+      handled: content.handled,
+      pending: content.pending,
+      issuedAt: content.issuedAt,
+    }),
   );
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
+  if (content.issuedAt !== undefined) annotations[TOKEN_ISSUED_AT_ANNOTATION] = content.issuedAt;
   return {
     apiVersion: 'v1',
     kind: 'Secret',

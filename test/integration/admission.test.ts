@@ -44,6 +44,36 @@ const badUserGroups: BadCase[] = [
     manifest: userGroup(fresh(), { ...good, tokenSecret: { annotations: { 'usergroup.dev/rotation-handled': '1700000000' } } }),
     error: "are the operator's own bookkeeping annotations",
   },
+  {
+    what: "the operator's token issue time annotation in spec.tokenSecret.annotations",
+    manifest: userGroup(fresh(), { ...good, tokenSecret: { annotations: { 'usergroup.dev/token-issued-at': '2020-01-01T00:00:00Z' } } }),
+    error: "are the operator's own bookkeeping annotations",
+  },
+  {
+    what: 'spec.rotation.maxTokenAge without a unit',
+    manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: '720' } }),
+    error: 'spec.rotation.maxTokenAge in body should match',
+  },
+  {
+    what: 'spec.rotation.maxTokenAge in days',
+    manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: '30d' } }),
+    error: 'spec.rotation.maxTokenAge in body should match',
+  },
+  {
+    what: 'a negative spec.rotation.maxTokenAge',
+    manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: '-1h' } }),
+    error: 'spec.rotation.maxTokenAge in body should match',
+  },
+  {
+    what: 'spec.rotation.maxTokenAge under a second',
+    manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: '500ms' } }),
+    error: 'spec.rotation.maxTokenAge must be at least 1s',
+  },
+  {
+    what: 'spec.rotation.maxTokenAge a number',
+    manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: 3600 } }),
+    error: 'spec.rotation.maxTokenAge in body must be of type string',
+  },
   { what: 'missing spec.name', manifest: userGroup(fresh(), { userGroupId: 'acme-1' }), error: 'spec.name: Required value' },
   {
     what: 'empty spec.name',
@@ -409,6 +439,7 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
         },
         serviceRef: { name: 'svc-https' },
         suspend: false,
+        rotation: { maxTokenAge: '720h' },
       }),
     );
     expect(res.stderr).toBe('');
@@ -429,6 +460,7 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       },
       serviceRef: { kind: 'UserGroupService', name: 'svc-https' },
       suspend: false,
+      rotation: { maxTokenAge: '720h' },
     });
 
     const minimal = await apply(userGroup('minimal', { userGroupId: 'minimal-1', name: 'Minimal' }));

@@ -49,7 +49,7 @@ export interface UserGroupObject {
     tokenSecretName?: string;
     lastSyncTime?: string;
     syncedHash?: string;
-    rotation?: { lastHandledRequest?: string; lastRotationTime?: string };
+    rotation?: { lastHandledRequest?: string; lastRotationTime?: string; tokenIssuedTime?: string; nextRotationTime?: string };
   };
 }
 

@@ -29,6 +29,9 @@ export interface UserGroupInit {
   readonly annotations?: Record<string, string>;
   readonly status?: UserGroupStatus;
   readonly generation?: number;
+  /** spec.rotation.maxTokenAge. */
+  readonly maxTokenAge?: string;
+  readonly suspend?: boolean;
 }
 
 export function userGroup(init: UserGroupInit = {}): UserGroup {
@@ -45,7 +48,12 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       creationTimestamp: '2026-11-22T00:00:00Z',
       annotations: init.annotations ?? {},
     },
-    spec: { userGroupId: init.userGroupId ?? 'acme-1', name: 'Acme' },
+    spec: {
+      userGroupId: init.userGroupId ?? 'acme-1',
+      name: 'Acme',
+      ...(init.maxTokenAge !== undefined ? { rotation: { maxTokenAge: init.maxTokenAge } } : {}),
+      ...(init.suspend !== undefined ? { suspend: init.suspend } : {}),
+    },
     status: init.status ?? {},
   });
   if (!parsed.ok) throw new Error(parsed.error);
@@ -121,6 +129,10 @@ export interface World {
   heldToken?: string;
   /** The token the fake service holds for the group at the start (default tok-1). */
   serviceToken?: string;
+  /** The clock (default 2026-11-22T01:00:00Z). */
+  now?: number;
+  /** What the global cap on scheduled rotations answers (default 0: a slot is free). */
+  capWaitMs?: number;
 }
 
 export interface Harness {
@@ -229,8 +241,12 @@ export function harness(world: World): Harness {
     invalidateConnection: () => undefined,
     event: (_ug, type, reason) => calls.push(`Event ${type} ${reason}`),
     tokenRotated: () => undefined,
-    now: () => Date.parse('2026-11-22T01:00:00Z'),
+    scheduledRotationSlot: () => {
+      calls.push('cap');
+      return world.capWaitMs ?? 0;
+    },
+    now: () => world.now ?? Date.parse('2026-11-22T01:00:00Z'),
   };
-  const reconciler = new Reconciler(ports, { resyncPeriodMs: 3_600_000, log: pino({ level: 'silent' }) });
+  const reconciler = new Reconciler(ports, { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, log: pino({ level: 'silent' }) });
   return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile: () => reconciler.reconcile(objectKey(world.ug.metadata), 'r1') };
 }

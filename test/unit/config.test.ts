@@ -21,6 +21,8 @@ describe('parseRunConfig defaults', () => {
       namespaces: [],
       concurrency: 4,
       resyncPeriodMs: 10 * 3_600_000,
+      scheduledRotationsPerMinute: 60,
+      minTokenAgeMs: 3_600_000,
       serviceQps: 10,
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,

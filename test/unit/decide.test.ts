@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { Condition, UserGroupSpec, UserGroupStatus } from '../../src/api/usergroup.js';
 import { nextReadyCondition, Reason } from '../../src/controller/conditions.js';
-import { decideRotation, decideSync, nextResyncAt, syncHash, upsertRequestFor } from '../../src/controller/decide.js';
+import { decideRotation, decideSync, nextResyncAt, scheduledRotation, syncHash, upsertRequestFor } from '../../src/controller/decide.js';
 import { canonicalJson, sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
@@ -131,21 +131,21 @@ describe('decideRotation', () => {
   });
 
   it('recovers when a rotation for this value may be in flight', () => {
-    expect(decideRotation('v2', owned({ token: 't', handled: 'v1', pending: 'v2' }), 'v1')).toEqual({ kind: 'recover', value: 'v2' });
+    expect(decideRotation('v2', owned({ token: 't', handled: 'v1', pending: 'v2' }), 'v1')).toEqual({ kind: 'recover', value: 'v2', scheduled: false });
   });
 
   it('rotates otherwise', () => {
-    expect(decideRotation('v1', owned({ token: 't' }), undefined)).toEqual({ kind: 'rotate', value: 'v1' });
-    expect(decideRotation('v1', MISSING, undefined)).toEqual({ kind: 'rotate', value: 'v1' });
-    expect(decideRotation('v2', owned({ token: 't', pending: 'v0' }), undefined)).toEqual({ kind: 'rotate', value: 'v2' });
+    expect(decideRotation('v1', owned({ token: 't' }), undefined)).toEqual({ kind: 'rotate', value: 'v1', scheduled: false });
+    expect(decideRotation('v1', MISSING, undefined)).toEqual({ kind: 'rotate', value: 'v1', scheduled: false });
+    expect(decideRotation('v2', owned({ token: 't', pending: 'v0' }), undefined)).toEqual({ kind: 'rotate', value: 'v2', scheduled: false });
   });
 
   it('rotates again for a new value after an earlier one was handled', () => {
-    expect(decideRotation('v2', owned({ token: 't', handled: 'v1' }), 'v1')).toEqual({ kind: 'rotate', value: 'v2' });
+    expect(decideRotation('v2', owned({ token: 't', handled: 'v1' }), 'v1')).toEqual({ kind: 'rotate', value: 'v2', scheduled: false });
   });
 
   it('treats an empty annotation value as a value', () => {
-    expect(decideRotation('', owned({ token: 't' }), undefined)).toEqual({ kind: 'rotate', value: '' });
+    expect(decideRotation('', owned({ token: 't' }), undefined)).toEqual({ kind: 'rotate', value: '', scheduled: false });
     expect(decideRotation('', owned({ token: 't' }), '')).toEqual({ kind: 'none' });
   });
 });
@@ -255,5 +255,43 @@ describe('canonicalJson', () => {
 
   it('sha256Hex is the hex digest', () => {
     expect(sha256Hex('')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+  });
+});
+
+describe('scheduledRotation (spec.rotation.maxTokenAge)', () => {
+  const DAY = 86_400_000;
+  const issued = '2026-11-01T00:00:00.000Z';
+
+  it('falls due within [issued + 0.9 × maxAge, issued + maxAge], fixed per uid, and is named by the token it replaces', () => {
+    const at = Date.parse(issued);
+    const dues = Array.from({ length: 2_000 }, (_, i) => scheduledRotation(issued, 30 * DAY, `uid-${i}`)?.dueAt ?? NaN);
+    for (const due of dues) {
+      expect(due).toBeGreaterThanOrEqual(at + 27 * DAY);
+      expect(due).toBeLessThanOrEqual(at + 30 * DAY);
+    }
+    // Spread: 2,000 tokens obtained together fall due over the whole window, not in one burst.
+    const buckets = new Set(dues.map((d) => Math.floor((d - at - 27 * DAY) / (DAY / 4))));
+    expect(buckets.size).toBe(12);
+    expect(scheduledRotation(issued, 30 * DAY, 'uid-7')).toEqual(scheduledRotation(issued, 30 * DAY, 'uid-7'));
+    expect(scheduledRotation(issued, 30 * DAY, 'uid-7')?.value).toBe(`scheduled:${issued}`);
+    expect(scheduledRotation('not a time', 30 * DAY, 'uid-7')).toBeUndefined();
+  });
+
+  it('a requested rotation comes first; a scheduled one when due, or when its intent is recorded (recover, due or not)', () => {
+    const value = `scheduled:${issued}`;
+    expect(decideRotation(undefined, owned({ token: 't' }), undefined, { value, due: false })).toEqual({ kind: 'none' });
+    expect(decideRotation(undefined, owned({ token: 't' }), undefined, { value, due: true })).toEqual({ kind: 'rotate', value, scheduled: true });
+    expect(decideRotation('r1', owned({ token: 't' }), undefined, { value, due: true })).toEqual({ kind: 'rotate', value: 'r1', scheduled: false });
+    // A handled request does not hide the schedule.
+    expect(decideRotation('r1', owned({ token: 't', handled: 'r1' }), 'r1', { value, due: true })).toEqual({ kind: 'rotate', value, scheduled: true });
+    expect(decideRotation(undefined, owned({ token: 't', pending: value }), undefined, { value, due: false })).toEqual({
+      kind: 'recover',
+      value,
+      scheduled: true,
+    });
+    // A pending mark for another token (an older schedule) is not this rotation's.
+    expect(decideRotation(undefined, owned({ token: 't', pending: 'scheduled:2026-01-01T00:00:00.000Z' }), undefined, { value, due: false })).toEqual({
+      kind: 'none',
+    });
   });
 });

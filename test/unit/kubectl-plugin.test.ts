@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseUserGroup, type UserGroup } from '../../src/api/usergroup.js';
 import { DEFAULT_TIMEOUT_MS, parsePluginArgs, type PluginCommand } from '../../src/cli/kubectl/args.js';
-import { formatGoDuration, parseGoDuration } from '../../src/cli/go-duration.js';
+import { formatGoDuration, parseGoDuration } from '../../src/platform/go-duration.js';
 import { humanDuration } from '../../src/cli/kubectl/duration.js';
 import { checkRotatable, judgeRotation, newRequestValue } from '../../src/cli/kubectl/rotation-outcome.js';
 import { renderStatusTable, statusCells } from '../../src/cli/kubectl/status-table.js';

@@ -1,5 +1,5 @@
 import { scanArgv, type FlagSpec, type ScanError } from '../../platform/argv.js';
-import { parseGoDuration } from '../go-duration.js';
+import { parseGoDuration } from '../../platform/go-duration.js';
 
 /** Where to find the cluster, as kubectl's global flags say it. Unset = the kubeconfig's choice. */
 export interface ClusterFlags {

@@ -1,6 +1,6 @@
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup } from '../../api/usergroup.js';
-import { formatGoDuration } from '../go-duration.js';
+import { formatGoDuration } from '../../platform/go-duration.js';
 import type { Io } from './io.js';
 import { checkRotatable, judgeRotation, newRequestValue, type RotationProgress } from './rotation-outcome.js';
 import type { Observation, UserGroupAccess } from './usergroup-api.js';

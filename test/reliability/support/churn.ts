@@ -269,6 +269,8 @@ export interface SecretEvent {
  */
 export class SecretWatch {
   readonly deleted: string[] = [];
+  /** Every event seen, in order. */
+  readonly events: SecretEvent[] = [];
   /** Watch connections that ended and were resumed; `gaps` counts resumes that could not continue (410). */
   restarts = 0;
   gaps = 0;
@@ -307,6 +309,7 @@ export class SecretWatch {
         const annotations = obj.metadata?.annotations ?? {};
         const event: SecretEvent = { type, name, annotations, pendingBefore: this.pending.get(name), at: Date.now() };
         this.pending.set(name, annotations[PENDING_ANNOTATION]);
+        this.events.push(event);
         if (type === 'DELETED') this.deleted.push(event.name);
         for (const waiter of this.waiters) waiter(event);
       },
