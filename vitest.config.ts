@@ -23,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/support/global-setup.ts', 'test/support/argocd-global-setup.ts'],
+          globalSetup: ['test/support/global-setup.ts', 'test/support/argocd-global-setup.ts', 'test/support/promtool-global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 600_000,
           // One control plane per run is shared by every file; files isolate by namespace.

@@ -69,7 +69,8 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
     {
       queue: metrics.queueHooks('usergroup'),
       reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
-      tokenRotated: () => metrics.tokensRotated.inc(),
+      tokenRotated: (trigger) => metrics.tokensRotated.inc({ trigger }),
+      rotationFailed: (trigger) => metrics.rotationFailures.inc({ trigger }),
       event: (type, reason) => metrics.events.inc({ type, reason }),
       eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
     },
@@ -77,6 +78,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   metrics.userGroupCounts = () => controller.countByReadyReason();
   metrics.queueInFlight = () => controller.queueInFlight();
   metrics.informerStats = () => controller.informerStats();
+  metrics.tokenSchedules = () => controller.tokenSchedules();
 
   const health = await serve(config.healthAddr, healthRoutes(controller));
   const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });

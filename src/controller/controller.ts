@@ -19,7 +19,7 @@ import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
-import { Reconciler, regardingUserGroup, type ReconcilerPorts } from './reconciler.js';
+import { Reconciler, regardingUserGroup, type ReconcilerPorts, type RotationTrigger } from './reconciler.js';
 import { RotationCap } from './rotation-cap.js';
 import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
@@ -57,10 +57,20 @@ export interface ControllerOptions {
   readonly egress: { readonly allowedHosts: readonly string[]; readonly allowHttp: boolean };
 }
 
+/** One UserGroup's token schedule, for metrics. */
+export interface TokenSchedule {
+  readonly namespace: string;
+  readonly name: string;
+  readonly issuedSeconds: number;
+  readonly maxAgeSeconds: number;
+  readonly nextRotationSeconds: number | undefined;
+}
+
 export interface ControllerHooks {
   readonly queue?: WorkQueueMetrics;
   readonly reconciled?: (result: 'success' | 'requeue' | 'error', seconds: number) => void;
-  readonly tokenRotated?: () => void;
+  readonly tokenRotated?: (trigger: RotationTrigger) => void;
+  readonly rotationFailed?: (trigger: RotationTrigger) => void;
   readonly event?: (type: string, reason: string) => void;
   readonly eventDropped?: (type: string, reason: string) => void;
 }
@@ -239,7 +249,8 @@ export class Controller {
       resolveConnection: (ns, ref, id) => this.connections.resolve(ns, ref, id),
       invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
       event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
-      tokenRotated: () => this.hooks.tokenRotated?.(),
+      tokenRotated: (trigger) => this.hooks.tokenRotated?.(trigger),
+      rotationFailed: (trigger) => this.hooks.rotationFailed?.(trigger),
       scheduledRotationSlot: () => cap.take(),
       now: () => Date.now(),
     };
@@ -378,6 +389,26 @@ export class Controller {
       );
     }
     return byResource;
+  }
+
+  /**
+   * The token schedule of every UserGroup with scheduled rotation, as its status reports it (seconds since the
+   * epoch; the age with the operator's floor), for the usergroup_token_* gauges.
+   */
+  *tokenSchedules(): Generator<TokenSchedule> {
+    for (const ug of this.userGroups.list()) {
+      const maxAgeMs = ug.spec.ok ? ug.spec.value.maxTokenAgeMs : undefined;
+      const issued = Date.parse(ug.status.rotation?.tokenIssuedTime ?? '');
+      if (maxAgeMs === undefined || Number.isNaN(issued)) continue;
+      const next = Date.parse(ug.status.rotation?.nextRotationTime ?? '');
+      yield {
+        namespace: ug.metadata.namespace,
+        name: ug.metadata.name,
+        issuedSeconds: issued / 1000,
+        maxAgeSeconds: Math.max(maxAgeMs, this.options.minTokenAgeMs) / 1000,
+        nextRotationSeconds: Number.isNaN(next) ? undefined : next / 1000,
+      };
+    }
   }
 
   /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */

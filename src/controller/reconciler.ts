@@ -62,7 +62,9 @@ export interface ReconcilerPorts {
   /** Forget the connection's cached API key (after a 401). */
   readonly invalidateConnection: (connection: Connection) => void;
   readonly event: (ug: UserGroup, type: EventType, reason: string, action: string, note: string) => void;
-  readonly tokenRotated: () => void;
+  readonly tokenRotated: (trigger: RotationTrigger) => void;
+  /** A rotation the service did not do (not one that was only deferred: that is no failure). */
+  readonly rotationFailed: (trigger: RotationTrigger) => void;
   /**
    * Takes a slot of the global cap on scheduled rotations: 0 when one was taken (rotate now), else the
    * milliseconds until one is free (rotate later; nothing was taken).
@@ -70,6 +72,9 @@ export interface ReconcilerPorts {
   readonly scheduledRotationSlot: () => number;
   readonly now: () => number;
 }
+
+/** Why a token was rotated: someone asked, its schedule, or the adoption of a group found at the service. */
+export type RotationTrigger = 'requested' | 'scheduled' | 'adoption';
 
 export interface ReconcilerOptions {
   readonly resyncPeriodMs: number;
@@ -165,6 +170,10 @@ const end = (result: ReconcileResult | SecretAppeared): Step => ({ ok: false, en
 /** What a rotation is for, in Events. */
 function describeRotation(rotation: Extract<RotationDecision, { value: string; scheduled: boolean }>): string {
   return rotation.scheduled ? `its schedule (the token had reached spec.rotation.maxTokenAge)` : `rotation request "${rotation.value}"`;
+}
+
+function triggerOf(rotation: Extract<RotationDecision, { scheduled: boolean }>): RotationTrigger {
+  return rotation.scheduled ? 'scheduled' : 'requested';
 }
 
 /** Only a requested value is remembered as handled; a scheduled rotation is done once the token's issue time moves. */
@@ -464,9 +473,9 @@ class Reconciliation {
       // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
       const rotated = await this.rotate(connection, group.token);
       if (isDeferral(rotated)) return end(await this.deferred(rotated, 'rotate', connection));
-      if (!rotated.ok) return end(await this.serviceFailed('rotate', rotated.failure, connection));
+      if (!rotated.ok) return end(await this.rotationFailed('adoption', rotated.failure, connection));
       next = { ...next, token: rotated.group.token, rotatedAt: iso(this.ports.now()) };
-      this.ports.tokenRotated();
+      this.ports.tokenRotated('adoption');
     }
     const adopted = { adoptedAt: iso(plan.now), tokenRotated: connection.adoption === 'Rotate' };
     this.event(
@@ -497,7 +506,7 @@ class Reconciliation {
       case 'recover':
         if (held && progress.token && !progress.token.equals(held)) {
           // The rotation reached the service before we could store its result: the PUT returned the new token.
-          this.ports.tokenRotated();
+          this.ports.tokenRotated(triggerOf(rotation));
           this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for ${describeRotation(rotation)} (completed after a restart)`);
           return { ok: true, progress: { ...progress, handled: handledAfter(rotation, progress), pending: undefined, rotatedAt: iso(plan.now) } };
         }
@@ -526,7 +535,7 @@ class Reconciliation {
     const rotated = await this.rotate(connection, token);
     if (isDeferral(rotated)) return end(await this.deferred(rotated, 'rotate', connection));
     if (rotated.ok) {
-      this.ports.tokenRotated();
+      this.ports.tokenRotated(triggerOf(rotation));
       next = { ...next, token: rotated.group.token, rotatedAt: iso(this.ports.now()) };
       this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for ${describeRotation(rotation)}`);
       this.log.info({ request: value, scheduled: rotation.scheduled }, 'token rotated');
@@ -537,7 +546,7 @@ class Reconciliation {
       if (isDeferral(current)) return end(await this.deferred(current, 'sync', connection));
       if (!current.ok) return end(await this.serviceFailed('sync', current.failure, connection));
       // Still the same token: the service refused the rotation itself. Not handled; retry it.
-      if (current.group.token.equals(token)) return end(await this.serviceFailed('rotate', rotated.failure, connection));
+      if (current.group.token.equals(token)) return end(await this.rotationFailed(triggerOf(rotation), rotated.failure, connection));
       next = { ...next, group: current.group, token: current.group.token };
       this.event(
         'Warning',
@@ -547,7 +556,7 @@ class Reconciliation {
       );
       this.log.warn({ request: value }, 'rotation refused; recovered the current token');
     } else {
-      return end(await this.serviceFailed('rotate', rotated.failure, connection));
+      return end(await this.rotationFailed(triggerOf(rotation), rotated.failure, connection));
     }
     return { ok: true, progress: { ...next, handled: handledAfter(rotation, progress), pending: undefined } };
   }
@@ -740,6 +749,11 @@ class Reconciliation {
       this.event('Warning', operation === 'sync' ? 'SyncFailed' : 'RotationFailed', operation === 'sync' ? 'Sync' : 'Rotate', `${reason}: ${message}`);
     }
     return { kind: 'wait', afterMs: deferral.afterMs };
+  }
+
+  private async rotationFailed(trigger: RotationTrigger, failure: ServiceFailure, connection: Connection): Promise<ReconcileResult> {
+    this.ports.rotationFailed(trigger);
+    return this.serviceFailed('rotate', failure, connection);
   }
 
   private async serviceFailed(operation: 'sync' | 'rotate', failure: ServiceFailure, connection: Connection): Promise<ReconcileResult> {

@@ -3,6 +3,15 @@ import type { ServiceCallSample } from '../service/client.js';
 import type { InformerStats } from '../kube/informer.js';
 import type { WorkQueueMetrics } from '../kube/workqueue.js';
 
+/** One UserGroup's token schedule (seconds since the epoch; the maximum age in seconds). */
+export interface TokenScheduleSample {
+  readonly namespace: string;
+  readonly name: string;
+  readonly issuedSeconds: number;
+  readonly maxAgeSeconds: number;
+  readonly nextRotationSeconds: number | undefined;
+}
+
 /** Buckets for reconcile and service latency: 1 ms to 60 s. */
 const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -71,7 +80,36 @@ export class Metrics {
     labelNames: ['verb', 'code'],
     registers: [this.registry],
   });
-  readonly tokensRotated = new Counter({ name: 'usergroup_tokens_rotated_total', help: 'Tokens rotated at the service.', registers: [this.registry] });
+  readonly tokensRotated = new Counter({
+    name: 'usergroup_tokens_rotated_total',
+    help: 'Tokens rotated at the service, by trigger: requested (the annotation), scheduled (spec.rotation.maxTokenAge), adoption.',
+    labelNames: ['trigger'],
+    registers: [this.registry],
+  });
+  readonly rotationFailures = new Counter({
+    name: 'usergroup_rotation_failures_total',
+    help: 'Rotations the service did not do (refused, failed, no answer), by trigger; each is retried. Deferred ones are not counted.',
+    labelNames: ['trigger'],
+    registers: [this.registry],
+  });
+  /** Set by the controller: the token schedule of each UserGroup with scheduled rotation, read at scrape time. */
+  tokenSchedules: () => Iterable<TokenScheduleSample> = () => [];
+  // One series per UserGroup with spec.rotation.maxTokenAge (as cert-manager exports one per Certificate).
+  readonly tokenIssued = this.scheduleGauge(
+    'usergroup_token_issued_timestamp_seconds',
+    'When the stored token was obtained (created, adopted, rotated).',
+    (s) => s.issuedSeconds,
+  );
+  readonly tokenMaxAge = this.scheduleGauge(
+    'usergroup_token_max_age_seconds',
+    "spec.rotation.maxTokenAge, raised to the operator's --min-token-age: the token should never be older.",
+    (s) => s.maxAgeSeconds,
+  );
+  readonly tokenNextRotation = this.scheduleGauge(
+    'usergroup_token_next_rotation_timestamp_seconds',
+    'When the scheduled rotation falls due; a time in the past means it is overdue.',
+    (s) => s.nextRotationSeconds,
+  );
   /** Set by the controller: counts of UserGroups per "ready/reason", read at scrape time. */
   userGroupCounts: () => ReadonlyMap<string, number> = () => new Map();
   readonly userGroups = (() => {
@@ -200,6 +238,23 @@ export class Metrics {
   constructor(version: string) {
     collectDefaultMetrics({ register: this.registry });
     this.buildInfo.set({ version, node_version: process.version }, 1);
+  }
+
+  private scheduleGauge(name: string, help: string, value: (sample: TokenScheduleSample) => number | undefined): Gauge {
+    const samples = (): Iterable<TokenScheduleSample> => this.tokenSchedules();
+    return new Gauge({
+      name,
+      help,
+      labelNames: ['namespace', 'name'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const s of samples()) {
+          const v = value(s);
+          if (v !== undefined) this.set({ namespace: s.namespace, name: s.name }, v);
+        }
+      },
+    });
   }
 
   private informerCounter(name: string, help: string, count: (stats: InformerStats) => number): Counter {

@@ -68,6 +68,7 @@ describe('Helm chart', () => {
       [],
       ['connection.url=https://analytics.example.com', 'connection.apiKey.existingSecret=key', 'watchNamespaces={a,b}'],
       ['metrics.serviceMonitor.enabled=true', 'replicaCount=1'],
+      ['metrics.prometheusRule.enabled=true', 'metrics.dashboard.enabled=true', 'metrics.dashboard.namespace=monitoring'],
       ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}'],
     ]) {
       const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);

@@ -99,7 +99,10 @@ describe('/metrics, /healthz and /readyz', () => {
 
   it('exposes the expected series, parsed as Prometheus text, with sensible values', async () => {
     expect(op.metricsPort).toBeGreaterThan(0);
-    for (const i of [1, 2, 3]) await env.createUserGroup(`m${i}`, { userGroupId: `met-${i}`, name: `Metrics ${i}` });
+    // m3 rotates on a schedule (not due within the test): its token gets the usergroup_token_* series.
+    for (const i of [1, 2, 3]) {
+      await env.createUserGroup(`m${i}`, { userGroupId: `met-${i}`, name: `Metrics ${i}`, ...(i === 3 ? { rotation: { maxTokenAge: '2h' } } : {}) });
+    }
     for (const i of [1, 2, 3]) tokens.add((await waitInSync(env, `m${i}`, `met-${i}`)).token);
     // update
     await env.patchUserGroup('m1', { spec: { name: 'Metrics 1 renamed', mapping: { region: 'eu' } } });
@@ -190,7 +193,29 @@ describe('/metrics, /healthz and /readyz', () => {
     }
 
     expect(s.type('usergroup_tokens_rotated_total')).toBe('counter');
-    expect(s.value('usergroup_tokens_rotated_total')).toBe(1);
+    expect(s.value('usergroup_tokens_rotated_total', { trigger: 'requested' })).toBe(1);
+    expect(s.sum('usergroup_tokens_rotated_total')).toBe(1);
+    expect(s.type('usergroup_rotation_failures_total')).toBe('counter');
+    expect(s.sum('usergroup_rotation_failures_total')).toBe(0);
+
+    // Token schedules: one series each, only for the UserGroup with spec.rotation.maxTokenAge.
+    const m3 = { namespace: env.namespace, name: 'm3' };
+    const status = (await env.getUserGroup('m3')).status?.rotation;
+    const issued = s.value('usergroup_token_issued_timestamp_seconds', m3) ?? NaN;
+    expect(issued).toBe(Date.parse(status?.tokenIssuedTime ?? '') / 1000);
+    expect(Math.abs(issued - Date.now() / 1000)).toBeLessThan(120);
+    expect(s.value('usergroup_token_max_age_seconds', m3)).toBe(7_200);
+    const next = s.value('usergroup_token_next_rotation_timestamp_seconds', m3) ?? NaN;
+    expect(next).toBe(Date.parse(status?.nextRotationTime ?? '') / 1000);
+    expect(next - issued).toBeGreaterThanOrEqual(0.9 * 7_200 - 1);
+    expect(next - issued).toBeLessThanOrEqual(7_200);
+    for (const family of ['usergroup_token_issued_timestamp_seconds', 'usergroup_token_max_age_seconds', 'usergroup_token_next_rotation_timestamp_seconds']) {
+      expect(s.type(family), family).toBe('gauge');
+      expect(
+        s.samples(family).map((x) => x.labels['name']),
+        family,
+      ).toEqual(['m3']);
+    }
 
     // UserGroups by Ready status and reason.
     expect(s.type('usergroup_usergroups')).toBe('gauge');

@@ -241,6 +241,7 @@ export function harness(world: World): Harness {
     invalidateConnection: () => undefined,
     event: (_ug, type, reason) => calls.push(`Event ${type} ${reason}`),
     tokenRotated: () => undefined,
+    rotationFailed: () => undefined,
     scheduledRotationSlot: () => {
       calls.push('cap');
       return world.capWaitMs ?? 0;
