@@ -11,7 +11,9 @@
 --                and not yet done; or a transient failure the controller is retrying (below)
 --   Suspended    spec.suspend is true and the controller reports Ready=False reason Suspended
 --   Healthy      Ready=True for the current generation
---   Degraded     Ready=False for the current generation, any other reason
+--   Degraded     Ready=False for the current generation, any other reason; or a scheduled rotation
+--                (spec.rotation.maxTokenAge) still not done an hour after it fell due, whatever Ready says:
+--                the controller's retries have not helped (or its cap on scheduled rotations is too low)
 --
 -- ServiceUnavailable and RateLimited are Progressing, not Degraded: the controller retries them
 -- by itself (backoff, Retry-After) and nobody has to act. Argo CD fails a sync whose wave waits on
@@ -22,6 +24,7 @@
 -- the spec, the Secret, the connection), so it is Degraded; so is a reason this script does not know.
 
 local ROTATE = "usergroup.dev/rotate-requested-at"
+local OVERDUE_AFTER_SECONDS = 3600
 local RETRIED_BY_THE_CONTROLLER = { ServiceUnavailable = true, RateLimited = true }
 
 -- value[k1][k2]..., or nil as soon as a level is missing or not a table.
@@ -78,6 +81,23 @@ local function describe(ready)
   return reason .. ": " .. message
 end
 
+-- The due time of a scheduled rotation more than an hour overdue, else nil. The controller writes times in UTC
+-- with whole seconds (2026-11-23T02:10:00Z), and such times compare as strings: no string library needed.
+local function scheduledRotationOverdue()
+  if get(obj, "spec", "rotation", "maxTokenAge") == nil then
+    return nil
+  end
+  local due = get(obj, "status", "rotation", "nextRotationTime")
+  if type(due) ~= "string" then
+    return nil
+  end
+  local os = require("os")
+  if due < os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() - OVERDUE_AFTER_SECONDS) then
+    return due
+  end
+  return nil
+end
+
 local function assess()
   local ready = readyCondition()
   if ready == nil then
@@ -103,6 +123,12 @@ local function assess()
   end
   if suspend then
     return "Progressing", "Waiting for the controller to suspend: " .. describe(ready)
+  end
+
+  local overdue = scheduledRotationOverdue()
+  if overdue ~= nil then
+    return "Degraded", "The scheduled token rotation has been due since " .. overdue .. ", more than an hour: "
+      .. describe(ready)
   end
 
   if ready.status == "True" then

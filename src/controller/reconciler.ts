@@ -155,6 +155,8 @@ interface Progress {
   readonly rotatedAt: string | undefined;
   /** When the stored token was obtained, once the store step has decided it. */
   readonly issuedAt?: string;
+  /** The store step stored a token other than the one held before. */
+  readonly tokenChanged?: boolean;
   /** A scheduled rotation fell due but the global cap said wait this long. */
   readonly rotationCappedForMs?: number;
   readonly adopted: UserGroupStatus['adoption'];
@@ -597,7 +599,7 @@ class Reconciliation {
           : `user group ${group.created ? 'created' : 'updated'} at the service (${connection.description}); token in Secret ${spec.tokenSecret.name}`,
       );
     }
-    return { ok: true, progress: { ...progress, secret: stored.secret, issuedAt: issuedAt ?? plan.issuedAt } };
+    return { ok: true, progress: { ...progress, secret: stored.secret, issuedAt: issuedAt ?? plan.issuedAt, tokenChanged: changed } };
   }
 
   /** Ready=True Synced with what the service said, and when to come back for the periodic resync. */
@@ -612,7 +614,7 @@ class Reconciliation {
       lastRotationTime: progress.rotatedAt ?? this.previous.rotation?.lastRotationTime,
       // Known precisely once the token changes; a fallback is shown only where a schedule counts from it (no
       // status write for every UserGroup on upgrade).
-      tokenIssuedTime: progress.issuedAt !== plan.issuedAt || schedule || this.previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
+      tokenIssuedTime: progress.tokenChanged === true || schedule || this.previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
       nextRotationTime: schedule && iso(schedule.dueAt),
     });
     await this.writeStatus('True', Reason.Synced, `user group synced; token in Secret ${plan.spec.tokenSecret.name}`, {

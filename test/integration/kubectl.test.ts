@@ -249,10 +249,11 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     const res = await withPlugin(['usergroup', 'status', '-n', env.namespace, '--kubeconfig', env.kubeconfigPath]).done;
     expect(res.code, res.stderr).toBe(0);
     const lines = res.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+AGE$/);
-    expect(lines[1]).toMatch(/^alpha\s+alpha-1\s+True\s+Synced\s+alpha-token\s+(\d+s|\d+m\d*s?)\s+\S+$/);
-    expect(lines[2]).toMatch(/^orphan\s+orphan-1\s+False\s+ConnectionNotFound\s+-\s+never\s+\S+$/);
-    expect(lines[3]).toMatch(/^paused\s+paused-1\s+False\s+Suspended\s+-\s+never\s+\S+$/);
+    expect(lines[0]).toMatch(/^NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+TOKEN AGE\s+NEXT ROTATION\s+AGE$/);
+    // alpha was rotated: its token's age is known; none of them rotates on a schedule.
+    expect(lines[1]).toMatch(/^alpha\s+alpha-1\s+True\s+Synced\s+alpha-token\s+(\d+s|\d+m\d*s?)\s+(\d+s|\d+m\d*s?)\s+-\s+\S+$/);
+    expect(lines[2]).toMatch(/^orphan\s+orphan-1\s+False\s+ConnectionNotFound\s+-\s+never\s+-\s+-\s+\S+$/);
+    expect(lines[3]).toMatch(/^paused\s+paused-1\s+False\s+Suspended\s+-\s+never\s+-\s+-\s+\S+$/);
     expect(lines).toHaveLength(4);
 
     const one = await withPlugin(['usergroup', 'status', 'orphan', '-o', 'wide', '-n', env.namespace, '--kubeconfig', env.kubeconfigPath]).done;
@@ -260,8 +261,10 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     const orphanMessage = ready(await env.getUserGroup('orphan'))?.message ?? '';
     expect(orphanMessage).toContain('missing-svc');
     expect(one.stdout.trimEnd().split('\n')).toEqual([
-      expect.stringMatching(/^NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+AGE\s+MESSAGE$/),
-      expect.stringMatching(new RegExp(`^orphan\\s+orphan-1\\s+False\\s+ConnectionNotFound\\s+-\\s+never\\s+\\S+\\s+${escapeRegExp(orphanMessage)}$`)),
+      expect.stringMatching(/^NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+TOKEN AGE\s+NEXT ROTATION\s+AGE\s+MESSAGE$/),
+      expect.stringMatching(
+        new RegExp(`^orphan\\s+orphan-1\\s+False\\s+ConnectionNotFound\\s+-\\s+never\\s+-\\s+-\\s+\\S+\\s+${escapeRegExp(orphanMessage)}$`),
+      ),
     ]);
 
     const all = await withPlugin(['usergroup', 'status', '-A', '--kubeconfig', env.kubeconfigPath]).done;

@@ -292,6 +292,31 @@ describe("health.lua, through the application controller's health path", () => {
     AdoptionRefused: { ready: 'False', status: 'Degraded' },
   };
 
+  it('Degraded once a scheduled rotation is more than an hour overdue, whatever Ready says; not before, not without a schedule', async () => {
+    const hoursAgo = (h: number): string => new Date(Math.floor(Date.now() / 1000 - h * 3600) * 1000).toISOString().replace('.000Z', 'Z');
+    const scheduled = { rotation: { maxTokenAge: '720h' } };
+    const overdue = userGroup({ spec: scheduled, rotation: { nextRotationTime: hoursAgo(2) } });
+    expect(await argo.health(overdue)).toEqual({
+      status: 'Degraded',
+      message: `The scheduled token rotation has been due since ${hoursAgo(2)}, more than an hour: Synced: user group synced; token in Secret acme`,
+    });
+    // Retried by the controller (Progressing) for less than an hour; Degraded after.
+    const failing = [ready('False', 'ServiceUnavailable', 'POST /api/user failed: service unavailable (HTTP 503)')];
+    expect((await argo.health(userGroup({ spec: scheduled, conditions: failing, rotation: { nextRotationTime: hoursAgo(0.5) } }))).status).toBe('Progressing');
+    expect((await argo.health(userGroup({ spec: scheduled, conditions: failing, rotation: { nextRotationTime: hoursAgo(1.5) } }))).status).toBe('Degraded');
+    // Due soon, or in the future: Healthy. No schedule any more, or suspended: the status' old time means nothing.
+    expect((await argo.health(userGroup({ spec: scheduled, rotation: { nextRotationTime: hoursAgo(0.9) } }))).status).toBe('Healthy');
+    expect((await argo.health(userGroup({ spec: scheduled, rotation: { nextRotationTime: hoursAgo(-24) } }))).status).toBe('Healthy');
+    expect((await argo.health(userGroup({ rotation: { nextRotationTime: hoursAgo(5) } }))).status).toBe('Healthy');
+    const suspended = userGroup({
+      spec: scheduled,
+      suspend: true,
+      conditions: [ready('False', 'Suspended', 'spec.suspend is true')],
+      rotation: { nextRotationTime: hoursAgo(5) },
+    });
+    expect((await argo.health(suspended)).status).toBe('Suspended');
+  });
+
   it.each(Object.values(Reason))('Ready reason %s', async (reason) => {
     const { ready: readyStatus, status } = byReason[reason];
     const obj = userGroup({ suspend: reason === 'Suspended', conditions: [ready(readyStatus, reason, `the ${reason} message`)] });

@@ -256,10 +256,10 @@ describe('status table', () => {
   it('renders the columns with kubectl ages and alignment', () => {
     expect(renderStatusTable([synced, broken, fresh], { allNamespaces: false, wide: false, now: NOW })).toBe(
       [
-        'NAME     USERGROUPID   READY     REASON               SECRET   LAST ROTATION   AGE',
-        'acme     acme-id       True      Synced               acme     2m30s           60m',
-        'broken   broken-id     False     ConnectionNotFound   -        never           2d',
-        'fresh    fresh-id      Unknown   -                    -        never           5s',
+        'NAME     USERGROUPID   READY     REASON               SECRET   LAST ROTATION   TOKEN AGE   NEXT ROTATION   AGE',
+        'acme     acme-id       True      Synced               acme     2m30s           -           -               60m',
+        'broken   broken-id     False     ConnectionNotFound   -        never           -           -               2d',
+        'fresh    fresh-id      Unknown   -                    -        never           -           -               5s',
         '',
       ].join('\n'),
     );
@@ -280,6 +280,23 @@ describe('status table', () => {
     expect(statusCells(synced, NOW).lastRotation).toBe('2m30s');
   });
 
+  it("shows the token's age and when its scheduled rotation falls due (or how overdue it is)", () => {
+    const rotation = (next: string): Record<string, unknown> => ({ tokenIssuedTime: '2025-05-30T12:00:00Z', nextRotationTime: next });
+    const spec = { userGroupId: 'acme-id', name: 'Acme', rotation: { maxTokenAge: '72h' } };
+    const scheduled = group('acme', { spec, status: readyStatus('True', 'Synced', '', 1, { rotation: rotation('2025-06-02T09:00:00Z') }) });
+    expect(statusCells(scheduled, NOW)).toMatchObject({ tokenAge: '2d', nextRotation: 'in 21h' });
+    const overdue = group('acme', { spec, status: readyStatus('True', 'Synced', '', 1, { rotation: rotation('2025-06-01T11:57:00Z') }) });
+    expect(statusCells(overdue, NOW).nextRotation).toBe('overdue 3m');
+    // Suspended, or no schedule (any more): no next rotation, whatever the status still says.
+    const suspended = group('acme', {
+      spec: { ...spec, suspend: true },
+      status: readyStatus('True', 'Synced', '', 1, { rotation: rotation('2025-06-02T09:00:00Z') }),
+    });
+    expect(statusCells(suspended, NOW).nextRotation).toBe('-');
+    const unscheduled = group('acme', { status: readyStatus('True', 'Synced', '', 1, { rotation: rotation('2025-06-02T09:00:00Z') }) });
+    expect(statusCells(unscheduled, NOW)).toMatchObject({ tokenAge: '2d', nextRotation: '-' });
+  });
+
   it('marks a status that describes an older spec as stale', () => {
     const stale = group('acme', { generation: 3, status: readyStatus('True', 'Synced', '', 2) });
     expect(statusCells(stale, NOW)).toMatchObject({ ready: 'True', reason: 'Synced (stale)' });
@@ -296,6 +313,8 @@ describe('status table', () => {
       reason: '-',
       secret: '-',
       lastRotation: 'never',
+      tokenAge: '-',
+      nextRotation: '-',
       age: '5s',
       message: '-',
     });
@@ -307,10 +326,10 @@ describe('status table', () => {
     const other = group('zeta', { namespace: 'alpha', status: readyStatus('True', 'Synced', 'ok', 1, { tokenSecretName: 'zeta-token' }) });
     const text = renderStatusTable([broken, other], { allNamespaces: true, wide: true, now: NOW });
     const lines = text.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^NAMESPACE\s+NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+AGE\s+MESSAGE$/);
-    expect(lines[1]).toMatch(/^alpha\s+zeta\s+zeta-id\s+True\s+Synced\s+zeta-token\s+never\s+60m\s+ok$/);
+    expect(lines[0]).toMatch(/^NAMESPACE\s+NAME\s+USERGROUPID\s+READY\s+REASON\s+SECRET\s+LAST ROTATION\s+TOKEN AGE\s+NEXT ROTATION\s+AGE\s+MESSAGE$/);
+    expect(lines[1]).toMatch(/^alpha\s+zeta\s+zeta-id\s+True\s+Synced\s+zeta-token\s+never\s+-\s+-\s+60m\s+ok$/);
     expect(lines[2]).toMatch(
-      /^team-a\s+broken\s+broken-id\s+False\s+ConnectionNotFound\s+-\s+never\s+2d\s+UserGroupService "nope" not found in namespace team-a$/,
+      /^team-a\s+broken\s+broken-id\s+False\s+ConnectionNotFound\s+-\s+never\s+-\s+-\s+2d\s+UserGroupService "nope" not found in namespace team-a$/,
     );
     expect(lines).toHaveLength(3);
   });

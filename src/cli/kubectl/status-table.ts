@@ -1,6 +1,6 @@
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
-import { ageOf } from './duration.js';
+import { ageOf, humanDuration } from './duration.js';
 import { formatTable } from './table.js';
 
 export interface StatusTableOptions {
@@ -17,13 +17,13 @@ const NONE = '-';
 
 /** One table row per UserGroup, in namespace/name order. */
 export function renderStatusTable(groups: readonly UserGroup[], options: StatusTableOptions): string {
-  const header = ['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'LAST ROTATION', 'AGE'];
+  const header = ['NAME', 'USERGROUPID', 'READY', 'REASON', 'SECRET', 'LAST ROTATION', 'TOKEN AGE', 'NEXT ROTATION', 'AGE'];
   if (options.allNamespaces) header.unshift('NAMESPACE');
   if (options.wide) header.push('MESSAGE');
   const sorted = [...groups].sort((a, b) => compare(a.metadata.namespace, b.metadata.namespace) || compare(a.metadata.name, b.metadata.name));
   const rows = sorted.map((ug) => {
     const row = statusCells(ug, options.now);
-    const cells = [row.name, row.userGroupId, row.ready, row.reason, row.secret, row.lastRotation, row.age];
+    const cells = [row.name, row.userGroupId, row.ready, row.reason, row.secret, row.lastRotation, row.tokenAge, row.nextRotation, row.age];
     if (options.allNamespaces) cells.unshift(row.namespace);
     if (options.wide) cells.push(row.message);
     return cells;
@@ -39,6 +39,10 @@ export interface StatusCells {
   readonly reason: string;
   readonly secret: string;
   readonly lastRotation: string;
+  /** Since the controller obtained the stored token, when it records that (scheduled rotation, or a token changed since). */
+  readonly tokenAge: string;
+  /** With spec.rotation.maxTokenAge: "in 5d", or "overdue 3m" once past due. */
+  readonly nextRotation: string;
   readonly age: string;
   readonly message: string;
 }
@@ -61,10 +65,19 @@ export function statusCells(ug: UserGroup, now: number): StatusCells {
     reason: ready?.reason ? `${ready.reason}${stale ? ' (stale)' : ''}` : NONE,
     secret: ug.status.tokenSecretName ?? NONE,
     lastRotation: pending ? `${lastRotation} (pending)` : lastRotation,
+    tokenAge: ageOf(ug.status.rotation?.tokenIssuedTime, now) ?? NONE,
+    nextRotation: nextRotationCell(ug, now),
     age: ageOf(ug.metadata.creationTimestamp, now) ?? NONE,
     // One line per row: a multi-line message would break the table.
     message: ready?.message ? ready.message.replace(/\s+/g, ' ').trim() : NONE,
   };
+}
+
+function nextRotationCell(ug: UserGroup, now: number): string {
+  const scheduled = ug.spec.ok && ug.spec.value.maxTokenAgeMs !== undefined && !ug.spec.value.suspend;
+  const due = Date.parse(ug.status.rotation?.nextRotationTime ?? '');
+  if (!scheduled || Number.isNaN(due)) return NONE;
+  return due > now ? `in ${humanDuration(due - now)}` : `overdue ${humanDuration(now - due)}`;
 }
 
 function compare(a: string, b: string): number {
