@@ -52,7 +52,13 @@ export type RotationDecision =
    * A rotation for this value may have reached the service before we crashed: a PUT
    * tells. A token that differs from the held one means it did; otherwise rotate.
    */
-  | { readonly kind: 'recover'; readonly value: string; readonly scheduled: boolean };
+  | { readonly kind: 'recover'; readonly value: string; readonly scheduled: boolean }
+  /**
+   * A rotation begun before a crash whose reason is gone since (the annotation removed, the schedule taken out of
+   * the spec): the POST may have reached the service, and then the Secret holds a dead token. A PUT tells; the
+   * token it returns is stored and the pending mark cleared. Never a POST: nobody asks for this rotation any more.
+   */
+  | { readonly kind: 'settle'; readonly value: string; readonly scheduled: boolean };
 
 /**
  * A requested rotation (the annotation's value) first; else the scheduled one, when due or already begun. Both go
@@ -73,8 +79,16 @@ export function decideRotation(
   }
   if (scheduled && owned?.pending === scheduled.value) return { kind: 'recover', value: scheduled.value, scheduled: true };
   if (scheduled?.due) return { kind: 'rotate', value: scheduled.value, scheduled: true };
+  const pending = owned?.pending;
+  if (pending !== undefined && requested === undefined && pending !== statusHandled) {
+    return { kind: 'settle', value: pending, scheduled: pending.startsWith(SCHEDULED_PREFIX) };
+  }
+  if (pending !== undefined && pending.startsWith(SCHEDULED_PREFIX) && !scheduled) return { kind: 'settle', value: pending, scheduled: true };
   return { kind: 'none' };
 }
+
+/** Pending marks of scheduled rotations begin with this; requested ones are the annotation's value. */
+const SCHEDULED_PREFIX = 'scheduled:';
 
 /** When a token falls due for its scheduled rotation, and the value that names that rotation in the bookkeeping. */
 export interface ScheduledRotation {
@@ -92,7 +106,7 @@ export interface ScheduledRotation {
 export function scheduledRotation(issuedAt: string, maxAgeMs: number, uid: string): ScheduledRotation | undefined {
   const issued = Date.parse(issuedAt);
   if (Number.isNaN(issued)) return undefined;
-  return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `scheduled:${issuedAt}` };
+  return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `${SCHEDULED_PREFIX}${issuedAt}` };
 }
 
 /** A number in [0, 1] fixed by the text: spreads per-object schedules the same way on every restart. */

@@ -391,7 +391,7 @@ class Reconciliation {
     if (inspection.state === 'owned' && inspection.secret.data === undefined && inspection.trusted) {
       const { rotation } = this.rotationFor(spec, inspection, this.ports.now());
       const verified = this.ports.secretVerified(secretKey, inspection.resourceVersion);
-      if (rotation.kind === 'rotate' || rotation.kind === 'recover' || !verified) {
+      if (rotation.kind === 'rotate' || rotation.kind === 'recover' || rotation.kind === 'settle' || !verified) {
         // The token this process itself wrote at this very version, checked against the sealed digest; else a read.
         const known = verified ? this.ports.heldToken(secretKey, inspection.resourceVersion) : undefined;
         const withKnown =
@@ -459,7 +459,7 @@ class Reconciliation {
   /** PUT when the plan says so (or a rotation may have happened before a crash), and adopt what was there. */
   private async syncAtService(plan: Plan, progress: Progress): Promise<Step> {
     const { spec, connection, sync, rotation } = plan;
-    if (sync.kind !== 'upsert' && rotation.kind !== 'recover') return { ok: true, progress };
+    if (sync.kind !== 'upsert' && rotation.kind !== 'recover' && rotation.kind !== 'settle') return { ok: true, progress };
     const result = await this.upsert(connection, plan.request);
     if (isDeferral(result)) return end(await this.deferred(result, 'sync', connection));
     if (!result.ok) return end(await this.serviceFailed('sync', result.failure, connection));
@@ -505,6 +505,24 @@ class Reconciliation {
         return { ok: true, progress };
       case 'record':
         return { ok: true, progress: { ...progress, handled: rotation.value } };
+      case 'settle': {
+        // The PUT (syncAtService) returned the current token: a different one means the rotation had happened.
+        const happened = held !== undefined && progress.token !== undefined && !progress.token.equals(held);
+        if (happened) {
+          this.ports.tokenRotated(triggerOf(rotation));
+          this.event('Normal', 'TokenRotated', 'Rotate', `token rotated for ${describeRotation(rotation)} (completed after a restart; no longer asked for)`);
+        }
+        this.log.info({ request: rotation.value, happened }, 'settled a rotation begun before a restart and no longer asked for');
+        return {
+          ok: true,
+          progress: {
+            ...progress,
+            handled: happened ? handledAfter(rotation, progress) : progress.handled,
+            pending: undefined,
+            ...(happened ? { rotatedAt: iso(plan.now) } : {}),
+          },
+        };
+      }
       case 'recover':
         if (held && progress.token && !progress.token.equals(held)) {
           // The rotation reached the service before we could store its result: the PUT returned the new token.

@@ -113,9 +113,15 @@ describe('decideSync', () => {
 });
 
 describe('decideRotation', () => {
-  it('does nothing without the annotation', () => {
-    expect(decideRotation(undefined, owned({ token: 't', pending: 'x' }), undefined)).toEqual({ kind: 'none' });
+  it('does nothing without the annotation, but settles a rotation begun before a crash and no longer asked for', () => {
+    expect(decideRotation(undefined, owned({ token: 't' }), undefined)).toEqual({ kind: 'none' });
     expect(decideRotation(undefined, MISSING, 'v1')).toEqual({ kind: 'none' });
+    // The annotation was removed while "x" was pending: a PUT tells whether the POST happened; never a POST.
+    expect(decideRotation(undefined, owned({ token: 't', pending: 'x' }), undefined)).toEqual({ kind: 'settle', value: 'x', scheduled: false });
+    // The same for a scheduled rotation whose schedule was taken out of the spec.
+    const pending = 'scheduled:2026-11-01T00:00:00Z';
+    expect(decideRotation(undefined, owned({ token: 't', pending }), undefined)).toEqual({ kind: 'settle', value: pending, scheduled: true });
+    expect(decideRotation('r1', owned({ token: 't', pending, handled: 'r1' }), 'r1')).toEqual({ kind: 'settle', value: pending, scheduled: true });
   });
 
   it('does nothing when the value equals the handled value in status', () => {
@@ -289,9 +295,11 @@ describe('scheduledRotation (spec.rotation.maxTokenAge)', () => {
       value,
       scheduled: true,
     });
-    // A pending mark for another token (an older schedule) is not this rotation's.
+    // A pending mark for another token (an older schedule) is not this rotation's: it is settled (a PUT, never a POST).
     expect(decideRotation(undefined, owned({ token: 't', pending: 'scheduled:2026-01-01T00:00:00.000Z' }), undefined, { value, due: false })).toEqual({
-      kind: 'none',
+      kind: 'settle',
+      value: 'scheduled:2026-01-01T00:00:00.000Z',
+      scheduled: true,
     });
   });
 });

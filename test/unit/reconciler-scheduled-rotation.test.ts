@@ -162,4 +162,42 @@ describe('scheduled rotation: once per token, through the ports', () => {
     expect(posts(h)).toBe(0);
     expect(h.calls).toEqual(['status Suspended']);
   });
+  describe('a rotation begun before a crash and no longer asked for is settled: a PUT, never a POST', () => {
+    async function unasked(pending: string, serviceToken: string): Promise<Harness> {
+      // No annotation and no schedule: whatever began the rotation is gone.
+      const ug = userGroup({ status: await syncedStatus() });
+      const stored = sealedSecret('tok-1', { issuedAt: ISSUED, pending });
+      return harness({ ug, cached: stored, live: stored, otherKnown: false, serviceToken, now: DUE + 60_000 });
+    }
+
+    it('the POST had reached the service: the new token is stored, the mark cleared, the value recorded as handled', async () => {
+      const h = await unasked('r1', 'tok-9');
+      await h.reconcile();
+      expect(posts(h)).toBe(0);
+      expect(h.calls.slice(0, 3)).toEqual(['PUT', 'Event Normal TokenRotated', 'replace Secret']);
+      expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
+      expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+      expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
+      expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBe('r1');
+    });
+
+    it('it had not: the held token stays, only the mark is cleared, nothing is rotated', async () => {
+      const h = await unasked('r1', 'tok-1');
+      await h.reconcile();
+      expect(posts(h)).toBe(0);
+      expect(h.calls.slice(0, 2)).toEqual(['PUT', 'replace Secret']);
+      expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1' });
+      expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+      expect(h.serviceToken()).toBe('tok-1');
+    });
+
+    it('a scheduled rotation whose schedule was taken out of the spec: the same, and no value is recorded as handled', async () => {
+      const h = await unasked(VALUE, 'tok-9');
+      await h.reconcile();
+      expect(posts(h)).toBe(0);
+      expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
+      expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+      expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBeUndefined();
+    });
+  });
 });
