@@ -5,6 +5,7 @@ import {
   metadataNoise,
   rbacSurface,
   refusedAdoption,
+  rotationFlood,
   rotationHijack,
   sleeper,
   squatter,
@@ -124,6 +125,12 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
 
   it('look-alike bookkeeping annotations and a stripped managed-by label change nothing: same token, still Synced', async () => {
     expectRefused(await metadataNoise(world, world.tenants[1]!));
+  });
+
+  it("a rotation flood (maxTokenAge 1s, a backdated issue time, a forged pending mark): the operator's floor holds, no rotation", async () => {
+    const o = await rotationFlood(world, world.tenants[0]!);
+    expect(o.details['rotations']).toBe(0);
+    expectRefused(o);
   });
 
   it('afterwards: no token sits in a namespace that does not hold its group', async () => {

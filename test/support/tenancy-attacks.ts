@@ -405,6 +405,47 @@ export async function metadataNoise(world: TenancyWorld, t: Tenant): Promise<Att
   );
 }
 
+/**
+ * 12. A rotation flood on the platform's account: the shortest maxTokenAge the CRD admits (1s), then a backdated
+ * token-issued-at and a forged scheduled pending mark on its Secret. The operator's floor (--min-token-age, 1 h by
+ * default) and the sealed record decide, not the tenant.
+ */
+export async function rotationFlood(world: TenancyWorld, t: Tenant): Promise<AttackOutcome> {
+  const name = `flood-${suffix()}`;
+  const id = `${t.namespace}.${name}`;
+  await createUserGroupAs(t, name, { userGroupId: id, name: 'Flood', rotation: { maxTokenAge: '1s' } });
+  await waitForReason(world, t.namespace, name, 'Synced');
+  const putsBefore = world.proxy.putsFor(id).length;
+  await rewriteSecretAs(t, name, (s) => {
+    const meta = (s.metadata ??= {});
+    meta.annotations = {
+      ...meta.annotations,
+      'usergroup.dev/token-issued-at': '2000-01-01T00:00:00Z',
+      'usergroup.dev/rotation-pending': 'scheduled:2000-01-01T00:00:00Z',
+    };
+  });
+  // The edit is noticed (the record no longer vouches for the Secret) and repaired from a PUT: the issue time back.
+  await eventually('the Secret repaired', async () =>
+    (await readSecretAs(t, name))?.metadata?.annotations?.['usergroup.dev/token-issued-at'] !== '2000-01-01T00:00:00Z' ? true : undefined,
+  );
+  // Long enough for a 1 s schedule to have rotated a few times, were it obeyed.
+  await new Promise((resolve) => setTimeout(resolve, 4_000));
+  const ug = await userGroupIn(world, t.namespace, name);
+  const rotation = ug?.status?.rotation;
+  const scheduledIn = Date.parse(rotation?.nextRotationTime ?? '') - Date.parse(rotation?.tokenIssuedTime ?? '');
+  const own = serviceGroup(world, id);
+  return outcome(
+    'a rotation flood: maxTokenAge 1s, a backdated issue time, a forged scheduled pending mark',
+    [
+      (own?.rotations ?? 0) > 0 && `the service rotated the token ${String(own?.rotations)} time(s)`,
+      !(scheduledIn >= 0.9 * 3_600_000) && `the next rotation is ${String(scheduledIn)} ms after the issue time, under the 1 h floor`,
+      sha256((await secretTokenAs(t, name)) ?? '') !== own?.tokenSha256 && 'the Secret does not hold the current token',
+    ],
+    0,
+    { rotations: own?.rotations, callsOnOwnGroup: world.proxy.putsFor(id).length - putsBefore },
+  );
+}
+
 export type Attack = (world: TenancyWorld) => Promise<AttackOutcome>;
 
 /** Every attack, with its actors: tenants[0] and tenants[1] sit in different deployments of the controller. */
@@ -423,5 +464,6 @@ export function catalogue(world: TenancyWorld): [string, Attack][] {
     ['refused adoption', (w) => refusedAdoption(w, b)],
     ['rbac surface', (w) => rbacSurface(w, a)],
     ['metadata noise', (w) => metadataNoise(w, b)],
+    ['rotation flood', (w) => rotationFlood(w, a)],
   ];
 }
