@@ -20,6 +20,7 @@ import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
 import { Reconciler, regardingUserGroup, type ReconcilerPorts, type RotationTrigger } from './reconciler.js';
+import { effectiveMaxTokenAge } from './decide.js';
 import { RotationCap } from './rotation-cap.js';
 import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
@@ -397,7 +398,7 @@ export class Controller {
    */
   *tokenSchedules(): Generator<TokenSchedule> {
     for (const ug of this.userGroups.list()) {
-      const maxAgeMs = ug.spec.ok ? ug.spec.value.maxTokenAgeMs : undefined;
+      const maxAgeMs = ug.spec.ok ? effectiveMaxTokenAge(ug.spec.value, this.options.minTokenAgeMs) : undefined;
       const issued = Date.parse(ug.status.rotation?.tokenIssuedTime ?? '');
       if (maxAgeMs === undefined || Number.isNaN(issued)) continue;
       const next = Date.parse(ug.status.rotation?.nextRotationTime ?? '');
@@ -405,7 +406,7 @@ export class Controller {
         namespace: ug.metadata.namespace,
         name: ug.metadata.name,
         issuedSeconds: issued / 1000,
-        maxAgeSeconds: Math.max(maxAgeMs, this.options.minTokenAgeMs) / 1000,
+        maxAgeSeconds: maxAgeMs / 1000,
         nextRotationSeconds: Number.isNaN(next) ? undefined : next / 1000,
       };
     }

@@ -90,6 +90,11 @@ export function decideRotation(
 /** Pending marks of scheduled rotations begin with this; requested ones are the annotation's value. */
 const SCHEDULED_PREFIX = 'scheduled:';
 
+/** spec.rotation.maxTokenAge raised to the operator's floor (--min-token-age); undefined without scheduled rotation. */
+export function effectiveMaxTokenAge(spec: { readonly maxTokenAgeMs: number | undefined }, floorMs: number): number | undefined {
+  return spec.maxTokenAgeMs === undefined ? undefined : Math.max(spec.maxTokenAgeMs, floorMs);
+}
+
 /** When a token falls due for its scheduled rotation, and the value that names that rotation in the bookkeeping. */
 export interface ScheduledRotation {
   readonly dueAt: number;

@@ -16,6 +16,7 @@ import type { FailureCause, ReconcileResult } from './retry-policy.js';
 import {
   decideRotation,
   decideSync,
+  effectiveMaxTokenAge,
   nextResyncAt,
   scheduledRotation,
   syncHash,
@@ -656,9 +657,8 @@ class Reconciliation {
     return waits.length === 0 ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, Math.min(...waits)) };
   }
 
-  /** spec.rotation.maxTokenAge, raised to the operator's floor; undefined without scheduled rotation. */
   private maxTokenAge(spec: UserGroupSpec): number | undefined {
-    return spec.maxTokenAgeMs === undefined ? undefined : Math.max(spec.maxTokenAgeMs, this.options.minTokenAgeMs);
+    return effectiveMaxTokenAge(spec, this.options.minTokenAgeMs);
   }
 
   /**
