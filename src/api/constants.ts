@@ -35,3 +35,11 @@ export const TOKEN_ISSUED_AT_ANNOTATION = 'usergroup.dev/token-issued-at';
 
 export const DEFAULT_TOKEN_KEY = 'token';
 export const FIELD_MANAGER = 'usergroup-operator';
+
+/**
+ * On a Deployment, StatefulSet or DaemonSet: the UserGroups (comma-separated names, same namespace) whose token
+ * changes may restart it. Whoever owns the workload writes it; a UserGroup naming the workload is not enough.
+ */
+export const RESTART_CONSENT_ANNOTATION = 'usergroup.dev/restart-on-token-change';
+/** Pod-template annotation prefix: `restart.usergroup.dev/<UserGroup name>` = the issue time of the token it restarted for. */
+export const RESTARTED_FOR_PREFIX = 'restart.usergroup.dev/';

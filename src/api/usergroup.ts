@@ -3,6 +3,7 @@ import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
 import { parseGoDuration } from '../platform/go-duration.js';
 import { parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
 import { dropUndefined, isRecord } from '../platform/json-value.js';
+import { RESTART_KINDS, type RestartKind, type RestartTarget } from './workload.js';
 
 export interface UserGroupSpec {
   readonly userGroupId: string;
@@ -14,6 +15,8 @@ export interface UserGroupSpec {
   readonly suspend: boolean;
   /** Scheduled rotation: the token is rotated once it is older than this (spec.rotation.maxTokenAge). */
   readonly maxTokenAgeMs: number | undefined;
+  /** Workloads in the namespace to restart after the token changed (spec.rolloutRestartTargets). */
+  readonly rolloutRestartTargets: readonly RestartTarget[];
 }
 
 /** A UserGroupService in the UserGroup's namespace (the team's own account), or a shared ClusterUserGroupService. */
@@ -58,6 +61,8 @@ export interface UserGroupStatus {
     /** When the scheduled rotation falls due (spec.rotation.maxTokenAge, less the group's jitter). */
     readonly nextRotationTime?: string;
   };
+  /** spec.rolloutRestartTargets: the token the targets were restarted for (or found current when first listed). */
+  readonly rolloutRestarts?: { readonly tokenIssuedTime?: string; readonly lastRestartTime?: string };
   /** Set when the first sync found the group already at the service and this UserGroup adopted it. */
   readonly adoption?: { readonly adoptedAt: string; readonly tokenRotated: boolean };
 }
@@ -95,6 +100,8 @@ const LIMITS = {
   tokenSecretEntries: 64,
   /** Characters of all spec.tokenSecret.annotations keys and values together (admission: CEL). */
   tokenSecretAnnotationsTotalChars: 16_384,
+  /** Entries of spec.rolloutRestartTargets (admission: maxItems): each costs a GET and a PATCH per new token. */
+  restartTargets: 16,
   /**
    * Characters of the rotation request annotation (controller only: CEL cannot read annotations). Its value
    * is kept in the cache and copied into status and into the token Secret's bookkeeping annotations, which
@@ -145,7 +152,7 @@ function overLongRotationRequest(metadata: unknown): string | undefined {
 
 function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
-  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend, rotation } = raw;
+  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend, rotation, rolloutRestartTargets } = raw;
   // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
   const idLength = typeof userGroupId === 'string' ? chars(userGroupId) : 0;
   if (typeof userGroupId !== 'string' || idLength < 1 || idLength > 255) {
@@ -182,6 +189,8 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (suspend !== undefined && typeof suspend !== 'boolean') return { ok: false, error: 'spec.suspend must be a boolean' };
   const maxTokenAge = parseRotation(rotation);
   if (!maxTokenAge.ok) return maxTokenAge;
+  const targets = parseRestartTargets(rolloutRestartTargets);
+  if (!targets.ok) return targets;
   return {
     ok: true,
     value: {
@@ -193,6 +202,7 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
       serviceRef: ref,
       suspend: suspend === true,
       maxTokenAgeMs: maxTokenAge.value,
+      rolloutRestartTargets: targets.value,
     },
   };
 }
@@ -210,6 +220,24 @@ function parseRotation(raw: unknown): Parsed<number | undefined> {
     return { ok: false, error: 'spec.rotation.maxTokenAge must be a duration of at least 1s, such as 720h or 30m' };
   }
   return { ok: true, value: ms };
+}
+
+function parseRestartTargets(raw: unknown): Parsed<readonly RestartTarget[]> {
+  if (raw === undefined || raw === null) return { ok: true, value: [] };
+  const invalid = {
+    ok: false,
+    error: `spec.rolloutRestartTargets must be a list of at most ${LIMITS.restartTargets} distinct {kind: Deployment|StatefulSet|DaemonSet, name} entries`,
+  } as const;
+  if (!Array.isArray(raw) || raw.length > LIMITS.restartTargets) return invalid;
+  const targets: RestartTarget[] = [];
+  for (const entry of raw) {
+    if (!isRecord(entry)) return invalid;
+    const { kind, name } = entry;
+    if (!RESTART_KINDS.includes(kind as RestartKind) || typeof name !== 'string' || name.length > 253 || !dnsSubdomain.test(name)) return invalid;
+    if (targets.some((t) => t.kind === kind && t.name === name)) return invalid;
+    targets.push({ kind: kind as RestartKind, name });
+  }
+  return { ok: true, value: targets };
 }
 
 /** The first limit spec.mapping breaks, worded like the CRD's messages; undefined within limits. */
@@ -320,6 +348,9 @@ function parseStatus(raw: unknown): UserGroupStatus {
       }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? raw['conditions'].flatMap((c) => parseCondition(c)) : undefined;
+  const restarts = isRecord(raw['rolloutRestarts'])
+    ? dropUndefined({ tokenIssuedTime: str(raw['rolloutRestarts']['tokenIssuedTime']), lastRestartTime: str(raw['rolloutRestarts']['lastRestartTime']) })
+    : undefined;
   const adoption =
     isRecord(raw['adoption']) && typeof raw['adoption']['adoptedAt'] === 'string'
       ? { adoptedAt: raw['adoption']['adoptedAt'], tokenRotated: raw['adoption']['tokenRotated'] === true }
@@ -334,6 +365,7 @@ function parseStatus(raw: unknown): UserGroupStatus {
     lastSyncTime: str(raw['lastSyncTime']),
     syncedHash: str(raw['syncedHash']),
     rotation: rotation && dropUndefined(rotation),
+    rolloutRestarts: restarts,
     adoption,
   });
 }

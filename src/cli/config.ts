@@ -12,6 +12,7 @@ export interface RunConfig {
   readonly resyncPeriodMs: number;
   readonly scheduledRotationsPerMinute: number;
   readonly minTokenAgeMs: number;
+  readonly workloadRestartsPerMinute: number;
   readonly serviceQps: number;
   readonly serviceBurst: number;
   readonly serviceTimeoutMs: number;
@@ -145,6 +146,13 @@ export const FLAGS = {
     '1h',
     'floor under spec.rotation.maxTokenAge: a UserGroup asking for more frequent rotations gets this',
     duration(1000),
+  ),
+  workloadRestartsPerMinute: defaulted(
+    'workload-restarts-per-minute',
+    'USERGROUP_WORKLOAD_RESTARTS_PER_MINUTE',
+    '0',
+    'restart spec.rolloutRestartTargets after a token change, at most this many workloads per minute, evenly spaced; 0: never (needs get and patch on apps deployments, statefulsets, daemonsets)',
+    int(0),
   ),
   serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
   serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '20', 'burst of calls toward one service account', int(1)),
@@ -283,6 +291,7 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     resyncPeriodMs: read(FLAGS.resyncPeriod),
     scheduledRotationsPerMinute: read(FLAGS.scheduledRotationsPerMinute),
     minTokenAgeMs: read(FLAGS.minTokenAge),
+    workloadRestartsPerMinute: read(FLAGS.workloadRestartsPerMinute),
     serviceQps: read(FLAGS.serviceQps),
     serviceBurst: read(FLAGS.serviceBurst),
     serviceTimeoutMs: read(FLAGS.serviceTimeout),

@@ -16,12 +16,14 @@ import type { KubeClient } from '../kube/http.js';
 import { Informer, type Cached, type InformerStats } from '../kube/informer.js';
 import { paths } from '../kube/paths.js';
 import { SecretWriter } from '../kube/secret-writer.js';
+import { WorkloadRestarter } from '../kube/workload-restarter.js';
+import type { RestartKind } from '../api/workload.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { Connections } from './connections.js';
-import { Reconciler, regardingUserGroup, type ReconcilerPorts, type RotationTrigger } from './reconciler.js';
+import { Reconciler, regardingUserGroup, type ReconcilerPorts, type RestartOutcome, type RotationTrigger } from './reconciler.js';
 import { effectiveMaxTokenAge } from './decide.js';
-import { RotationCap } from './rotation-cap.js';
+import { RateCap } from './rate-cap.js';
 import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
@@ -46,6 +48,8 @@ export interface ControllerOptions {
   readonly scheduledRotationsPerMinute: number;
   /** The floor under spec.rotation.maxTokenAge (--min-token-age). */
   readonly minTokenAgeMs: number;
+  /** The global cap on restarts of spec.rolloutRestartTargets (--workload-restarts-per-minute); 0: restarts are off. */
+  readonly workloadRestartsPerMinute: number;
   /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
   readonly defaultService: string | undefined;
   readonly serviceQps: number;
@@ -72,6 +76,7 @@ export interface ControllerHooks {
   readonly reconciled?: (result: 'success' | 'requeue' | 'error', seconds: number) => void;
   readonly tokenRotated?: (trigger: RotationTrigger) => void;
   readonly rotationFailed?: (trigger: RotationTrigger) => void;
+  readonly workloadRestarted?: (kind: RestartKind, outcome: RestartOutcome) => void;
   readonly event?: (type: string, reason: string) => void;
   readonly eventDropped?: (type: string, reason: string) => void;
 }
@@ -192,17 +197,25 @@ export class Controller {
       egress: egressPolicy(options.egress),
       beforeCall: () => this.fence(),
     });
-    const cap = new RotationCap(options.scheduledRotationsPerMinute);
-    this.reconciler = new Reconciler(this.reconcilerPorts(secretWriter, claimWriter, statusWriter, cap), {
+    const caps = {
+      rotations: new RateCap(options.scheduledRotationsPerMinute),
+      restarts: new RateCap(Math.max(options.workloadRestartsPerMinute, 1)),
+    };
+    this.reconciler = new Reconciler(this.reconcilerPorts({ secretWriter, claimWriter, statusWriter, workloads: new WorkloadRestarter(client) }, caps), {
       resyncPeriodMs: options.resyncPeriodMs,
       minTokenAgeMs: options.minTokenAgeMs,
+      workloadRestarts: options.workloadRestartsPerMinute > 0,
       log,
     });
     this.wireEvents();
   }
 
   /** What the reconciler reads and does, over the caches and the writers; every write is fenced by the Lease. */
-  private reconcilerPorts(secretWriter: SecretWriter, claimWriter: ClaimWriter, statusWriter: StatusWriter, cap: RotationCap): ReconcilerPorts {
+  private reconcilerPorts(
+    writers: { secretWriter: SecretWriter; claimWriter: ClaimWriter; statusWriter: StatusWriter; workloads: WorkloadRestarter },
+    caps: { rotations: RateCap; restarts: RateCap },
+  ): ReconcilerPorts {
+    const { secretWriter, claimWriter, statusWriter, workloads } = writers;
     return {
       userGroup: (key) => this.userGroups.get(key),
       userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
@@ -252,7 +265,14 @@ export class Controller {
       event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
       tokenRotated: (trigger) => this.hooks.tokenRotated?.(trigger),
       rotationFailed: (trigger) => this.hooks.rotationFailed?.(trigger),
-      scheduledRotationSlot: () => cap.take(),
+      scheduledRotationSlot: () => caps.rotations.take(),
+      readWorkload: (ns, target) => workloads.get(ns, target),
+      restartWorkload: (ns, target, rv, userGroupName, value) => {
+        this.fence();
+        return workloads.restart(ns, target, rv, userGroupName, value);
+      },
+      workloadRestartSlot: () => caps.restarts.take(),
+      workloadRestarted: (kind, outcome) => this.hooks.workloadRestarted?.(kind, outcome),
       now: () => Date.now(),
     };
   }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { API_VERSION, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
+import { API_VERSION, RESTART_CONSENT_ANNOTATION, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
 import { objectKey } from '../api/meta.js';
 import type { ObservedSecret } from '../api/secret.js';
@@ -27,6 +27,9 @@ import {
 } from './decide.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent, type SecretInspection } from './token-secret.js';
+import { decideRestarts, describeTarget, workloadAction } from './restart-decision.js';
+import type { ObservedWorkload, RestartKind, RestartTarget } from '../api/workload.js';
+import type { RestartResult } from '../kube/workload-restarter.js';
 import { errorText } from '../platform/error-text.js';
 import { dropUndefined } from '../platform/json-value.js';
 
@@ -71,8 +74,17 @@ export interface ReconcilerPorts {
    * milliseconds until one is free (rotate later; nothing was taken).
    */
   readonly scheduledRotationSlot: () => number;
+  /** A workload of the namespace, as far as restarting it needs (undefined: there is none). */
+  readonly readWorkload: (namespace: string, target: RestartTarget) => Promise<ObservedWorkload | undefined>;
+  readonly restartWorkload: (namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string) => Promise<RestartResult>;
+  /** Takes a slot of the global cap on workload restarts, as scheduledRotationSlot does. */
+  readonly workloadRestartSlot: () => number;
+  readonly workloadRestarted: (kind: RestartKind, outcome: RestartOutcome) => void;
   readonly now: () => number;
 }
+
+/** What became of one restart target. */
+export type RestartOutcome = 'restarted' | 'not-allowed' | 'missing' | 'failed';
 
 /** Why a token was rotated: someone asked, its schedule, or the adoption of a group found at the service. */
 export type RotationTrigger = 'requested' | 'scheduled' | 'adoption';
@@ -81,6 +93,8 @@ export interface ReconcilerOptions {
   readonly resyncPeriodMs: number;
   /** The operator's floor under spec.rotation.maxTokenAge (--min-token-age): a tenant cannot make rotations more frequent. */
   readonly minTokenAgeMs: number;
+  /** Whether the operator restarts spec.rolloutRestartTargets (the chart's opt-in, which also grants the RBAC). */
+  readonly workloadRestarts: boolean;
   readonly log: Logger;
 }
 
@@ -160,6 +174,11 @@ interface Progress {
   readonly tokenChanged?: boolean;
   /** A scheduled rotation fell due but the global cap said wait this long. */
   readonly rotationCappedForMs?: number;
+  /** status.rolloutRestarts as the restart step leaves it. */
+  readonly restarts?: UserGroupStatus['rolloutRestarts'];
+  /** Restarts are left to do: the cap said wait this long, or (failure) a target could not be restarted. */
+  readonly restartsCappedForMs?: number;
+  readonly restartFailure?: FailureCause;
   readonly adopted: UserGroupStatus['adoption'];
   /** The token Secret as stored now (after our own writes), if any. */
   readonly secret: ObservedSecret | undefined;
@@ -374,6 +393,7 @@ class Reconciliation {
     let step = await this.syncAtService(plan, startingPoint(plan, this.previous));
     if (step.ok) step = await this.rotateIfAsked(plan, step.progress);
     if (step.ok) step = await this.storeToken(plan, step.progress);
+    if (step.ok) step = await this.restartConsumers(plan, step.progress);
     if (!step.ok) return step.end;
     return this.reportSynced(plan, step.progress);
   }
@@ -593,7 +613,8 @@ class Reconciliation {
     // A token's age counts from when the operator obtained it; a Secret written before that was recorded keeps
     // going without it until its token changes (no write for every Secret on upgrade).
     const changed = progress.token !== undefined && sha256Hex(progress.token.reveal()) !== plan.owned?.tokenSha256;
-    const issuedAt = changed ? iso(this.ports.now()) : plan.owned?.issuedAt;
+    // To the millisecond: the issue time names the token (restart targets), and two rotations may share a second.
+    const issuedAt = changed ? new Date(this.ports.now()).toISOString() : plan.owned?.issuedAt;
     const stored = await this.storeSecret(
       spec,
       connection,
@@ -621,6 +642,78 @@ class Reconciliation {
     return { ok: true, progress: { ...progress, secret: stored.secret, issuedAt: issuedAt ?? plan.issuedAt, tokenChanged: changed } };
   }
 
+  /**
+   * After the new token is stored (pods restarted before would start with the old one): restart the workloads
+   * listed in spec.rolloutRestartTargets whose owners allow it, once per token (restart-decision.ts).
+   */
+  private async restartConsumers(plan: Plan, progress: Progress): Promise<Step> {
+    const { spec } = plan;
+    const issuedAt = progress.issuedAt ?? plan.issuedAt;
+    const decision = decideRestarts({
+      targets: spec.rolloutRestartTargets,
+      restartedFor: this.previous.rolloutRestarts?.tokenIssuedTime,
+      foundIssuedAt: plan.owned ? plan.issuedAt : undefined,
+      issuedAt,
+    });
+    const recorded = { ...this.previous.rolloutRestarts, tokenIssuedTime: issuedAt };
+    if (decision.kind === 'none')
+      return { ok: true, progress: spec.rolloutRestartTargets.length === 0 ? progress : { ...progress, restarts: this.previous.rolloutRestarts } };
+    if (decision.kind === 'record') return { ok: true, progress: { ...progress, restarts: recorded } };
+    const names = spec.rolloutRestartTargets.map(describeTarget).join(', ');
+    if (!this.options.workloadRestarts) {
+      this.event(
+        'Warning',
+        'RolloutRestartDisabled',
+        'Restart',
+        `the token changed but ${names} were not restarted: this operator does not restart workloads (the chart's rolloutRestart.enabled is off)`,
+      );
+      return { ok: true, progress: { ...progress, restarts: recorded } };
+    }
+    const { namespace, name } = this.ug.metadata;
+    let restartedAny = false;
+    for (const target of spec.rolloutRestartTargets) {
+      this.signal?.throwIfAborted();
+      const what = describeTarget(target);
+      try {
+        const workload = await this.ports.readWorkload(namespace, target);
+        const action = workloadAction(workload, name, issuedAt);
+        if (action === 'current') continue;
+        if (action === 'missing' || action === 'not-allowed') {
+          this.ports.workloadRestarted(target.kind, action);
+          this.event(
+            'Warning',
+            action === 'missing' ? 'RestartTargetNotFound' : 'RestartTargetNotAllowed',
+            'Restart',
+            action === 'missing'
+              ? `${what} does not exist in namespace ${namespace}; not restarted for the new token`
+              : `${what} was not restarted for the new token: its owner has not named this UserGroup in its ${RESTART_CONSENT_ANNOTATION} annotation`,
+          );
+          continue;
+        }
+        const waitMs = this.ports.workloadRestartSlot();
+        if (waitMs > 0) return { ok: true, progress: { ...progress, restartsCappedForMs: waitMs, restarts: this.previous.rolloutRestarts } };
+        if (!workload) continue;
+        const restarted = await this.ports.restartWorkload(namespace, target, workload.resourceVersion, name, issuedAt);
+        if (!restarted.ok) {
+          // Changed since it was read (its consent too, perhaps), or deleted: decide again on what is there now.
+          return { ok: true, progress: { ...progress, restartFailure: 'lost-race', restarts: this.previous.rolloutRestarts } };
+        }
+        restartedAny = true;
+        this.ports.workloadRestarted(target.kind, 'restarted');
+        this.event('Normal', 'RolloutRestarted', 'Restart', `restarted ${what} for the new token (issued ${issuedAt})`);
+        this.log.info({ target: what }, 'restarted a workload for the new token');
+      } catch (err) {
+        if (this.signal?.aborted) throw err;
+        this.ports.workloadRestarted(target.kind, 'failed');
+        const message = `could not restart ${what} for the new token: ${errorText(err)}`;
+        this.event('Warning', 'RestartFailed', 'Restart', message);
+        this.log.warn({ target: what, err: errorText(err) }, 'workload restart failed');
+        return { ok: true, progress: { ...progress, restartFailure: 'restart-refused', restarts: this.previous.rolloutRestarts } };
+      }
+    }
+    return { ok: true, progress: { ...progress, restarts: restartedAny ? { tokenIssuedTime: issuedAt, lastRestartTime: iso(this.ports.now()) } : recorded } };
+  }
+
   /** Ready=True Synced with what the service said, and when to come back for the periodic resync. */
   private async reportSynced(plan: Plan, progress: Progress): Promise<ReconcileResult> {
     const { group } = progress;
@@ -645,7 +738,10 @@ class Reconciliation {
       syncedHash: group ? plan.hash : this.previous.syncedHash,
       ...(Object.keys(rotationStatus).length > 0 ? { rotation: rotationStatus } : {}),
       ...(progress.adopted ? { adoption: progress.adopted } : {}),
+      // Dropped with the last target: listing targets again later starts from the token of that day.
+      rolloutRestarts: progress.restarts,
     });
+    if (progress.restartFailure) return failed(progress.restartFailure);
     // Back for whichever comes first: the periodic resync, the scheduled rotation, a slot under the cap.
     const now = this.ports.now();
     const nextResync = nextResyncAt(lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
@@ -653,6 +749,7 @@ class Reconciliation {
       nextResync === undefined ? undefined : nextResync - now,
       schedule === undefined || progress.rotationCappedForMs !== undefined ? undefined : schedule.dueAt - now,
       progress.rotationCappedForMs,
+      progress.restartsCappedForMs,
     ].filter((ms): ms is number => ms !== undefined);
     return waits.length === 0 ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, Math.min(...waits)) };
   }

@@ -44,7 +44,9 @@ export type FailureCause =
   /** A Secret of that name exists and is not ours. */
   | 'secret-taken'
   /** The connection cannot be resolved yet (its API-key Secret is missing: not watched). */
-  | 'connection-unresolved';
+  | 'connection-unresolved'
+  /** The apiserver refused to restart a spec.rolloutRestartTargets workload (RBAC, validation, an outage). */
+  | 'restart-refused';
 
 /** What a reconcile came to, like controller-runtime's Result / error and kube-rs's Action. */
 export type ReconcileResult =
@@ -65,6 +67,8 @@ export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: R
   'secret-write-refused': { retryClass: 'transient', atLeastMs: 30_000 },
   'secret-taken': { retryClass: 'transient', atLeastMs: 30_000 },
   'connection-unresolved': { retryClass: 'transient', atLeastMs: 10_000 },
+  // Nothing watched says when RBAC or the workload is fixed: the persistent backoff, up to 5 minutes.
+  'restart-refused': { retryClass: 'persistent', atLeastMs: 0 },
 };
 
 /** What the queue does with the key. */

@@ -1,4 +1,7 @@
+import type { RestartKind } from '../api/workload.js';
 import { CLAIM_PLURAL, CLUSTERUSERGROUPSERVICE_PLURAL, GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
+
+const WORKLOAD_PLURALS: Readonly<Record<RestartKind, string>> = { Deployment: 'deployments', StatefulSet: 'statefulsets', DaemonSet: 'daemonsets' };
 
 const ns = (namespace: string | undefined): string => (namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '');
 
@@ -15,6 +18,9 @@ export const paths = {
   secret: (namespace: string, name: string): string => `${paths.secrets(namespace)}/${encodeURIComponent(name)}`,
   events: (namespace: string): string => `/apis/events.k8s.io/v1${ns(namespace)}/events`,
   event: (namespace: string, name: string): string => `${paths.events(namespace)}/${encodeURIComponent(name)}`,
+  /** Deployments, StatefulSets and DaemonSets (apps/v1), by kind. */
+  workload: (namespace: string, kind: RestartKind, name: string): string =>
+    `/apis/apps/v1${ns(namespace)}/${WORKLOAD_PLURALS[kind]}/${encodeURIComponent(name)}`,
   leases: (namespace: string): string => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases`,
   lease: (namespace: string, name: string): string => `${paths.leases(namespace)}/${encodeURIComponent(name)}`,
 };

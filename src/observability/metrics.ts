@@ -92,6 +92,12 @@ export class Metrics {
     labelNames: ['trigger'],
     registers: [this.registry],
   });
+  readonly workloadRestarts = new Counter({
+    name: 'usergroup_workload_restarts_total',
+    help: 'spec.rolloutRestartTargets after a token change, by kind and outcome: restarted, not-allowed (its owner did not name the UserGroup), missing, failed (retried).',
+    labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+  });
   /** Set by the controller: the token schedule of each UserGroup with scheduled rotation, read at scrape time. */
   tokenSchedules: () => Iterable<TokenScheduleSample> = () => [];
   // One series per UserGroup with spec.rotation.maxTokenAge (as cert-manager exports one per Certificate).

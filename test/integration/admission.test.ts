@@ -50,6 +50,32 @@ const badUserGroups: BadCase[] = [
     error: "are the operator's own bookkeeping annotations",
   },
   {
+    what: 'a restart target of a kind the operator does not restart',
+    manifest: userGroup(fresh(), { ...good, rolloutRestartTargets: [{ kind: 'Pod', name: 'web' }] }),
+    error: 'spec.rolloutRestartTargets[0].kind: Unsupported value: "Pod"',
+  },
+  {
+    what: 'the same restart target twice',
+    manifest: userGroup(fresh(), {
+      ...good,
+      rolloutRestartTargets: [
+        { kind: 'Deployment', name: 'web' },
+        { kind: 'Deployment', name: 'web' },
+      ],
+    }),
+    error: 'spec.rolloutRestartTargets[1]: Duplicate value',
+  },
+  {
+    what: 'a restart target in another namespace (no such field: targets never leave the namespace)',
+    manifest: userGroup(fresh(), { ...good, rolloutRestartTargets: [{ kind: 'Deployment', name: 'other-ns/web' }] }),
+    error: 'spec.rolloutRestartTargets[0].name in body should match',
+  },
+  {
+    what: 'more than 16 restart targets',
+    manifest: userGroup(fresh(), { ...good, rolloutRestartTargets: Array.from({ length: 17 }, (_, i) => ({ kind: 'Deployment', name: `d${i}` })) }),
+    error: 'spec.rolloutRestartTargets: Too many: 17: must have at most 16 items',
+  },
+  {
     what: 'spec.rotation.maxTokenAge without a unit',
     manifest: userGroup(fresh(), { ...good, rotation: { maxTokenAge: '720' } }),
     error: 'spec.rotation.maxTokenAge in body should match',

@@ -212,6 +212,54 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       const status = await sa.as(['auth', 'can-i', 'patch', 'usergroups', '--subresource=status', '-n', env.namespace]);
       expect(status.stdout.trim()).toBe('yes');
       expect((await sa.as(['auth', 'can-i', 'update', 'usergroups', '--subresource=status', '-n', env.namespace])).stdout.trim()).toBe('no');
+      // Workloads: nothing until rolloutRestart.enabled (the default is off).
+      await expectForbidden(sa.as, ['get', 'deployments', '-n', env.namespace]);
+      expect((await sa.as(['auth', 'can-i', 'patch', 'deployments', '-n', env.namespace])).stdout.trim()).toBe('no');
+
+      // rolloutRestart.enabled: get and patch on the three workload kinds, in the watched namespace only, and
+      // enough for the controller to restart a consenting Deployment after a rotation.
+      const upgraded = await helm(['upgrade', 'ugo', CHART_DIR, '--namespace', system, '--reuse-values', '--set', 'rolloutRestart.enabled=true']);
+      expect(upgraded.code, upgraded.stderr).toBe(0);
+      for (const kind of ['deployments', 'statefulsets', 'daemonsets']) {
+        for (const verb of ['get', 'patch']) expect((await sa.as(['auth', 'can-i', verb, `${kind}.apps`, '-n', env.namespace])).stdout.trim()).toBe('yes');
+        for (const verb of ['update', 'delete', 'create', 'list'])
+          expect((await sa.as(['auth', 'can-i', verb, `${kind}.apps`, '-n', env.namespace])).stdout.trim()).toBe('no');
+        expect((await sa.as(['auth', 'can-i', 'patch', `${kind}.apps`, '-n', other])).stdout.trim()).toBe('no');
+      }
+      await signalAndWait(c, 'SIGTERM');
+      c = spawnController({
+        kubeconfigPath: sa.path,
+        namespace: env.namespace,
+        defaultService: 'ugo-usergroup-operator',
+        args: [
+          '--leader-elect',
+          '--leader-election-namespace',
+          system,
+          '--leader-election-id',
+          'ugo-usergroup-operator',
+          '--workload-restarts-per-minute',
+          '60',
+        ],
+      });
+      await waitLog(c, 'workers started', msgIs('workers started'));
+      const deployment = {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'web', namespace: env.namespace, annotations: { 'usergroup.dev/restart-on-token-change': 'acme' } },
+        spec: {
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'registry.invalid/web:1' }] } },
+        },
+      };
+      expect((await admin(['apply', '-f', '-'], JSON.stringify(deployment))).code).toBe(0);
+      await env.patchUserGroup('acme', { spec: { rolloutRestartTargets: [{ kind: 'Deployment', name: 'web' }] } });
+      await env.waitForReady('acme');
+      await env.requestRotation('acme', 'rbac-2');
+      await eventually('web restarted for the new token', async () => {
+        const generation = await admin(['get', 'deployment', 'web', '-n', env.namespace, '-o', 'jsonpath={.metadata.generation}']);
+        return generation.stdout === '2' ? true : undefined;
+      });
+      expect(noAuthorizationTrouble(c)).toEqual([]);
     } finally {
       if (c) await signalAndWait(c, 'SIGTERM');
       await helm(['uninstall', 'ugo', '--namespace', system]);

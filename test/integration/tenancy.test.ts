@@ -5,6 +5,7 @@ import {
   metadataNoise,
   rbacSurface,
   refusedAdoption,
+  restartHijack,
   rotationFlood,
   rotationHijack,
   sleeper,
@@ -130,6 +131,13 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
   it("a rotation flood (maxTokenAge 1s, a backdated issue time, a forged pending mark): the operator's floor holds, no rotation", async () => {
     const o = await rotationFlood(world, world.tenants[0]!);
     expect(o.details['rotations']).toBe(0);
+    expectRefused(o);
+  });
+
+  it("restart targets: a platform workload that never consented and another namespace's consenting one stay untouched; the consent cannot be forged", async () => {
+    const o = await restartHijack(world, world.tenants[0]!, world.tenants[1]!);
+    // The tenant's own rotations are its right (2 asked, 2 done); nothing else moved.
+    expect(o.details['ownRotations']).toBe(2);
     expectRefused(o);
   });
 

@@ -28,6 +28,7 @@ export function userGroupSpec(over: Partial<UserGroupSpec> = {}): UserGroupSpec 
     serviceRef: undefined,
     suspend: false,
     maxTokenAgeMs: undefined,
+    rolloutRestartTargets: [],
     ...over,
   };
 }

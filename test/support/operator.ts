@@ -50,6 +50,7 @@ export interface UserGroupObject {
     lastSyncTime?: string;
     syncedHash?: string;
     rotation?: { lastHandledRequest?: string; lastRotationTime?: string; tokenIssuedTime?: string; nextRotationTime?: string };
+    rolloutRestarts?: { tokenIssuedTime?: string; lastRestartTime?: string };
   };
 }
 

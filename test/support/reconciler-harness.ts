@@ -4,6 +4,7 @@ import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/cl
 import { objectKey } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
+import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { Reconciler, type ReconcilerPorts } from '../../src/controller/reconciler.js';
 import type { ReconcileResult } from '../../src/controller/retry-policy.js';
@@ -32,6 +33,8 @@ export interface UserGroupInit {
   /** spec.rotation.maxTokenAge. */
   readonly maxTokenAge?: string;
   readonly suspend?: boolean;
+  /** spec.rolloutRestartTargets. */
+  readonly rolloutRestartTargets?: readonly RestartTarget[];
 }
 
 export function userGroup(init: UserGroupInit = {}): UserGroup {
@@ -53,6 +56,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       name: 'Acme',
       ...(init.maxTokenAge !== undefined ? { rotation: { maxTokenAge: init.maxTokenAge } } : {}),
       ...(init.suspend !== undefined ? { suspend: init.suspend } : {}),
+      ...(init.rolloutRestartTargets !== undefined ? { rolloutRestartTargets: init.rolloutRestartTargets } : {}),
     },
     status: init.status ?? {},
   });
@@ -133,6 +137,16 @@ export interface World {
   now?: number;
   /** What the global cap on scheduled rotations answers (default 0: a slot is free). */
   capWaitMs?: number;
+  /** The namespace's workloads, by "Kind/name" (restart targets patch them). */
+  workloads?: Map<string, ObservedWorkload>;
+  /** --workload-restarts-per-minute > 0 (default true). */
+  workloadRestarts?: boolean;
+  /** What the global cap on workload restarts answers (default 0). */
+  restartCapWaitMs?: number;
+  /** A workload restart the apiserver refuses with this error. */
+  restartRefusal?: Error;
+  /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
+  workloadChangesAfterRead?: boolean;
 }
 
 export interface Harness {
@@ -246,8 +260,39 @@ export function harness(world: World): Harness {
       calls.push('cap');
       return world.capWaitMs ?? 0;
     },
+    readWorkload: async (_ns, target) => {
+      calls.push(`GET ${target.kind}/${target.name}`);
+      const key = `${target.kind}/${target.name}`;
+      const read = world.workloads?.get(key);
+      if (read && world.workloadChangesAfterRead) world.workloads?.set(key, { ...read, resourceVersion: `${read.resourceVersion}0` });
+      return read;
+    },
+    restartWorkload: async (_ns, target, resourceVersion, userGroupName, value) => {
+      calls.push(`restart ${target.kind}/${target.name}`);
+      if (world.restartRefusal) throw world.restartRefusal;
+      const key = `${target.kind}/${target.name}`;
+      const current = world.workloads?.get(key);
+      if (!current) return { ok: false, conflict: 'gone' };
+      if (current.resourceVersion !== resourceVersion) return { ok: false, conflict: 'changed' };
+      world.workloads?.set(key, {
+        ...current,
+        resourceVersion: String(Number(current.resourceVersion) + 1),
+        restartedFor: { ...current.restartedFor, [userGroupName]: value },
+      });
+      return { ok: true };
+    },
+    workloadRestartSlot: () => {
+      calls.push('restart cap');
+      return world.restartCapWaitMs ?? 0;
+    },
+    workloadRestarted: () => undefined,
     now: () => world.now ?? Date.parse('2026-11-22T01:00:00Z'),
   };
-  const reconciler = new Reconciler(ports, { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, log: pino({ level: 'silent' }) });
+  const reconciler = new Reconciler(ports, {
+    resyncPeriodMs: 3_600_000,
+    minTokenAgeMs: 1_000,
+    workloadRestarts: world.workloadRestarts ?? true,
+    log: pino({ level: 'silent' }),
+  });
   return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile: () => reconciler.reconcile(objectKey(world.ug.metadata), 'r1') };
 }

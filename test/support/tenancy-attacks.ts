@@ -1,6 +1,6 @@
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { randomBytes } from 'node:crypto';
-import { ApiException, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { ApiException, AppsV1Api, PatchStrategy, setHeaderOptions, type V1DeploymentSpec } from '@kubernetes/client-node';
 import { eventually } from './kube.js';
 import { group, version } from './operator.js';
 import {
@@ -446,6 +446,66 @@ export async function rotationFlood(world: TenancyWorld, t: Tenant): Promise<Att
   );
 }
 
+/**
+ * 13. Restarts as a weapon: a UserGroup whose spec.rolloutRestartTargets name a workload in the tenant's namespace
+ * that the platform owns (it never named the group), and, by name, a workload in another tenant's namespace whose
+ * owner did consent to a group of that name there; then rotations, and the consent annotation written as the
+ * tenant. The workload's owner decides (its annotation), and targets never leave the UserGroup's namespace.
+ */
+export async function restartHijack(world: TenancyWorld, t: Tenant, other: Tenant): Promise<AttackOutcome> {
+  const name = `restarter-${suffix()}`;
+  const id = `${t.namespace}.${name}`;
+  const apps = world.env.kc.makeApiClient(AppsV1Api);
+  const spec = (app: string): V1DeploymentSpec => ({
+    selector: { matchLabels: { app } },
+    template: { metadata: { labels: { app } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } },
+  });
+  // The platform's agent in the tenant's namespace (no consent), and the other tenant's web, consenting to "name".
+  await apps.createNamespacedDeployment({ namespace: t.namespace, body: { metadata: { name: `agent-${name}` }, spec: spec('agent') } });
+  await apps.createNamespacedDeployment({
+    namespace: other.namespace,
+    body: { metadata: { name: `web-${name}`, annotations: { 'usergroup.dev/restart-on-token-change': name } }, spec: spec('web') },
+  });
+  await createUserGroupAs(t, name, {
+    userGroupId: id,
+    name: 'Restarter',
+    rolloutRestartTargets: [
+      { kind: 'Deployment', name: `agent-${name}` },
+      { kind: 'Deployment', name: `web-${name}` },
+    ],
+  });
+  await waitForReason(world, t.namespace, name, 'Synced');
+  const consentRefused = await forbidden(
+    t.kc
+      .makeApiClient(AppsV1Api)
+      .patchNamespacedDeployment(
+        { namespace: t.namespace, name: `agent-${name}`, body: { metadata: { annotations: { 'usergroup.dev/restart-on-token-change': name } } } },
+        MERGE,
+      ),
+  );
+  for (const request of ['restart-1', 'restart-2']) {
+    await annotateUserGroupAs(t, name, { [ROTATE]: request });
+    await eventually(`rotation ${request} handled`, async () =>
+      (await userGroupIn(world, t.namespace, name))?.status?.rotation?.lastHandledRequest === request ? true : undefined,
+    );
+  }
+  // The Warnings are emitted after the rotation; give a (wrong) restart as long to land as a right one takes.
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  const agent = await apps.readNamespacedDeployment({ namespace: t.namespace, name: `agent-${name}` });
+  const web = await apps.readNamespacedDeployment({ namespace: other.namespace, name: `web-${name}` });
+  const own = serviceGroup(world, id);
+  return outcome(
+    "restart hijack: a platform workload that never consented, another tenant's consenting workload, the consent forged",
+    [
+      agent.metadata?.generation !== 1 && `the platform's agent was restarted (generation ${String(agent.metadata?.generation)})`,
+      web.metadata?.generation !== 1 && `the other tenant's web was restarted (generation ${String(web.metadata?.generation)})`,
+      !consentRefused && "the tenant wrote the consent annotation on the platform's agent",
+    ],
+    0,
+    { ownRotations: own?.rotations, callsOnOwnGroup: world.proxy.putsFor(id).length },
+  );
+}
+
 export type Attack = (world: TenancyWorld) => Promise<AttackOutcome>;
 
 /** Every attack, with its actors: tenants[0] and tenants[1] sit in different deployments of the controller. */
@@ -465,5 +525,6 @@ export function catalogue(world: TenancyWorld): [string, Attack][] {
     ['rbac surface', (w) => rbacSurface(w, a)],
     ['metadata noise', (w) => metadataNoise(w, b)],
     ['rotation flood', (w) => rotationFlood(w, a)],
+    ['restart hijack', (w) => restartHijack(w, a, b)],
   ];
 }

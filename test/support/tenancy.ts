@@ -115,7 +115,8 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
     { namespaces: namespaces.slice(1), handle: undefined },
   ].filter((s) => s.namespaces.every(Boolean) && s.namespaces.length > 0);
   const start = async (shard: (typeof shards)[number]): Promise<void> => {
-    shard.handle = await env.startOperator({ mode, args: ['--namespaces', shard.namespaces.join(',')] });
+    // Restarts on, as a platform team that offers them would run it (attack 13 needs them on to mean anything).
+    shard.handle = await env.startOperator({ mode, args: ['--namespaces', shard.namespaces.join(','), '--workload-restarts-per-minute', '600'] });
   };
   for (const shard of shards) await start(shard);
 

@@ -37,6 +37,7 @@ describe('parseUserGroup', () => {
         tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
         serviceRef: undefined,
         suspend: false,
+        rolloutRestartTargets: [],
       },
     });
     expect(u.status).toEqual({});
@@ -51,6 +52,10 @@ describe('parseUserGroup', () => {
       tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
       serviceRef: { name: 'own-account' },
       suspend: true,
+      rolloutRestartTargets: [
+        { kind: 'Deployment', name: 'web' },
+        { kind: 'StatefulSet', name: 'web' },
+      ],
     });
     expect(u.spec).toEqual({
       ok: true,
@@ -62,8 +67,31 @@ describe('parseUserGroup', () => {
         tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
         serviceRef: { kind: 'UserGroupService', name: 'own-account' },
         suspend: true,
+        rolloutRestartTargets: [
+          { kind: 'Deployment', name: 'web' },
+          { kind: 'StatefulSet', name: 'web' },
+        ],
       },
     });
+  });
+
+  it('refuses restart targets of another kind, a bad name, a repeat, or more than 16', () => {
+    const error = 'spec.rolloutRestartTargets must be a list of at most 16 distinct {kind: Deployment|StatefulSet|DaemonSet, name} entries';
+    const many = Array.from({ length: 17 }, (_, i) => ({ kind: 'Deployment', name: `d${i}` }));
+    for (const targets of [
+      [{ kind: 'Pod', name: 'web' }],
+      [{ kind: 'Deployment', name: 'Web' }],
+      [{ kind: 'Deployment' }],
+      [
+        { kind: 'Deployment', name: 'web' },
+        { kind: 'Deployment', name: 'web' },
+      ],
+      many,
+      { kind: 'Deployment', name: 'web' },
+    ]) {
+      expect(ug({ userGroupId: 'x', name: 'X', rolloutRestartTargets: targets }).spec).toEqual({ ok: false, error });
+    }
+    expect(ug({ userGroupId: 'x', name: 'X', rolloutRestartTargets: many.slice(0, 16) }).spec.ok).toBe(true);
   });
 
   it('reads a serviceRef to a ClusterUserGroupService, and refuses another kind', () => {

@@ -23,6 +23,7 @@ describe('parseRunConfig defaults', () => {
       resyncPeriodMs: 10 * 3_600_000,
       scheduledRotationsPerMinute: 60,
       minTokenAgeMs: 3_600_000,
+      workloadRestartsPerMinute: 0,
       serviceQps: 10,
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,

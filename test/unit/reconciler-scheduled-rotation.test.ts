@@ -56,6 +56,8 @@ async function world(
 
 /** Timestamps as the operator writes them: whole seconds. */
 const iso = (ms: number): string => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+/** A token's issue time is recorded to the millisecond: it names the token (restart targets follow it). */
+const issued = (ms: number): string => new Date(ms).toISOString();
 
 const posts = (h: Harness): number => h.calls.filter((c) => c === 'POST').length;
 
@@ -80,9 +82,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
     expect(after[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
     // Only a requested value is remembered as handled: the earlier request stays recorded as it was.
     expect(after[ROTATION_HANDLED_ANNOTATION]).toBe('r0');
-    expect(after[TOKEN_ISSUED_AT_ANNOTATION]).toBe(iso(now));
-    const next = scheduledRotation(iso(now), 24 * HOUR, UID)?.dueAt ?? NaN;
-    expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: iso(now), nextRotationTime: iso(next) });
+    expect(after[TOKEN_ISSUED_AT_ANNOTATION]).toBe(issued(now));
+    const next = scheduledRotation(issued(now), 24 * HOUR, UID)?.dueAt ?? NaN;
+    expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: issued(now), nextRotationTime: iso(next) });
     expect(posts(h)).toBe(1);
   });
 
@@ -124,7 +126,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     await h.reconcile();
     expect(posts(h)).toBe(1);
     expect(h.calls).not.toContain('cap');
-    expect(h.writes.at(-1)?.annotations).toMatchObject({ [ROTATION_HANDLED_ANNOTATION]: 'r1', [TOKEN_ISSUED_AT_ANNOTATION]: iso(now) });
+    expect(h.writes.at(-1)?.annotations).toMatchObject({ [ROTATION_HANDLED_ANNOTATION]: 'r1', [TOKEN_ISSUED_AT_ANNOTATION]: issued(now) });
   });
 
   it('a Secret from before issue times were recorded: the schedule counts from the status, else the creation', async () => {

@@ -32,6 +32,7 @@ describe('the retry policy: one table from what a reconcile came to, to what the
       'key-refused',
       'lost-race',
       'request-refused',
+      'restart-refused',
       'secret-taken',
       'secret-write-refused',
     ]);

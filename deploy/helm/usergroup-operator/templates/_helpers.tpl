@@ -123,4 +123,11 @@ app.kubernetes.io/part-of: usergroup-operator
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- if .Values.rolloutRestart.enabled }}
+# rolloutRestart.enabled: read a spec.rolloutRestartTargets workload (its owner's consent) and patch its pod
+# template's annotations, as kubectl rollout restart does.
+- apiGroups: [apps]
+  resources: [deployments, statefulsets, daemonsets]
+  verbs: [get, patch]
+{{- end }}
 {{- end }}

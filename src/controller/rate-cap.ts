@@ -1,9 +1,10 @@
 /**
- * The global cap on scheduled rotations: at most `perMinute`, evenly spaced (a burst of one), so 10,000 tokens
- * falling due together become a steady trickle of calls and Secret writes instead of one spike. Requested
- * rotations are never capped: someone asked for them.
+ * A global cap: at most `perMinute`, evenly spaced (a burst of one). On scheduled rotations, so 10,000 tokens
+ * falling due together become a steady trickle of calls and Secret writes instead of one spike (requested
+ * rotations are never capped: someone asked for them); on workload restarts, so those rotations do not roll
+ * every consumer in the cluster at once.
  */
-export class RotationCap {
+export class RateCap {
   private readonly intervalMs: number;
   /** The earliest time the next slot may be taken. */
   private nextAt = Number.NEGATIVE_INFINITY;

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { RotationCap } from '../../src/controller/rotation-cap.js';
+import { RateCap } from '../../src/controller/rate-cap.js';
 
-describe('RotationCap: the global cap on scheduled rotations', () => {
+describe('RateCap: the global cap on scheduled rotations', () => {
   it('spaces slots evenly: 120 per minute is one every 500 ms, and a refused take costs nothing', () => {
     let now = 10_000;
-    const cap = new RotationCap(120, () => now);
+    const cap = new RateCap(120, () => now);
     expect(cap.take()).toBe(0);
     expect(cap.take()).toBe(500);
     now += 200;
@@ -16,7 +16,7 @@ describe('RotationCap: the global cap on scheduled rotations', () => {
 
   it('never lets more than perMinute (+1) through in any minute, however often it is asked', () => {
     let now = 0;
-    const cap = new RotationCap(60, () => now);
+    const cap = new RateCap(60, () => now);
     const taken: number[] = [];
     for (; now < 180_000; now += 7) if (cap.take() === 0) taken.push(now);
     for (const start of [0, 30_000, 61_234, 120_000]) {
@@ -27,7 +27,7 @@ describe('RotationCap: the global cap on scheduled rotations', () => {
 
   it('an idle cap does not save up a burst', () => {
     let now = 0;
-    const cap = new RotationCap(60, () => now);
+    const cap = new RateCap(60, () => now);
     expect(cap.take()).toBe(0);
     now += 600_000;
     expect(cap.take()).toBe(0);

@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupStatus } from '../../src/api/usergroup.js';
+import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { SEAL, storedSecret } from '../support/fixtures.js';
+import { harness, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
+
+/**
+ * spec.rolloutRestartTargets through the reconciler's ports: a workload is restarted once per new token, after
+ * that token is stored, only if its owner named the UserGroup; never for a sync that kept the token. No I/O.
+ */
+
+const ISSUED = '2026-11-20T00:00:00.000Z';
+const NOW = Date.parse('2026-11-22T01:00:00.250Z');
+const NEW_ISSUED = new Date(NOW).toISOString();
+const WEB: RestartTarget = { kind: 'Deployment', name: 'web' };
+const DB: RestartTarget = { kind: 'StatefulSet', name: 'db' };
+
+function sealedSecret(token: string, issuedAt: string): ObservedSecret {
+  const ug = userGroup();
+  if (!ug.spec.ok) throw new Error(ug.spec.error);
+  const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined, issuedAt }, SEAL);
+  const parsed = parseSecret(storedSecret(desired, '20'));
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+async function syncedStatus(): Promise<UserGroupStatus> {
+  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
+  await h.reconcile();
+  const status = h.statuses.at(-1);
+  if (!status) throw new Error('no status written');
+  return status;
+}
+
+const workload = (over: Partial<ObservedWorkload> = {}): ObservedWorkload => ({ resourceVersion: '7', consentsTo: ['acme'], restartedFor: {}, ...over });
+
+async function world(
+  init: {
+    rotate?: boolean;
+    restartedFor?: string | undefined;
+    targets?: RestartTarget[];
+    workloads?: Record<string, ObservedWorkload>;
+    status?: Partial<UserGroupStatus>;
+  } & Partial<Omit<World, 'workloads'>> = {},
+): Promise<Harness> {
+  const { rotate, targets, workloads, status, ...rest } = init;
+  const synced = await syncedStatus();
+  const restartedFor = 'restartedFor' in init ? init.restartedFor : ISSUED;
+  const ug = userGroup({
+    rolloutRestartTargets: targets ?? [WEB],
+    status: { ...synced, ...(restartedFor !== undefined ? { rolloutRestarts: { tokenIssuedTime: restartedFor } } : {}), ...status },
+    ...(rotate === false ? {} : { annotations: { [ROTATE_ANNOTATION]: 'r1' } }),
+  });
+  const stored = sealedSecret('tok-1', ISSUED);
+  return harness({
+    ug,
+    cached: stored,
+    live: stored,
+    otherKnown: false,
+    serviceToken: 'tok-1',
+    now: NOW,
+    workloads: new Map(Object.entries(workloads ?? { 'Deployment/web': workload() })),
+    ...rest,
+  });
+}
+
+describe('restart targets: once per new token, through the ports', () => {
+  it('a rotation: the new token is stored first, then each target restarted once, and status remembers the token', async () => {
+    const h = await world({ targets: [WEB, DB], workloads: { 'Deployment/web': workload(), 'StatefulSet/db': workload() } });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    const store = h.calls.lastIndexOf('replace Secret');
+    expect(h.calls.slice(store)).toEqual([
+      'replace Secret',
+      'GET Deployment/web',
+      'restart cap',
+      'restart Deployment/web',
+      'Event Normal RolloutRestarted',
+      'GET StatefulSet/db',
+      'restart cap',
+      'restart StatefulSet/db',
+      'Event Normal RolloutRestarted',
+      'status Synced',
+    ]);
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: NEW_ISSUED, lastRestartTime: '2026-11-22T01:00:00Z' });
+  });
+
+  it('a spec-only sync (a PUT that keeps the token) restarts nothing and reads no workload', async () => {
+    const h = await world({ rotate: false, status: { syncedHash: 'an older spec' } });
+    await h.reconcile();
+    expect(h.calls).toContain('PUT');
+    expect(h.calls.filter((c) => c.includes('Deployment') || c.includes('restart'))).toEqual([]);
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
+  });
+
+  it('targets listed for the first time: nothing restarted, the current token recorded', async () => {
+    const h = await world({ rotate: false, restartedFor: undefined });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status Synced']);
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
+  });
+
+  it('a restart done before a crash (the workload carries the new token mark) is not repeated', async () => {
+    // The world after a run that restarted web and died: the Secret holds the new token; status still names the old one (the crash).
+    const stored = sealedSecret('tok-r1', NEW_ISSUED);
+    const again = await world({
+      rotate: false,
+      targets: [WEB, DB],
+      workloads: {
+        'Deployment/web': workload({ restartedFor: { acme: NEW_ISSUED } }),
+        'StatefulSet/db': workload(),
+      },
+      cached: stored,
+      live: stored,
+      serviceToken: 'tok-r1',
+    });
+    await again.reconcile();
+    expect(again.calls.filter((c) => c.startsWith('restart ') && c !== 'restart cap')).toEqual(['restart StatefulSet/db']);
+    expect(again.calls).not.toContain('POST');
+    expect(again.statuses.at(-1)?.rolloutRestarts?.tokenIssuedTime).toBe(NEW_ISSUED);
+  });
+
+  it("a workload whose owner did not consent, or that does not exist: a Warning, no patch, and the token's restarts are done", async () => {
+    const h = await world({ targets: [WEB, DB], workloads: { 'Deployment/web': workload({ consentsTo: ['someone-else'] }) } });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls.filter((c) => c.startsWith('restart ') || c.startsWith('Event Warning'))).toEqual([
+      'Event Warning RestartTargetNotAllowed',
+      'Event Warning RestartTargetNotFound',
+    ]);
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: NEW_ISSUED });
+  });
+
+  it('the global cap says wait: the token is stored and Ready, the restart comes back when a slot is free', async () => {
+    const h = await world({ restartCapWaitMs: 4_000 });
+    expect(await h.reconcile()).toEqual({ kind: 'done', resyncAfterMs: 4_000 });
+    expect(h.calls).not.toContain('restart Deployment/web');
+    expect(h.writes.at(-1)?.token).toBe('tok-r1');
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
+  });
+
+  it('the apiserver refuses the patch (no RBAC): a Warning, a retry with backoff, the old token still owed its restarts', async () => {
+    const h = await world({ restartRefusal: new Error('deployments.apps "web" is forbidden') });
+    expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'restart-refused' });
+    expect(h.calls).toContain('Event Warning RestartFailed');
+    expect(h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
+  });
+
+  it('the workload changed between the read and the patch (its consent, perhaps): decided again, not forced', async () => {
+    const h = await world({ workloadChangesAfterRead: true });
+    expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'lost-race' });
+    expect(h.calls).toContain('restart Deployment/web');
+    expect(h.calls).not.toContain('Event Normal RolloutRestarted');
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
+  });
+
+  it('restarts off in this operator: one Warning per new token, no workload read', async () => {
+    const h = await world({ workloadRestarts: false });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('Deployment'))).toEqual([]);
+    expect(h.calls).toContain('Event Warning RolloutRestartDisabled');
+    expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: NEW_ISSUED });
+  });
+});
