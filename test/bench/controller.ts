@@ -17,6 +17,8 @@ export interface BenchControllerOptions {
   readonly concurrency: number;
   readonly serviceQps: number;
   readonly logLevel: string;
+  /** --scheduled-rotations-per-minute: the global cap the scheduled phase measures against. */
+  readonly scheduledRotationsPerMinute: number;
   /** stdout and stderr of the controller go here (not through a pipe into the bench). */
   readonly logFile: string;
   readonly nodeOptions: string | undefined;
@@ -25,8 +27,12 @@ export interface BenchControllerOptions {
   readonly imageEnv: Readonly<Record<string, string>>;
 }
 
-/** The `run` flags the bench gives every controller (reported with the results). */
-export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel'>): string[] {
+/**
+ * The `run` flags the bench gives every controller (reported with the results). --min-token-age 1s lets the
+ * scheduled phase use maxTokenAges of minutes (the default floor is 1h); it changes nothing for groups without
+ * spec.rotation, which is every group outside that phase, so every controller gets it and none is restarted for it.
+ */
+export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel' | 'scheduledRotationsPerMinute'>): string[] {
   return [
     '--concurrency',
     String(o.concurrency),
@@ -37,6 +43,10 @@ export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 
     '--leader-elect=false',
     '--log-level',
     o.logLevel,
+    '--min-token-age',
+    '1s',
+    '--scheduled-rotations-per-minute',
+    String(o.scheduledRotationsPerMinute),
   ];
 }
 

@@ -14,6 +14,7 @@ import { heapOf, runCold, type ControllerSettings } from './phases/cold.js';
 import { runLimit } from './phases/limit.js';
 import { runRestart } from './phases/restart.js';
 import { runRotation } from './phases/rotation.js';
+import { runScheduled, scheduledFailed } from './phases/scheduled.js';
 import { runSteady } from './phases/steady.js';
 import { say, startProgress } from './progress.js';
 import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
@@ -25,6 +26,7 @@ import {
   type MemoryFigure,
   type RestartResult,
   type RotationResult,
+  type ScheduledResult,
   type SteadyResult,
 } from './report.js';
 
@@ -53,6 +55,7 @@ async function main(): Promise<number> {
     concurrency: o.concurrency,
     serviceQps: o.serviceQps,
     logLevel: o.controllerLogLevel,
+    scheduledRotationsPerMinute: o.scheduledCap,
     nodeOptions: nodeOptions || undefined,
     nodeFlags,
     imageEnv: env,
@@ -68,7 +71,7 @@ async function main(): Promise<number> {
   };
   const timeoutMs = o.phaseTimeoutS * 1000;
   const has = (phase: BenchOptions['phases'][number]): boolean => o.phases.includes(phase);
-  const needWorld = has('restart') || has('steady') || has('rotation');
+  const needWorld = has('restart') || has('steady') || has('rotation') || has('scheduled');
   const limitSizes = has('limit') ? o.sizes : [];
   const coldSizes = [...new Set([...(has('cold') || has('memory') || has('scaling') ? o.sizes : []), ...(needWorld ? [o.worldSize] : [])])];
   const sizes = [...new Set([...limitSizes, ...coldSizes])].sort((a, b) => a - b);
@@ -83,6 +86,7 @@ async function main(): Promise<number> {
   let restart: RestartResult | undefined;
   let steady: SteadyResult | undefined;
   let rotation: RotationResult | undefined;
+  let scheduled: ScheduledResult | undefined;
   let fatal: string | undefined;
   let cluster: BenchCluster | undefined;
   let world: { namespace: string; n: number; controller: BenchController; process: string } | undefined;
@@ -146,7 +150,7 @@ async function main(): Promise<number> {
       }
     }
 
-    if (needWorld && !world) say(`restart, steady and rotation need ${o.worldSize} synced UserGroups, and their cold convergence failed: skipped`);
+    if (needWorld && !world) say(`restart, steady, rotation and scheduled need ${o.worldSize} synced UserGroups, and their cold convergence failed: skipped`);
     if (world && has('restart')) {
       try {
         const r = await runRestart(cluster, world.namespace, world.n, world.controller, settings, timeoutMs);
@@ -190,18 +194,40 @@ async function main(): Promise<number> {
         };
       }
     }
+    /** The world controller's memory as the memory target reads it: peak so far, RSS and heap now. */
+    const worldMemory = async (c: BenchController): Promise<{ peak: number | undefined; endRss: number | undefined; heap: MemoryFigure['heap'] }> => {
+      const end = c.sample();
+      return { peak: end?.peakRssBytes, endRss: end?.rssBytes, heap: await c.metrics().then(heapOf, () => undefined) };
+    };
+    // The memory target keeps meaning what it meant before this phase existed (cold, restart, steady, rotation):
+    // the wave's own peak is in its table.
+    let beforeScheduled: Awaited<ReturnType<typeof worldMemory>> | undefined;
+    // Last of the world phases: it leaves every group with a maxTokenAge, which the others do not expect.
+    if (world && has('scheduled') && !world.controller.exited()) {
+      beforeScheduled = await worldMemory(world.controller);
+      try {
+        scheduled = await runScheduled(cluster, world.namespace, world.n, world.controller, {
+          capPerMinute: o.scheduledCap,
+          leadMs: o.scheduledLeadS > 0 ? o.scheduledLeadS * 1000 : undefined,
+          parallelism: o.applyParallelism,
+          timeoutMs,
+        });
+      } catch (err) {
+        say(`[scheduled] FAILED: ${message(err)}`);
+        scheduled = scheduledFailed(world.n, o.scheduledCap, message(err));
+      }
+    }
     if (world) {
-      const end = world.controller.sample();
-      const heap = await world.controller.metrics().then(heapOf, () => undefined);
+      const atEnd = beforeScheduled ?? (await worldMemory(world.controller));
       if (o.heapSnapshots) await snapshot(world.controller, 'world-end');
       await world.controller.stop();
-      const peak = world.controller.proc.latest?.peakRssBytes;
+      const peak = beforeScheduled ? beforeScheduled.peak : world.controller.proc.latest?.peakRssBytes;
       const figure = (p: number): MemoryFigure => ({
         n: world?.n ?? 0,
         process: world?.process ?? '',
         peakRssBytes: p,
-        ...(end ? { endRssBytes: end.rssBytes } : {}),
-        ...(heap ? { heap } : {}),
+        ...(atEnd.endRss !== undefined ? { endRssBytes: atEnd.endRss } : {}),
+        ...(atEnd.heap ? { heap: atEnd.heap } : {}),
       });
       if (peak !== undefined && world.process.startsWith('restarted')) memory.push(figure(peak));
       else if (peak !== undefined) {
@@ -230,10 +256,17 @@ async function main(): Promise<number> {
       applyParallelism: o.applyParallelism,
       steadyMinutes: o.steadyMinutes,
       rotations: o.rotations,
+      scheduledCap: o.scheduledCap,
+      scheduledLeadS: o.scheduledLeadS,
       limitModes: o.limitModes,
     },
     environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
-    controllerFlags: controllerFlags({ concurrency: o.concurrency, serviceQps: o.serviceQps, logLevel: o.controllerLogLevel }),
+    controllerFlags: controllerFlags({
+      concurrency: o.concurrency,
+      serviceQps: o.serviceQps,
+      logLevel: o.controllerLogLevel,
+      scheduledRotationsPerMinute: o.scheduledCap,
+    }),
     controllerNodeFlags: nodeFlags,
     controllerEnv: env,
     leaderElection: false,
@@ -242,6 +275,7 @@ async function main(): Promise<number> {
     restart,
     steady,
     rotation,
+    scheduled,
     memory,
     ...(fatal ? { error: fatal } : {}),
   };
@@ -253,7 +287,10 @@ async function main(): Promise<number> {
   say(`\n${markdown}`);
   say(`written: ${path.join(outDir, 'latest.json')}, ${path.join(outDir, 'latest.md')}; controller logs in ${logDir}`);
   const failed =
-    fatal !== undefined || [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : [])].some((p) => !p.ok);
+    fatal !== undefined ||
+    [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : []), ...(scheduled ? [scheduled] : [])].some(
+      (p) => !p.ok,
+    );
   return failed ? 1 : 0;
 }
 

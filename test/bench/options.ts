@@ -1,13 +1,13 @@
 import { LIMIT_MODES, type LimitMode } from './report.js';
 
 /** The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller). */
-const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'memory', 'scaling'] as const;
+const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'scheduled', 'memory', 'scaling'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {
   /** Cold-convergence sizes (the limit runs at each too). */
   readonly sizes: readonly number[];
-  /** UserGroups for restart, steady state and rotation (the "world"); default: the largest size. */
+  /** UserGroups for restart, steady state, rotation and scheduled rotation (the "world"); default: the largest size. */
   readonly worldSize: number;
   readonly phases: readonly Phase[];
   /** Simulator latency per call. */
@@ -20,6 +20,10 @@ export interface BenchOptions {
   readonly applyParallelism: number;
   readonly steadyMinutes: number;
   readonly rotations: number;
+  /** Every controller's --scheduled-rotations-per-minute (the cap the scheduled phase runs against). */
+  readonly scheduledCap: number;
+  /** Seconds from the scheduled phase's maxTokenAge patches to the common due time; 0: chosen from N and the cap. */
+  readonly scheduledLeadS: number;
   /** Give up on one phase after this long (reported as failed). */
   readonly phaseTimeoutS: number;
   readonly controllerLogLevel: string;
@@ -46,6 +50,9 @@ export const DEFAULTS: BenchOptions = {
   applyParallelism: 16,
   steadyMinutes: 10,
   rotations: 100,
+  // 10,000 due at once then take 100 s under the cap: long enough to see the pacing, short enough to run often.
+  scheduledCap: 6000,
+  scheduledLeadS: 0,
   phaseTimeoutS: 1800,
   controllerLogLevel: 'info',
   controllerNodeOptions: undefined,
@@ -63,7 +70,7 @@ export const USAGE = `usage: npm run bench -- [options]
 
   --quick                 small sizes (200, 600), steady 0.5 min: a couple of minutes
   --n 1000,3000,10000     cold-convergence sizes; the limit runs at each
-  --world-n N             UserGroups for restart, steady and rotation (default: the largest --n)
+  --world-n N             UserGroups for restart, steady, rotation and scheduled (default: the largest --n)
   --phases a,b            of ${PHASES.join(', ')} (default all)
   --latency-ms 20         simulator latency per call
   --concurrency 16        controller --concurrency = the limit script's service concurrency
@@ -71,6 +78,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --apply-parallelism 16  parallel server-side applies creating UserGroups
   --steady-minutes 10     length of the idle steady-state window
   --rotations 100         rotations requested at once
+  --scheduled-cap 6000    controller --scheduled-rotations-per-minute; the scheduled phase makes all N due at once
+  --scheduled-lead-s 0    seconds from the scheduled phase's maxTokenAge patches to the due time (0: from N and the cap)
   --phase-timeout-s 1800  a phase still running after this is reported as failed
   --controller-log-level info
   --controller-node-options "--cpu-prof --cpu-prof-dir=/tmp/prof"   NODE_OPTIONS of the controller child
@@ -161,6 +170,8 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     'apply-parallelism',
     'steady-minutes',
     'rotations',
+    'scheduled-cap',
+    'scheduled-lead-s',
     'phase-timeout-s',
     'controller-log-level',
     'controller-node-options',
@@ -179,6 +190,8 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     applyParallelism: positiveInt('apply-parallelism', base.applyParallelism),
     steadyMinutes: nonNegative('steady-minutes', base.steadyMinutes),
     rotations: positiveInt('rotations', base.rotations),
+    scheduledCap: positiveInt('scheduled-cap', base.scheduledCap),
+    scheduledLeadS: nonNegative('scheduled-lead-s', base.scheduledLeadS),
     phaseTimeoutS: positiveInt('phase-timeout-s', base.phaseTimeoutS),
     controllerLogLevel: given.get('controller-log-level') ?? base.controllerLogLevel,
     controllerNodeOptions: given.get('controller-node-options') ?? base.controllerNodeOptions,

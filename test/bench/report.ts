@@ -4,6 +4,7 @@
  */
 
 import type { BenchOptions } from './options.js';
+import type { DueToDoneSummary } from './scheduled-plan.js';
 
 export interface PhaseOutcome {
   readonly ok: boolean;
@@ -95,6 +96,36 @@ export interface RotationResult extends PhaseOutcome {
   readonly serviceRotations: number;
 }
 
+/** Scheduled rotation of N groups falling due at the same second, paced by the controller's global cap. */
+export interface ScheduledResult extends PhaseOutcome, DueToDoneSummary {
+  readonly n: number;
+  /** The controller's --scheduled-rotations-per-minute. */
+  readonly capPerMinute: number;
+  /** From the maxTokenAge patches to the common due time. */
+  readonly leadMs: number;
+  /** The common due time (ISO). */
+  readonly dueAt: string;
+  /** From the first patch until every UserGroup's status showed the new due time; undefined if not before it. */
+  readonly specSettledMs: number | undefined;
+  /** Service calls from the first patch to the due time (a maxTokenAge change needs none). */
+  readonly specServiceCalls: number;
+  /** Rotation POSTs and upsert PUTs at the service from the due time to the end (any outcome). */
+  readonly servicePosts: number;
+  readonly servicePuts: number;
+  /** Groups the service rotated exactly once. */
+  readonly rotatedOnce: number;
+  /** Groups rotated more often than due: more than once, or more than twice where the new token fell due again. */
+  readonly rotatedTooOften: number;
+  /** Groups whose new token fell due again before the end (their maxTokenAge is shorter than the wave). */
+  readonly dueAgain: number;
+  /** New tokens the Secrets' watch saw, over all groups. */
+  readonly secretTokenChanges: number;
+  /** usergroup_tokens_rotated_total{trigger="scheduled"} over the wave. */
+  readonly metricScheduledRotations?: number;
+  /** The controller from the due time to the end. */
+  readonly controller: ControllerFigures;
+}
+
 export interface MemoryFigure {
   readonly n: number;
   /** Which controller process: "cold", or "restart→rotation" for the restarted one. */
@@ -112,10 +143,11 @@ export interface BenchResults {
   readonly options: Pick<
     BenchOptions,
     'sizes' | 'worldSize' | 'latencyMs' | 'concurrency' | 'serviceQps' | 'applyParallelism' | 'steadyMinutes' | 'rotations'
-  > & {
-    readonly phases: readonly string[];
-    readonly limitModes?: readonly string[];
-  };
+  > &
+    Partial<Pick<BenchOptions, 'scheduledCap' | 'scheduledLeadS'>> & {
+      readonly phases: readonly string[];
+      readonly limitModes?: readonly string[];
+    };
   readonly environment: {
     readonly node: string;
     readonly cpus: number;
@@ -134,6 +166,8 @@ export interface BenchResults {
   readonly restart: RestartResult | undefined;
   readonly steady: SteadyResult | undefined;
   readonly rotation: RotationResult | undefined;
+  /** Absent in results written before the phase existed. */
+  readonly scheduled?: ScheduledResult | undefined;
   readonly memory: readonly MemoryFigure[];
   /** A failure outside any phase (start-up), if the run stopped early. */
   readonly error?: string;
@@ -428,6 +462,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
   }
+  if (r.scheduled) out.push(...scheduledSection(r.scheduled));
   if (r.memory.length > 0) {
     out.push('## Controller peak RSS (VmHWM)', '');
     out.push(
@@ -447,8 +482,65 @@ export function renderMarkdown(r: BenchResults): string {
   }
   out.push(
     `Reproduce: \`npm run bench -- --n ${o.sizes.join(',')} --world-n ${o.worldSize} --phases ${o.phases.join(',')} --latency-ms ${o.latencyMs} --concurrency ${o.concurrency} --steady-minutes ${o.steadyMinutes}` +
-      `${o.limitModes && o.limitModes.join(',') !== 'minimal' ? ` --limit-modes ${o.limitModes.join(',')}` : ''}\``,
+      (o.limitModes && o.limitModes.join(',') !== 'minimal' ? ` --limit-modes ${o.limitModes.join(',')}` : '') +
+      (o.scheduledCap !== undefined && o.phases.includes('scheduled') ? ` --scheduled-cap ${o.scheduledCap}` : '') +
+      (o.scheduledLeadS ? ` --scheduled-lead-s ${o.scheduledLeadS}` : '') +
+      '`',
     '',
   );
   return out.join('\n');
+}
+
+/** The scheduled-rotation table: each measured figure next to what the cap alone implies. */
+function scheduledSection(x: ScheduledResult): string[] {
+  const percent = x.ratePerMinute !== undefined ? ` (${((100 * x.ratePerMinute) / x.capPerMinute).toFixed(0)} % of the cap)` : '';
+  const once =
+    count(x.rotatedOnce) +
+    (x.rotatedTooOften > 0 ? `; **${count(x.rotatedTooOften)} more often than due**` : '') +
+    (x.dueAgain > 0 ? `; ${count(x.dueAgain)} due again before the end (their second rotations share the cap)` : '');
+  return [
+    '## Scheduled rotation, all due at once',
+    '',
+    table(
+      [
+        'N',
+        'cap',
+        'rotated',
+        'wall (cap implies)',
+        'rate',
+        'due→done p50',
+        'p99 (cap implies)',
+        'max',
+        'POST / PUT',
+        'rotated once',
+        'spec change reconciled',
+        'reconciles',
+        'controller CPU',
+        'peak RSS',
+        'status',
+      ],
+      [
+        [
+          count(x.n),
+          `${count(x.capPerMinute)}/min`,
+          count(x.completed),
+          `${s(x.wallMs)} (${s(x.capMaxMs)})`,
+          x.ratePerMinute !== undefined ? `${count(Math.round(x.ratePerMinute))}/min${percent}` : '–',
+          s(x.p50Ms),
+          `${s(x.p99Ms)} (${s(x.capP99Ms)})`,
+          s(x.maxMs),
+          `${count(x.servicePosts)} / ${count(x.servicePuts)}`,
+          once,
+          x.specSettledMs !== undefined
+            ? `in ${s(x.specSettledMs)}, ${s(x.leadMs - x.specSettledMs)} before due; ${count(x.specServiceCalls)} service calls`
+            : `**not all before due** (lead ${s(x.leadMs)})`,
+          verbs(x.controller.reconciles),
+          x.controller.cpuSeconds !== undefined ? `${num(x.controller.cpuSeconds, 1)} s` : '–',
+          mib(x.controller.peakRssBytes),
+          x.ok ? 'ok' : `failed: ${cell(x.error)}`,
+        ],
+      ],
+    ),
+    '',
+  ];
 }

@@ -8,7 +8,10 @@ import type { ColdResult, ControllerFigures } from '../report.js';
 import { pollUntil } from '../stats.js';
 
 /** How every bench controller runs; each spawn adds its namespace, connection and log file. */
-export type ControllerSettings = Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel' | 'nodeOptions' | 'nodeFlags' | 'imageEnv'> & {
+export type ControllerSettings = Pick<
+  BenchControllerOptions,
+  'concurrency' | 'serviceQps' | 'logLevel' | 'scheduledRotationsPerMinute' | 'nodeOptions' | 'nodeFlags' | 'imageEnv'
+> & {
   readonly logDir: string;
 };
 
@@ -20,6 +23,7 @@ export async function spawnBenchController(cluster: BenchCluster, namespace: str
     concurrency: settings.concurrency,
     serviceQps: settings.serviceQps,
     logLevel: settings.logLevel,
+    scheduledRotationsPerMinute: settings.scheduledRotationsPerMinute,
     nodeOptions: settings.nodeOptions,
     nodeFlags: settings.nodeFlags,
     imageEnv: settings.imageEnv,
