@@ -265,13 +265,13 @@ export class Controller {
       event: (ug, type, reason, action, note) => this.recorder.emit(regardingUserGroup(ug), type, reason, action, note),
       tokenRotated: (trigger) => this.hooks.tokenRotated?.(trigger),
       rotationFailed: (trigger) => this.hooks.rotationFailed?.(trigger),
-      scheduledRotationSlot: () => caps.rotations.take(),
+      scheduledRotationSlot: (key) => caps.rotations.take(key),
       readWorkload: (ns, target) => workloads.get(ns, target),
       restartWorkload: (ns, target, rv, userGroupName, value) => {
         this.fence();
         return workloads.restart(ns, target, rv, userGroupName, value);
       },
-      workloadRestartSlot: () => caps.restarts.take(),
+      workloadRestartSlot: (key) => caps.restarts.take(key),
       workloadRestarted: (kind, outcome) => this.hooks.workloadRestarted?.(kind, outcome),
       now: () => Date.now(),
     };

@@ -3,11 +3,17 @@
  * falling due together become a steady trickle of calls and Secret writes instead of one spike (requested
  * rotations are never capped: someone asked for them); on workload restarts, so those rotations do not roll
  * every consumer in the cluster at once.
+ *
+ * A key that must wait is given its own slot, to come back for at that very time: keys told only "the next slot
+ * is in 1 s" would all come back together and race for it, leaving the slots between them unused and reconciling
+ * every waiting key again and again.
  */
 export class RateCap {
   private readonly intervalMs: number;
-  /** The earliest time the next slot may be taken. */
+  /** The earliest time the next unreserved slot may be taken. */
   private nextAt = Number.NEGATIVE_INFINITY;
+  /** Slots given to keys that must come back for them, in the order (and so the time) they were given. */
+  private readonly reserved = new Map<string, number>();
 
   constructor(
     perMinute: number,
@@ -16,11 +22,33 @@ export class RateCap {
     this.intervalMs = 60_000 / perMinute;
   }
 
-  /** 0 when a slot was taken now; otherwise how many milliseconds until one is free (nothing is taken). */
-  take(): number {
+  /** 0: the key may go now (its slot is used up). Otherwise the milliseconds until its slot, kept for it. */
+  take(key: string): number {
     const now = this.now();
-    if (now < this.nextAt) return Math.ceil(this.nextAt - now);
-    this.nextAt = Math.max(now, this.nextAt) + this.intervalMs;
-    return 0;
+    this.forgetAbandoned(now);
+    const slot = this.reserved.get(key);
+    if (slot !== undefined) {
+      if (now < slot) return Math.ceil(slot - now);
+      this.reserved.delete(key);
+      return 0;
+    }
+    const at = Math.max(now, this.nextAt);
+    this.nextAt = at + this.intervalMs;
+    if (at <= now) return 0;
+    this.reserved.set(key, at);
+    return Math.ceil(at - now);
+  }
+
+  /**
+   * A key that never came back for its slot (deleted, or no longer due) lost it: its entry goes a minute after.
+   * Slots are given in time order, so the oldest are first in the map.
+   */
+  private forgetAbandoned(now: number): void {
+    for (const [key, slot] of this.reserved) {
+      if (slot > now - ABANDONED_AFTER_MS) return;
+      this.reserved.delete(key);
+    }
   }
 }
+
+const ABANDONED_AFTER_MS = 60_000;

@@ -70,15 +70,15 @@ export interface ReconcilerPorts {
   /** A rotation the service did not do (not one that was only deferred: that is no failure). */
   readonly rotationFailed: (trigger: RotationTrigger) => void;
   /**
-   * Takes a slot of the global cap on scheduled rotations: 0 when one was taken (rotate now), else the
-   * milliseconds until one is free (rotate later; nothing was taken).
+   * Takes a slot of the global cap on scheduled rotations for this UserGroup key: 0 when it may rotate now, else
+   * the milliseconds until the slot kept for it (come back then).
    */
-  readonly scheduledRotationSlot: () => number;
+  readonly scheduledRotationSlot: (key: string) => number;
   /** A workload of the namespace, as far as restarting it needs (undefined: there is none). */
   readonly readWorkload: (namespace: string, target: RestartTarget) => Promise<ObservedWorkload | undefined>;
   readonly restartWorkload: (namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string) => Promise<RestartResult>;
   /** Takes a slot of the global cap on workload restarts, as scheduledRotationSlot does. */
-  readonly workloadRestartSlot: () => number;
+  readonly workloadRestartSlot: (key: string) => number;
   readonly workloadRestarted: (kind: RestartKind, outcome: RestartOutcome) => void;
   readonly now: () => number;
 }
@@ -557,7 +557,7 @@ class Reconciliation {
         if (progress.adopted?.tokenRotated) return { ok: true, progress: { ...progress, handled: handledAfter(rotation, progress) } };
         if (rotation.scheduled) {
           // The global cap spreads scheduled rotations out; work already begun (recover) is never held back.
-          const waitMs = this.ports.scheduledRotationSlot();
+          const waitMs = this.ports.scheduledRotationSlot(this.key);
           if (waitMs > 0) return { ok: true, progress: { ...progress, rotationCappedForMs: waitMs } };
         }
         break;
@@ -690,7 +690,7 @@ class Reconciliation {
           );
           continue;
         }
-        const waitMs = this.ports.workloadRestartSlot();
+        const waitMs = this.ports.workloadRestartSlot(this.key);
         if (waitMs > 0) return { ok: true, progress: { ...progress, restartsCappedForMs: waitMs, restarts: this.previous.rolloutRestarts } };
         if (!workload) continue;
         const restarted = await this.ports.restartWorkload(namespace, target, workload.resourceVersion, name, issuedAt);
@@ -742,16 +742,18 @@ class Reconciliation {
       rolloutRestarts: progress.restarts,
     });
     if (progress.restartFailure) return failed(progress.restartFailure);
-    // Back for whichever comes first: the periodic resync, the scheduled rotation, a slot under the cap.
+    // Back for whichever comes first: the periodic resync, the scheduled rotation (not sooner than a second:
+    // clocks differ), or the slot the cap keeps for this key (at that very time: it is ours only then).
     const now = this.ports.now();
     const nextResync = nextResyncAt(lastSyncTime, this.ug.metadata.uid, this.options.resyncPeriodMs);
-    const waits = [
+    const timers = [
       nextResync === undefined ? undefined : nextResync - now,
       schedule === undefined || progress.rotationCappedForMs !== undefined ? undefined : schedule.dueAt - now,
-      progress.rotationCappedForMs,
-      progress.restartsCappedForMs,
     ].filter((ms): ms is number => ms !== undefined);
-    return waits.length === 0 ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.max(1_000, Math.min(...waits)) };
+    const waits = [timers.length === 0 ? undefined : Math.max(1_000, Math.min(...timers)), progress.rotationCappedForMs, progress.restartsCappedForMs].filter(
+      (ms): ms is number => ms !== undefined,
+    );
+    return waits.length === 0 ? { kind: 'done' } : { kind: 'done', resyncAfterMs: Math.min(...waits) };
   }
 
   private maxTokenAge(spec: UserGroupSpec): number | undefined {

@@ -1,36 +1,72 @@
 import { describe, expect, it } from 'vitest';
 import { RateCap } from '../../src/controller/rate-cap.js';
 
-describe('RateCap: the global cap on scheduled rotations', () => {
-  it('spaces slots evenly: 120 per minute is one every 500 ms, and a refused take costs nothing', () => {
+describe('RateCap: a global cap, evenly spaced, each waiting key with a slot of its own', () => {
+  it('spaces slots evenly: 120 per minute is one every 500 ms; a key told to wait has its slot kept for it', () => {
     let now = 10_000;
     const cap = new RateCap(120, () => now);
-    expect(cap.take()).toBe(0);
-    expect(cap.take()).toBe(500);
+    expect(cap.take('a')).toBe(0);
+    expect(cap.take('b')).toBe(500);
+    expect(cap.take('c')).toBe(1_000);
     now += 200;
-    expect(cap.take()).toBe(300);
+    // Asked again before its time: the same slot, not a later one.
+    expect(cap.take('b')).toBe(300);
     now += 300;
-    expect(cap.take()).toBe(0);
-    expect(cap.take()).toBe(500);
+    expect(cap.take('b')).toBe(0);
+    // A newcomer queues behind the slots already given.
+    expect(cap.take('d')).toBe(1_000);
+    now += 500;
+    expect(cap.take('c')).toBe(0);
+  });
+
+  it('keys that come back when told use every slot: N keys due at once are done in N slots, each asked at most twice', () => {
+    let now = 0;
+    const cap = new RateCap(600, () => now);
+    const comeBack = new Map<string, number>();
+    const asked = new Map<string, number>();
+    for (let i = 0; i < 50; i++) {
+      const key = `k${i}`;
+      asked.set(key, 1);
+      const wait = cap.take(key);
+      if (wait > 0) comeBack.set(key, now + wait);
+    }
+    const done: number[] = [0];
+    while (comeBack.size > 0) {
+      now = Math.min(...comeBack.values());
+      for (const [key, at] of [...comeBack]) {
+        if (at > now) continue;
+        asked.set(key, (asked.get(key) ?? 0) + 1);
+        const wait = cap.take(key);
+        comeBack.delete(key);
+        if (wait > 0) comeBack.set(key, now + wait);
+        else done.push(now);
+      }
+    }
+    expect(done).toHaveLength(50);
+    expect(Math.max(...done)).toBe(49 * 100);
+    expect(Math.max(...asked.values())).toBe(2);
   });
 
   it('never lets more than perMinute (+1) through in any minute, however often it is asked', () => {
     let now = 0;
     const cap = new RateCap(60, () => now);
     const taken: number[] = [];
-    for (; now < 180_000; now += 7) if (cap.take() === 0) taken.push(now);
+    for (let i = 0; now < 180_000; now += 7, i++) if (cap.take(`k${i % 97}`) === 0) taken.push(now);
     for (const start of [0, 30_000, 61_234, 120_000]) {
       expect(taken.filter((t) => t >= start && t < start + 60_000).length).toBeLessThanOrEqual(61);
     }
-    expect(taken.length).toBeGreaterThanOrEqual(179);
+    expect(taken.length).toBeGreaterThanOrEqual(175);
   });
 
-  it('an idle cap does not save up a burst', () => {
+  it('an idle cap does not save up a burst; a slot nobody came back for is dropped a minute later', () => {
     let now = 0;
     const cap = new RateCap(60, () => now);
-    expect(cap.take()).toBe(0);
+    expect(cap.take('a')).toBe(0);
+    expect(cap.take('gone')).toBe(1_000);
     now += 600_000;
-    expect(cap.take()).toBe(0);
-    expect(cap.take()).toBe(1000);
+    expect(cap.take('b')).toBe(0);
+    expect(cap.take('c')).toBe(1_000);
+    // "gone" asks again long after its slot: a fresh one, behind c.
+    expect(cap.take('gone')).toBe(2_000);
   });
 });
