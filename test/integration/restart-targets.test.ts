@@ -91,22 +91,31 @@ describe('restart targets (spec.rolloutRestartTargets)', () => {
         { kind: 'Deployment', name: 'not-there' },
       ],
     });
-    await env.createUserGroup('beta', { userGroupId: 'beta-1', name: 'Beta', rolloutRestartTargets: [{ kind: 'Deployment', name: 'shared' }] });
+    // Beta's consumers could use Reloader's search mode instead: its annotation goes on the token Secret.
+    await env.createUserGroup('beta', {
+      userGroupId: 'beta-1',
+      name: 'Beta',
+      rolloutRestartTargets: [{ kind: 'Deployment', name: 'shared' }],
+      tokenSecret: { annotations: { 'reloader.stakater.com/match': 'true' } },
+    });
     await waitInSync(env, 'acme', 'acme-1');
     await waitInSync(env, 'beta', 'beta-1');
     await restartsDone('acme');
     await restartsDone('beta');
     expect(await generations()).toEqual({ web: 1, agent: 1, shared: 1, db: 1 });
     expect(await marks('web')).toEqual({});
+    expect((await env.getSecret('beta'))?.metadata?.annotations?.['reloader.stakater.com/match']).toBe('true');
   });
 
-  it('a spec-only change (a PUT that keeps the token) restarts nothing', async () => {
+  it('a spec-only change (a PUT that keeps the token) restarts nothing, and leaves the Secret data as it was (what Reloader hashes)', async () => {
+    const data = (await env.getSecret('acme'))?.data;
     await env.patchUserGroup('acme', { spec: { name: 'Acme Corp' } });
     await eventually('the new name at the service', async () => (env.simGroup('acme-1')?.name === 'Acme Corp' ? true : undefined));
     await waitInSync(env, 'acme', 'acme-1');
     await sleep(1_500);
     expect(await generations()).toEqual({ web: 1, agent: 1, shared: 1, db: 1 });
     expect(env.sim.stats(env.apiKey).rotationsByUserGroupId['acme-1'] ?? 0).toBe(0);
+    expect((await env.getSecret('acme'))?.data).toEqual(data);
   });
 
   it('a rotation: each consenting target restarted exactly once for the new token; the others reported', async () => {
