@@ -23,7 +23,13 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/support/global-setup.ts', 'test/support/argocd-global-setup.ts', 'test/support/promtool-global-setup.ts'],
+          globalSetup: [
+            'test/support/global-setup.ts',
+            'test/support/argocd-global-setup.ts',
+            'test/support/promtool-global-setup.ts',
+            // krew, to install the kubectl plugin's release as its users do (test/krew/build.sh, cached).
+            'test/support/krew-global-setup.ts',
+          ],
           testTimeout: 120_000,
           hookTimeout: 600_000,
           // One control plane per run is shared by every file; files isolate by namespace.

@@ -9,44 +9,75 @@ import { usage } from '../../src/cli/kubectl/usage.js';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { buildPluginRelease, KREW_TEMPLATE, TARBALL, type PluginRelease } from '../../src/devtools/kubectl-plugin/release.js';
 import type { CommandResult } from '../support/kube.js';
+import { emptyKrewIndex } from '../support/krew.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /**
- * The plugin as kubectl users install it: the one file from the release tarball (what krew unpacks),
- * run with a PATH that holds that file and kubectl and nothing else, so no Node can be found, and an
- * environment without NODE_OPTIONS or anything else of this test's.
+ * The plugin as kubectl users install it: the real krew (test/krew, built from its Go module) installs the
+ * release tarball with the filled krew manifest, `kubectl krew install --manifest --archive`, the way a release
+ * is tried before it is published; krew reads both exactly as it would the published ones, only the download
+ * is replaced by the local file. The plugin then runs from krew's bin directory with a PATH that holds that
+ * directory and kubectl (and krew) and nothing else, so no Node can be found, in an environment without
+ * NODE_OPTIONS or anything else of this test's.
  */
 let release: PluginRelease;
 let work = '';
-let bin = ''; // the whole PATH
+let bin = ''; // kubectl and kubectl-krew (kubectl runs `kubectl krew` as the executable kubectl-krew on PATH)
+let krewRoot = ''; // KREW_ROOT: krew's index, store, receipts, and bin/, which holds the plugins it installs
+let install: RunResult;
 const tarballFiles: string[] = [];
 
 beforeAll(async () => {
   // The same build as `npm run build:plugin`: ~10 s when the sources changed, under a second when not.
   release = await buildPluginRelease();
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'ug-plugin-binary-'));
-  const unpacked = path.join(work, 'unpacked');
   bin = path.join(work, 'bin');
-  fs.mkdirSync(unpacked);
+  krewRoot = path.join(work, 'krew');
   fs.mkdirSync(bin);
-  tarballFiles.push(...execFileSync('tar', ['-tzf', release.tarball], { encoding: 'utf8' }).trim().split('\n'));
-  execFileSync('tar', ['-xzf', release.tarball, '-C', unpacked]);
-  // krew links the manifest's `bin` into ~/.krew/bin the same way.
-  fs.symlinkSync(path.join(unpacked, 'kubectl-usergroup'), path.join(bin, 'kubectl-usergroup'));
   fs.symlinkSync(path.join(inject('binDir'), 'kubectl'), path.join(bin, 'kubectl'));
+  fs.symlinkSync(inject('krew'), path.join(bin, 'kubectl-krew'));
+  tarballFiles.push(...execFileSync('tar', ['-tzf', release.tarball], { encoding: 'utf8' }).trim().split('\n'));
+
+  // A krew set up as its docs say has cloned its default index (with git) by `kubectl krew update`; without one
+  // `kubectl krew list` refuses to run. git is on PATH for that command only.
+  const gitDir = path.join(work, 'git');
+  fs.mkdirSync(gitDir);
+  fs.symlinkSync(execFileSync('/bin/sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim(), path.join(gitDir, 'git'));
+  const index = emptyKrewIndex(path.join(work, 'krew-index'));
+  const update = await run('kubectl', ['krew', 'update'], {
+    ...userEnv(),
+    PATH: `${bin}:${gitDir}:${path.join(krewRoot, 'bin')}`,
+    KREW_DEFAULT_INDEX_URI: index,
+  });
+  if (update.code !== 0) throw new Error(`kubectl krew update exited ${update.code}: ${update.stderr}`);
+
+  install = await run('kubectl', ['krew', 'install', `--manifest=${release.manifest}`, `--archive=${release.tarball}`]);
+  if (install.code !== 0) throw new Error(`kubectl krew install exited ${install.code}: ${install.stderr}`);
 });
 
 afterAll(() => {
   if (work) fs.rmSync(work, { recursive: true, force: true });
 });
 
-/** Only PATH and HOME: KUBECONFIG points nowhere, so the cluster is reached only through --kubeconfig. */
-function bareEnv(): NodeJS.ProcessEnv {
-  return { PATH: bin, HOME: work, KUBECONFIG: path.join(work, 'no-such-kubeconfig') };
+/**
+ * Only PATH, HOME, KUBECONFIG and krew's two variables: KUBECONFIG points nowhere, so the cluster is reached
+ * only through --kubeconfig. KREW_NO_UPGRADE_CHECK: a krew with a release tag asks api.github.com for a newer
+ * one on some runs, and a test does not call out.
+ */
+function userEnv(root: string = krewRoot): NodeJS.ProcessEnv {
+  return {
+    PATH: `${bin}:${path.join(root, 'bin')}`,
+    HOME: work,
+    KUBECONFIG: path.join(work, 'no-such-kubeconfig'),
+    KREW_ROOT: root,
+    KREW_NO_UPGRADE_CHECK: '1',
+  };
 }
 
-function run(command: string, args: readonly string[], env: NodeJS.ProcessEnv = bareEnv()): Promise<CommandResult & { ms: number }> {
+type RunResult = CommandResult & { ms: number };
+
+function run(command: string, args: readonly string[], env: NodeJS.ProcessEnv = userEnv()): Promise<RunResult> {
   const began = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
@@ -61,55 +92,76 @@ function run(command: string, args: readonly string[], env: NodeJS.ProcessEnv = 
 
 const sha256 = (data: Buffer | string): string => createHash('sha256').update(data).digest('hex');
 
-describe('the release: tarball and krew manifest', () => {
-  it('the tarball holds the executable, LICENSE and THIRD-PARTY-NOTICES; its sha256 file agrees', () => {
-    expect(tarballFiles).toEqual(['kubectl-usergroup', 'LICENSE', 'THIRD-PARTY-NOTICES']);
-    expect(fs.readFileSync(path.join(work, 'unpacked/LICENSE'), 'utf8')).toBe(fs.readFileSync(path.join(repoRoot, 'LICENSE'), 'utf8'));
-    const notices = fs.readFileSync(path.join(work, 'unpacked/THIRD-PARTY-NOTICES'), 'utf8');
+describe('krew installs the release: tarball and krew manifest', () => {
+  it('krew verified the sha256, unpacked the tarball into its store and linked the executable into its bin', () => {
+    expect(install.stderr).toContain('Installed plugin: usergroup\n');
+    // Before this, krew validated the manifest (apiVersion, kind, a safe name, a semver version, a one-line
+    // shortDescription, per platform a uri, a sha256, a bin and an os/arch selector), picked the platform whose
+    // selector matches linux/amd64 and compared the tarball's sha256 with it; two refusals are tested below.
+    const store = path.join(krewRoot, 'store/usergroup', `v${release.version}`);
+    expect(fs.readlinkSync(path.join(krewRoot, 'bin/kubectl-usergroup'))).toBe(path.join(store, 'kubectl-usergroup'));
+    expect(fs.statSync(path.join(store, 'kubectl-usergroup')).mode & 0o777).toBe(0o755);
+    expect(fs.readFileSync(path.join(store, 'LICENSE'), 'utf8')).toBe(fs.readFileSync(path.join(repoRoot, 'LICENSE'), 'utf8'));
+    const notices = fs.readFileSync(path.join(store, 'THIRD-PARTY-NOTICES'), 'utf8');
     for (const name of ['Node.js v26', '@kubernetes/client-node', 'yaml']) expect(notices).toContain(name);
-    expect(fs.statSync(path.join(work, 'unpacked/kubectl-usergroup')).mode & 0o777).toBe(0o755);
+    // What krew does not look at: the tarball's order and the .sha256 file published beside it.
+    expect(tarballFiles).toEqual(['kubectl-usergroup', 'LICENSE', 'THIRD-PARTY-NOTICES']);
     expect(fs.readFileSync(`${release.tarball}.sha256`, 'utf8')).toBe(`${release.sha256}  ${TARBALL}\n`);
     expect(sha256(fs.readFileSync(release.tarball))).toBe(release.sha256);
   });
 
-  it('the krew manifest has the fields krew validates, the version of package.json and the sha256 of the built tarball', () => {
+  it('kubectl krew list shows it (krew names the source of a --manifest install "detached")', async () => {
+    const list = await run('kubectl', ['krew', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toBe('detached/usergroup\n');
+  });
+
+  // The filled manifest with one thing wrong, each installed into a krew root of its own.
+  const refused = [
+    {
+      what: "a sha256 that is not the tarball's",
+      edit: (manifest: string): string => manifest.replace(release.sha256, sha256('not the tarball')),
+      message: (): string => `checksum does not match, want: ${sha256('not the tarball')}, got ${release.sha256}`,
+    },
+    {
+      what: 'no platform for linux/amd64',
+      edit: (manifest: string): string => manifest.replace('os: linux', 'os: darwin'),
+      message: (): string => 'plugin "usergroup" does not offer installation for this platform',
+    },
+  ];
+  it.each(refused)('krew refuses a manifest with $what and installs nothing', async ({ edit, message }) => {
+    const root = fs.mkdtempSync(path.join(work, 'refused-'));
+    const manifest = path.join(root, 'usergroup.yaml');
+    const edited = edit(fs.readFileSync(release.manifest, 'utf8'));
+    expect(edited).not.toBe(fs.readFileSync(release.manifest, 'utf8'));
+    fs.writeFileSync(manifest, edited);
+    const res = await run('kubectl', ['krew', 'install', `--manifest=${manifest}`, `--archive=${release.tarball}`], userEnv(root));
+    expect(res.code).not.toBe(0);
+    expect(res.stderr).toContain(message());
+    expect(fs.readdirSync(path.join(root, 'bin'))).toEqual([]);
+    expect(fs.readdirSync(path.join(root, 'receipts'))).toEqual([]);
+  });
+
+  it("what krew does not check: the version is package.json's, the uri is that release's tarball, the template has its two placeholders", () => {
     const version = (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
     const manifest = parseYaml(fs.readFileSync(release.manifest, 'utf8')) as KrewPlugin;
-    expect(manifest.apiVersion).toBe('krew.googlecontainertools.github.com/v1alpha2');
-    expect(manifest.kind).toBe('Plugin');
-    // krew installs plugin <name> as kubectl-<name>: `kubectl usergroup`.
-    expect(manifest.metadata.name).toBe('usergroup');
     expect(manifest.spec.version).toBe(`v${version}`);
     expect(manifest.spec.homepage).toMatch(/^https:\/\//);
-    expect(manifest.spec.shortDescription).toMatch(/^[^\r\n]{10,60}$/);
     expect(manifest.spec.description).toContain('kubectl usergroup status');
-    expect(manifest.spec.platforms).toHaveLength(1);
-    const [platform] = manifest.spec.platforms;
-    expect(platform?.selector).toEqual({ matchLabels: { os: 'linux', arch: 'amd64' } });
-    expect(platform?.uri).toMatch(new RegExp(`^https://\\S+/v${version.replaceAll('.', '\\.')}/${TARBALL}$`));
-    expect(platform?.sha256).toBe(release.sha256);
-    expect(platform?.bin).toBe('kubectl-usergroup');
-    expect(tarballFiles).toContain(platform?.bin);
-    // The template in the repository is the same manifest with the two placeholders.
+    // krew takes any uri when --archive replaces the download; users' krew downloads this one.
+    expect(manifest.spec.platforms.map((p) => p.uri)).toEqual([
+      expect.stringMatching(new RegExp(`^https://\\S+/v${version.replaceAll('.', '\\.')}/${TARBALL}$`)),
+    ]);
     const template = fs.readFileSync(path.join(repoRoot, KREW_TEMPLATE), 'utf8');
     expect([...template.matchAll(/\{\{(\w+)\}\}/g)].map((m) => m[1]).sort()).toEqual(['sha256', 'version', 'version']);
   });
 });
 
 interface KrewPlugin {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string };
-  spec: {
-    version: string;
-    homepage: string;
-    shortDescription: string;
-    description: string;
-    platforms: { selector: unknown; uri: string; sha256: string; bin: string }[];
-  };
+  spec: { version: string; homepage: string; description: string; platforms: { uri: string }[] };
 }
 
-describe('the single executable, with no Node on PATH', () => {
+describe('the single executable krew installed, with no Node on PATH', () => {
   let env: TestEnv;
 
   beforeAll(async () => {
@@ -128,18 +180,18 @@ describe('the single executable, with no Node on PATH', () => {
     const node = await lookup('node');
     expect(node.stdout).toBe('');
     expect(node.code).not.toBe(0); // 127 from dash, 1 from bash
-    expect((await lookup('kubectl-usergroup')).stdout).toBe(`${path.join(bin, 'kubectl-usergroup')}\n`);
+    expect((await lookup('kubectl-usergroup')).stdout).toBe(`${path.join(krewRoot, 'bin/kubectl-usergroup')}\n`);
     expect((await lookup('kubectl')).stdout).toBe(`${path.join(bin, 'kubectl')}\n`);
     // ELF, so no `#!` line: the kernel runs it without any interpreter.
     const head = Buffer.alloc(4);
-    const fd = fs.openSync(path.join(bin, 'kubectl-usergroup'), 'r');
+    const fd = fs.openSync(path.join(krewRoot, 'bin/kubectl-usergroup'), 'r');
     fs.readSync(fd, head, 0, 4, 0);
     fs.closeSync(fd);
     expect(head).toEqual(Buffer.from([0x7f, 0x45, 0x4c, 0x46]));
   });
 
   it('--help prints the usage, and NODE_OPTIONS does not reach the embedded Node', async () => {
-    const res = await run('kubectl-usergroup', ['--help'], { ...bareEnv(), NODE_OPTIONS: `--require ${path.join(work, 'no-such-module.js')}` });
+    const res = await run('kubectl-usergroup', ['--help'], { ...userEnv(), NODE_OPTIONS: `--require ${path.join(work, 'no-such-module.js')}` });
     expect(res).toMatchObject({ code: 0, stdout: usage, stderr: '' });
   });
 
@@ -194,7 +246,7 @@ describe('the single executable, with no Node on PATH', () => {
     const kubeconfig = path.join(work, 'exec.kubeconfig');
     fs.writeFileSync(kubeconfig, stringifyYaml(config), { mode: 0o600 });
 
-    const res = await run('kubectl', ['usergroup', 'status'], { ...bareEnv(), KUBECONFIG: kubeconfig });
+    const res = await run('kubectl', ['usergroup', 'status'], { ...userEnv(), KUBECONFIG: kubeconfig });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stdout.trimEnd().split('\n').slice(1)).toEqual([expect.stringMatching(statusRow)]);
   });
