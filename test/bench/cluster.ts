@@ -27,16 +27,19 @@ export class BenchCluster {
     readonly controllerKey: string,
     /** The limit script's API key, so its calls and groups stay apart from the controller's. */
     readonly limitKey: string,
+    /** The Go peer's API key (the `peer` phase), so its calls are counted apart from the controller's. */
+    readonly peerKey: string,
   ) {}
 
   static async start(latencyMs: number, progress: (line: string) => void): Promise<BenchCluster> {
     const cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')], progress });
     const controllerKey = `bench-${randomBytes(12).toString('hex')}`;
     const limitKey = `bench-limit-${randomBytes(12).toString('hex')}`;
-    const sim = await startSimulator({ apiKeys: [controllerKey, limitKey], faults: { latencyMs } });
+    const peerKey = `bench-peer-${randomBytes(12).toString('hex')}`;
+    const sim = await startSimulator({ apiKeys: [controllerKey, limitKey, peerKey], faults: { latencyMs } });
     const access = await loadKubeAccess({ path: cp.kubeconfigPath });
     const client = await KubeClient.create(access, 'usergroup-bench');
-    return new BenchCluster(cp, sim, access, client, controllerKey, limitKey);
+    return new BenchCluster(cp, sim, access, client, controllerKey, limitKey, peerKey);
   }
 
   async stop(): Promise<void> {

@@ -12,10 +12,13 @@ import { controllerFlags, spawnedControllers, type BenchController } from './con
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.js';
 import { heapOf, runCold, type ControllerSettings } from './phases/cold.js';
 import { runLimit } from './phases/limit.js';
+import { runPeer } from './phases/peer.js';
 import { runRestart } from './phases/restart.js';
 import { runRotation } from './phases/rotation.js';
 import { runScheduled, scheduledFailed } from './phases/scheduled.js';
 import { runSteady } from './phases/steady.js';
+import { spawnedPeers } from './peer-operator.js';
+import { peerCharts, peerSummary, type PeerResult, type PeerSeries } from './peer-report.js';
 import { say, startProgress } from './progress.js';
 import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
 import {
@@ -87,6 +90,8 @@ async function main(): Promise<number> {
   let steady: SteadyResult | undefined;
   let rotation: RotationResult | undefined;
   let scheduled: ScheduledResult | undefined;
+  let peer: PeerResult | undefined;
+  let peerSeries: PeerSeries[] = [];
   let fatal: string | undefined;
   let cluster: BenchCluster | undefined;
   let world: { namespace: string; n: number; controller: BenchController; process: string } | undefined;
@@ -234,15 +239,39 @@ async function main(): Promise<number> {
         const i = memory.findIndex((m) => m.n === world?.n && m.process === 'cold convergence');
         if (i >= 0) memory[i] = figure(peak);
       }
+      // The peer phase's runs each get a cluster of the same size: without the world's groups.
+      if (has('peer')) await cleanUp(cluster, world.namespace);
+    }
+    // Last: it needs no world, and its own runs clean up after themselves.
+    if (has('peer')) {
+      const c = cluster;
+      const ran = await runPeer(c, {
+        n: Math.max(...o.sizes),
+        concurrency: o.concurrency,
+        applyParallelism: o.applyParallelism,
+        peerDir: path.resolve(repoRoot, o.peerDir),
+        peerQps: o.peerQps,
+        peerBurst: o.peerBurst,
+        restartWindowS: o.peerRestartS,
+        timeoutMs,
+        settings,
+        cleanUp: (namespace) => cleanUp(c, namespace),
+      });
+      peer = ran.result;
+      peerSeries = ran.series;
+      say(peerSummary(peer));
     }
   } catch (err) {
     fatal = message(err);
     say(`bench stopped: ${fatal}`);
   } finally {
     for (const c of spawnedControllers) await c.stop(5_000).catch(() => undefined);
+    for (const p of spawnedPeers) await p.stop(5_000).catch(() => undefined);
     await cluster?.stop().catch((err: unknown) => say(`stopping the control plane failed: ${message(err)}`));
   }
 
+  const outDir = path.resolve(repoRoot, o.outDir);
+  fs.mkdirSync(outDir, { recursive: true });
   const results: BenchResults = {
     startedAt,
     finishedAt: new Date().toISOString(),
@@ -259,6 +288,7 @@ async function main(): Promise<number> {
       scheduledCap: o.scheduledCap,
       scheduledLeadS: o.scheduledLeadS,
       limitModes: o.limitModes,
+      ...(o.phases.includes('peer') ? { peerDir: o.peerDir, peerRestartS: o.peerRestartS, peerQps: o.peerQps, peerBurst: o.peerBurst } : {}),
     },
     environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
     controllerFlags: controllerFlags({
@@ -276,11 +306,10 @@ async function main(): Promise<number> {
     steady,
     rotation,
     scheduled,
+    ...(peer ? { peer: { ...peer, charts: await writePeerCharts(outDir, peer.n, peerSeries) } } : {}),
     memory,
     ...(fatal ? { error: fatal } : {}),
   };
-  const outDir = path.resolve(repoRoot, o.outDir);
-  fs.mkdirSync(outDir, { recursive: true });
   const markdown = renderMarkdown(results);
   fs.writeFileSync(path.join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
   fs.writeFileSync(path.join(outDir, 'latest.md'), markdown);
@@ -288,9 +317,15 @@ async function main(): Promise<number> {
   say(`written: ${path.join(outDir, 'latest.json')}, ${path.join(outDir, 'latest.md')}; controller logs in ${logDir}`);
   const failed =
     fatal !== undefined ||
-    [...limit, ...cold, ...(restart ? [restart] : []), ...(steady ? [steady] : []), ...(rotation ? [rotation] : []), ...(scheduled ? [scheduled] : [])].some(
-      (p) => !p.ok,
-    );
+    [
+      ...limit,
+      ...cold,
+      ...(restart ? [restart] : []),
+      ...(steady ? [steady] : []),
+      ...(rotation ? [rotation] : []),
+      ...(scheduled ? [scheduled] : []),
+      ...(peer ? [peer] : []),
+    ].some((p) => !p.ok);
   return failed ? 1 : 0;
 }
 
@@ -299,7 +334,7 @@ process.on('SIGINT', () => {
   if (interrupted) process.exit(130);
   interrupted = true;
   say('interrupted: stopping the controllers and the control plane (Ctrl-C again to leave them)');
-  void Promise.allSettled(spawnedControllers.map((c) => c.stop(2_000))).then(() => process.exit(130));
+  void Promise.allSettled([...spawnedControllers, ...spawnedPeers].map((c) => c.stop(2_000))).then(() => process.exit(130));
 });
 
 main().then(
@@ -323,4 +358,16 @@ async function cleanUp(cluster: BenchCluster, namespace: string): Promise<void> 
   } catch (err) {
     progress.stop(`namespace ${namespace} not deleted: ${message(err)}`);
   }
+}
+
+/**
+ * The peer phase's charts (SVG, linked from latest.md and the README) and their data (peer-series.json: the
+ * samples, kept out of latest.json, which stays readable). Resolves with the chart files written.
+ */
+async function writePeerCharts(outDir: string, n: number, series: readonly PeerSeries[]): Promise<string[]> {
+  if (series.length === 0) return [];
+  await fs.promises.writeFile(path.join(outDir, 'peer-series.json'), `${JSON.stringify({ n, series })}\n`);
+  const charts = peerCharts(n, series);
+  for (const chart of charts) await fs.promises.writeFile(path.join(outDir, chart.file), chart.svg);
+  return charts.map((c) => c.file);
 }

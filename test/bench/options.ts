@@ -1,7 +1,10 @@
 import { LIMIT_MODES, type LimitMode } from './report.js';
 
-/** The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller). */
-const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'scheduled', 'memory', 'scaling'] as const;
+/**
+ * The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller).
+ * peer compares with the Go reference operator when its checkout is there (skipped with a note when not).
+ */
+const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'scheduled', 'memory', 'scaling', 'peer'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface BenchOptions {
@@ -38,6 +41,13 @@ export interface BenchOptions {
   readonly limitModes: readonly LimitMode[];
   /** Write a controller heap snapshot after each cold run and at the end (into the log directory). */
   readonly heapSnapshots: boolean;
+  /** The Go reference operator's checkout (relative to the repository root unless absolute). */
+  readonly peerDir: string;
+  /** How long the peer phase watches each restarted operator. */
+  readonly peerRestartS: number;
+  /** The Go peer's Kubernetes client QPS and burst: high, so its client rate limiter does not dominate. */
+  readonly peerQps: number;
+  readonly peerBurst: number;
 }
 
 export const DEFAULTS: BenchOptions = {
@@ -61,10 +71,15 @@ export const DEFAULTS: BenchOptions = {
   quick: false,
   limitModes: ['minimal'],
   heapSnapshots: false,
+  peerDir: '../shared/peer',
+  peerRestartS: 60,
+  // As the peer's README runs it at 10,000 (its own defaults are 200/400).
+  peerQps: 2000,
+  peerBurst: 4000,
 };
 
 /** --quick: the whole bench in a couple of minutes, at small sizes. */
-export const QUICK: Partial<BenchOptions> = { sizes: [200, 600], worldSize: 600, steadyMinutes: 0.5, phaseTimeoutS: 300 };
+export const QUICK: Partial<BenchOptions> = { sizes: [200, 600], worldSize: 600, steadyMinutes: 0.5, phaseTimeoutS: 300, peerRestartS: 15 };
 
 export const USAGE = `usage: npm run bench -- [options]
 
@@ -89,6 +104,9 @@ export const USAGE = `usage: npm run bench -- [options]
                           controller's Secret GET and Event POST per group; concurrent-creation = the loop
                           while the UserGroups are applied as in the cold phase (e.g. minimal,concurrent-creation)
   --heap-snapshots        controller heap snapshots after each cold run and at the end (in the log directory)
+  --peer-dir ../shared/peer   the Go reference operator (peer phase, at the largest --n; skipped when absent)
+  --peer-restart-s 60     how long the peer phase watches each restarted operator
+  --peer-qps 2000 --peer-burst 4000   the Go peer's Kubernetes client QPS and burst
   --out bench/results     where latest.json and latest.md go
 `;
 
@@ -177,6 +195,10 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     'controller-node-options',
     'controller-node-flags',
     'out',
+    'peer-dir',
+    'peer-restart-s',
+    'peer-qps',
+    'peer-burst',
   ]);
   for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
   const options: BenchOptions = {
@@ -199,6 +221,10 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     outDir: given.get('out') ?? base.outDir,
     limitModes,
     heapSnapshots,
+    peerDir: given.get('peer-dir') ?? base.peerDir,
+    peerRestartS: nonNegative('peer-restart-s', base.peerRestartS),
+    peerQps: positiveInt('peer-qps', base.peerQps),
+    peerBurst: positiveInt('peer-burst', base.peerBurst),
   };
   if (errors.length > 0) return { ok: false, error: errors.join('\n') };
   return { ok: true, options };

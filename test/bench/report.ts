@@ -4,6 +4,7 @@
  */
 
 import type { BenchOptions } from './options.js';
+import { renderPeerSection, type PeerResult } from './peer-report.js';
 import type { DueToDoneSummary } from './scheduled-plan.js';
 
 export interface PhaseOutcome {
@@ -144,7 +145,7 @@ export interface BenchResults {
     BenchOptions,
     'sizes' | 'worldSize' | 'latencyMs' | 'concurrency' | 'serviceQps' | 'applyParallelism' | 'steadyMinutes' | 'rotations'
   > &
-    Partial<Pick<BenchOptions, 'scheduledCap' | 'scheduledLeadS'>> & {
+    Partial<Pick<BenchOptions, 'scheduledCap' | 'scheduledLeadS' | 'peerDir' | 'peerRestartS' | 'peerQps' | 'peerBurst'>> & {
       readonly phases: readonly string[];
       readonly limitModes?: readonly string[];
     };
@@ -168,6 +169,8 @@ export interface BenchResults {
   readonly rotation: RotationResult | undefined;
   /** Absent in results written before the phase existed. */
   readonly scheduled?: ScheduledResult | undefined;
+  /** The comparison with the Go peer; absent when the phase was not selected (results before it existed too). */
+  readonly peer?: PeerResult | undefined;
   readonly memory: readonly MemoryFigure[];
   /** A failure outside any phase (start-up), if the run stopped early. */
   readonly error?: string;
@@ -480,11 +483,13 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
   }
+  if (r.peer) out.push(...renderPeerSection(r.peer));
   out.push(
     `Reproduce: \`npm run bench -- --n ${o.sizes.join(',')} --world-n ${o.worldSize} --phases ${o.phases.join(',')} --latency-ms ${o.latencyMs} --concurrency ${o.concurrency} --steady-minutes ${o.steadyMinutes}` +
       (o.limitModes && o.limitModes.join(',') !== 'minimal' ? ` --limit-modes ${o.limitModes.join(',')}` : '') +
       (o.scheduledCap !== undefined && o.phases.includes('scheduled') ? ` --scheduled-cap ${o.scheduledCap}` : '') +
       (o.scheduledLeadS ? ` --scheduled-lead-s ${o.scheduledLeadS}` : '') +
+      (o.phases.includes('peer') && o.peerRestartS !== undefined ? ` --peer-restart-s ${o.peerRestartS}` : '') +
       '`',
     '',
   );

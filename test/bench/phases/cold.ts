@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { paths } from '../../../src/kube/paths.js';
-import { OWNED_SECRETS, meta, readyForGeneration, secretData, userGroupId, userGroupName, type BenchCluster } from '../cluster.js';
+import { OWNED_SECRETS, meta, secretData, userGroupId, userGroupName, type BenchCluster } from '../cluster.js';
+import { ConvergenceTracker } from '../convergence.js';
 import { BenchController, deltaBy, type BenchControllerOptions, type PromSamples } from '../controller.js';
 import { MiB } from '../proc.js';
 import { startProgress } from '../progress.js';
@@ -15,11 +16,22 @@ export type ControllerSettings = Pick<
   readonly logDir: string;
 };
 
-export async function spawnBenchController(cluster: BenchCluster, namespace: string, settings: ControllerSettings, label: string): Promise<BenchController> {
+/**
+ * `defaultService`: a connection made earlier (BenchCluster.connectTo); by default one is made here. The peer phase
+ * makes it before it reads the apiserver's request counts, so that the bench's own requests are not counted as the
+ * controller's.
+ */
+export async function spawnBenchController(
+  cluster: BenchCluster,
+  namespace: string,
+  settings: ControllerSettings,
+  label: string,
+  defaultService?: string,
+): Promise<BenchController> {
   return BenchController.spawn({
     kubeconfigPath: cluster.cp.kubeconfigPath,
     namespace,
-    defaultService: await cluster.connectTo(namespace),
+    defaultService: defaultService ?? (await cluster.connectTo(namespace)),
     concurrency: settings.concurrency,
     serviceQps: settings.serviceQps,
     logLevel: settings.logLevel,
@@ -29,65 +41,6 @@ export async function spawnBenchController(cluster: BenchCluster, namespace: str
     imageEnv: settings.imageEnv,
     logFile: `${settings.logDir}/controller-${label}.log`,
   });
-}
-
-/**
- * Counts, from watches, the UserGroups Ready for their current generation and the token Secrets present, and
- * notes the moment both reach N: no polling, so the measurement adds no list load of its own.
- */
-class ConvergenceTracker {
-  readonly ready = new Set<string>();
-  readonly secrets = new Set<string>();
-  doneAt: number | undefined;
-  error: string | undefined;
-  private readonly watches: { stop(): void }[] = [];
-
-  constructor(private readonly n: number) {}
-
-  async start(cluster: BenchCluster, namespace: string): Promise<void> {
-    const ugPath = paths.userGroups(namespace);
-    const secretPath = paths.secrets(namespace);
-    const [ugVersion, secretVersion] = await Promise.all([cluster.collectionVersion(ugPath), cluster.collectionVersion(secretPath, OWNED_SECRETS)]);
-    const onError = (message: string): void => {
-      this.error ??= message;
-    };
-    this.watches.push(
-      cluster.watch(
-        ugPath,
-        ugVersion,
-        (event) => {
-          const { name } = meta(event.object);
-          if (event.type !== 'DELETED' && readyForGeneration(event.object)) this.ready.add(name);
-          else this.ready.delete(name);
-          this.check();
-        },
-        { onError },
-      ),
-    );
-    this.watches.push(
-      cluster.watch(
-        secretPath,
-        secretVersion,
-        (event) => {
-          const { name } = meta(event.object);
-          if (event.type !== 'DELETED' && secretData(event.object, 'token')) this.secrets.add(name);
-          else this.secrets.delete(name);
-          this.check();
-        },
-        { labelSelector: OWNED_SECRETS, onError },
-      ),
-    );
-  }
-
-  stop(): void {
-    for (const w of this.watches) w.stop();
-  }
-
-  private check(): void {
-    if (this.doneAt !== undefined || this.ready.size < this.n || this.secrets.size < this.n) return;
-    for (const name of this.ready) if (!this.secrets.has(name)) return;
-    this.doneAt = performance.now();
-  }
 }
 
 /** After convergence: every Secret holds the token the service has now for its group (one list, one look-up). */
