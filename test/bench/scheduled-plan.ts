@@ -16,8 +16,12 @@ export function maxAgeForDue(issuedAt: string, uid: string, dueAt: number): numb
   const issued = Date.parse(issuedAt);
   if (Number.isNaN(issued) || dueAt <= issued) return undefined;
   const due = (maxAgeMs: number): number => scheduledRotation(issuedAt, maxAgeMs, uid)?.dueAt ?? Number.NaN;
-  // The jitter is at most 10 %: start from the largest candidate and walk down to the exact one.
-  let maxAgeMs = Math.ceil((dueAt - issued) / 0.9);
+  // The group's jitter share, read off the formula at a huge age (exact to 1e-12), gives the answer to within a
+  // few ms; a short walk makes it exact. (Walking from the 10 % bound instead costs minutes at 10,000 old tokens,
+  // with the event loop blocked all along.)
+  const probe = 1e12;
+  const share = (issued + probe - due(probe)) / probe;
+  let maxAgeMs = Math.round((dueAt - issued) / (1 - share));
   while (due(maxAgeMs) > dueAt) maxAgeMs--;
   while (due(maxAgeMs) < dueAt) maxAgeMs++;
   return due(maxAgeMs) === dueAt ? maxAgeMs : undefined;
