@@ -137,6 +137,8 @@ const PREPAID_GRACE_MS = 60_000;
 export class Connections {
   private readonly endpoints = new Map<string, Endpoint>();
   private readonly apiKeys = new Map<string, { readonly secret: ObservedSecret | undefined; readonly at: number }>();
+  /** API-key Secrets being read now: the workers that need one at the same moment (a start) share one GET. */
+  private readonly apiKeyReads = new Map<string, Promise<ObservedSecret | undefined>>();
   private lastSweep = performance.now();
 
   constructor(private readonly options: ConnectionsOptions) {}
@@ -397,9 +399,18 @@ export class Connections {
     const key = `${namespace}/${name}`;
     const cached = this.apiKeys.get(key);
     if (cached && Date.now() - cached.at < API_KEY_SECRET_TTL_MS) return cached.secret;
-    const secret = await this.options.readSecret(namespace, name);
-    this.apiKeys.set(key, { secret, at: Date.now() });
-    return secret;
+    const inFlight = this.apiKeyReads.get(key);
+    if (inFlight) return inFlight;
+    const reading = this.options.readSecret(namespace, name).then((secret) => {
+      this.apiKeys.set(key, { secret, at: Date.now() });
+      return secret;
+    });
+    this.apiKeyReads.set(key, reading);
+    try {
+      return await reading;
+    } finally {
+      this.apiKeyReads.delete(key);
+    }
   }
 }
 

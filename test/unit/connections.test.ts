@@ -140,6 +140,17 @@ describe('Connections of a namespace (UserGroupService)', () => {
     });
   });
 
+  it('workers resolving one connection at the same moment (a start) share one read of its API-key Secret', async () => {
+    const { c, secretReads } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)] });
+    const all = await Promise.all(Array.from({ length: 16 }, () => c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')));
+    expect(all.every((r) => r.ok)).toBe(true);
+    expect(secretReads()).toBe(1);
+    // After a 401 the key is read again, once.
+    c.forgetSecret('t/key');
+    await Promise.all(Array.from({ length: 4 }, () => c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g')));
+    expect(secretReads()).toBe(2);
+  });
+
   it('sends no Secret that did not opt in by its type', async () => {
     const before = requests;
     const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', 'Opaque')] });
