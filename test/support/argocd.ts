@@ -1,4 +1,5 @@
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { buildGoTool } from './go-tool.js';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
@@ -11,7 +12,6 @@ import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
  */
 
 export const ARGOCD_CM = path.join(repoRoot, 'deploy/argocd/argocd-cm.yaml');
-const BUILD = path.join(repoRoot, 'test/argocd/build.sh');
 
 export interface ArgoCdHealth {
   readonly status: string;
@@ -52,12 +52,7 @@ interface Answer {
 
 /** Builds argocd-lua (or finds it in the cache) and returns its path; build progress goes to stderr. */
 export function buildArgoCdLua(): string {
-  const res = spawnSync('bash', [BUILD], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-  if (res.error) throw res.error;
-  if (res.status !== 0) throw new Error(`building argocd-lua failed (bash ${BUILD} exited ${String(res.status)}); see its output above`);
-  const binary = res.stdout.trim().split('\n').pop();
-  if (!binary) throw new Error(`bash ${BUILD} printed no binary path`);
-  return binary;
+  return buildGoTool('argocd-lua', 'test/argocd/build.sh');
 }
 
 export class ArgoCdError extends Error {}

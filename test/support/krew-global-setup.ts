@@ -1,4 +1,4 @@
-import type { TestProject } from 'vitest/node';
+import { provideGoTool } from './go-tool.js';
 import { buildKrew } from './krew.js';
 
 declare module 'vitest' {
@@ -8,9 +8,4 @@ declare module 'vitest' {
 }
 
 /** Builds krew (the kubectl plugin manager, test/krew) once per run, for the plugin's install test; about a minute cold. */
-export default function setup(project: TestProject): void {
-  const started = Date.now();
-  project.provide('krew', buildKrew());
-  const seconds = (Date.now() - started) / 1000;
-  if (seconds > 5) process.stderr.write(`[krew] ready in ${seconds.toFixed(1)} s\n`);
-}
+export default provideGoTool('krew', 'krew', buildKrew);

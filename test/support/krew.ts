@@ -1,18 +1,11 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { buildGoTool } from './go-tool.js';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-
-const BUILD = path.join(repoRoot, 'test/krew/build.sh');
 
 /** Builds krew from its Go module (or finds it in the cache) and returns its path; progress goes to stderr. */
 export function buildKrew(): string {
-  const res = spawnSync('bash', [BUILD], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-  if (res.error) throw res.error;
-  if (res.status !== 0) throw new Error(`building krew failed (bash ${BUILD} exited ${String(res.status)}); see its output above`);
-  const binary = res.stdout.trim().split('\n').pop();
-  if (!binary) throw new Error(`bash ${BUILD} printed no binary path`);
-  return binary;
+  return buildGoTool('krew', 'test/krew/build.sh');
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { TestProject } from 'vitest/node';
+import { provideGoTool } from './go-tool.js';
 import { buildPromtool } from './promtool.js';
 
 declare module 'vitest' {
@@ -8,9 +8,4 @@ declare module 'vitest' {
 }
 
 /** Builds promtool (Prometheus' own rule tester, test/promtool) once per run; a cold build takes a few minutes. */
-export default function setup(project: TestProject): void {
-  const started = Date.now();
-  project.provide('promtool', buildPromtool());
-  const seconds = (Date.now() - started) / 1000;
-  if (seconds > 5) process.stderr.write(`[promtool] ready in ${seconds.toFixed(1)} s\n`);
-}
+export default provideGoTool('promtool', 'promtool', buildPromtool);

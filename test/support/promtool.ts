@@ -1,17 +1,8 @@
-import { spawnSync } from 'node:child_process';
-import path from 'node:path';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-
-const BUILD = path.join(repoRoot, 'test/promtool/build.sh');
+import { buildGoTool } from './go-tool.js';
 
 /** Builds promtool from Prometheus' Go module (or finds it in the cache) and returns its path; progress goes to stderr. */
 export function buildPromtool(): string {
-  const res = spawnSync('bash', [BUILD], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-  if (res.error) throw res.error;
-  if (res.status !== 0) throw new Error(`building promtool failed (bash ${BUILD} exited ${String(res.status)}); see its output above`);
-  const binary = res.stdout.trim().split('\n').pop();
-  if (!binary) throw new Error(`bash ${BUILD} printed no binary path`);
-  return binary;
+  return buildGoTool('promtool', 'test/promtool/build.sh');
 }
 
 /**

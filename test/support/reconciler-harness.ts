@@ -8,7 +8,7 @@ import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js'
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { Reconciler, type ReconcilerPorts } from '../../src/controller/reconciler.js';
 import type { ReconcileResult } from '../../src/controller/retry-policy.js';
-import type { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
 import type { SecretWriteResult } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceResult } from '../../src/service/types.js';
@@ -295,4 +295,28 @@ export function harness(world: World): Harness {
     log: pino({ level: 'silent' }),
   });
   return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile: () => reconciler.reconcile(objectKey(world.ug.metadata), 'r1') };
+}
+
+/** The harness's Secret as the operator writes it for `acme`: `token` and its bookkeeping, sealed (SEAL). */
+export function sealedSecret(token: string, book: { handled?: string; pending?: string; issuedAt?: string } = {}): ObservedSecret {
+  const ug = userGroup();
+  if (!ug.spec.ok) throw new Error(ug.spec.error);
+  const desired = desiredSecret(
+    ug.metadata,
+    ug.spec.value,
+    { token: new SecretValue(token), handled: book.handled, pending: book.pending, issuedAt: book.issuedAt },
+    SEAL,
+  );
+  const parsed = parseSecret(storedSecret(desired, '20'));
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+/** The status of `acme` after its first sync (written by a reconcile of the harness). */
+export async function syncedStatus(): Promise<UserGroupStatus> {
+  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
+  await h.reconcile();
+  const status = h.statuses.at(-1);
+  if (!status) throw new Error('no status written');
+  return status;
 }

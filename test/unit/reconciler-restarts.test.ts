@@ -1,12 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
-import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
-import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL, storedSecret } from '../support/fixtures.js';
-import { harness, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
+import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
 
 /**
  * spec.rolloutRestartTargets through the reconciler's ports: a workload is restarted once per new token, after
@@ -18,23 +14,6 @@ const NOW = Date.parse('2026-11-22T01:00:00.250Z');
 const NEW_ISSUED = new Date(NOW).toISOString();
 const WEB: RestartTarget = { kind: 'Deployment', name: 'web' };
 const DB: RestartTarget = { kind: 'StatefulSet', name: 'db' };
-
-function sealedSecret(token: string, issuedAt: string): ObservedSecret {
-  const ug = userGroup();
-  if (!ug.spec.ok) throw new Error(ug.spec.error);
-  const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined, issuedAt }, SEAL);
-  const parsed = parseSecret(storedSecret(desired, '20'));
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.value;
-}
-
-async function syncedStatus(): Promise<UserGroupStatus> {
-  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
-  await h.reconcile();
-  const status = h.statuses.at(-1);
-  if (!status) throw new Error('no status written');
-  return status;
-}
 
 const workload = (over: Partial<ObservedWorkload> = {}): ObservedWorkload => ({ resourceVersion: '7', consentsTo: ['acme'], restartedFor: {}, ...over });
 
@@ -55,7 +34,7 @@ async function world(
     status: { ...synced, ...(restartedFor !== undefined ? { rolloutRestarts: { tokenIssuedTime: restartedFor } } : {}), ...status },
     ...(rotate === false ? {} : { annotations: { [ROTATE_ANNOTATION]: 'r1' } }),
   });
-  const stored = sealedSecret('tok-1', ISSUED);
+  const stored = sealedSecret('tok-1', { issuedAt: ISSUED });
   return harness({
     ug,
     cached: stored,
@@ -105,7 +84,7 @@ describe('restart targets: once per new token, through the ports', () => {
 
   it('a restart done before a crash (the workload carries the new token mark) is not repeated', async () => {
     // The world after a run that restarted web and died: the Secret holds the new token; status still names the old one (the crash).
-    const stored = sealedSecret('tok-r1', NEW_ISSUED);
+    const stored = sealedSecret('tok-r1', { issuedAt: NEW_ISSUED });
     const again = await world({
       rotate: false,
       targets: [WEB, DB],

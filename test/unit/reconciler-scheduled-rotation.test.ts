@@ -1,12 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION, TOKEN_ISSUED_AT_ANNOTATION } from '../../src/api/constants.js';
-import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { scheduledRotation } from '../../src/controller/decide.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
-import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL, storedSecret } from '../support/fixtures.js';
-import { harness, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
+import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
 
 /**
  * Scheduled rotation (spec.rotation.maxTokenAge) through the reconciler's ports: the same record-before-call
@@ -20,28 +17,6 @@ const VALUE = `scheduled:${ISSUED}`;
 const UID = 'uid-acme';
 /** When the harness's UserGroup (uid-acme) falls due with a 24 h maximum age. */
 const DUE = scheduledRotation(ISSUED, 24 * HOUR, UID)?.dueAt ?? NaN;
-
-function sealedSecret(token: string, book: { handled?: string; pending?: string; issuedAt?: string } = {}): ObservedSecret {
-  const ug = userGroup({ maxTokenAge: '24h' });
-  if (!ug.spec.ok) throw new Error(ug.spec.error);
-  const desired = desiredSecret(
-    ug.metadata,
-    ug.spec.value,
-    { token: new SecretValue(token), handled: book.handled, pending: book.pending, issuedAt: book.issuedAt },
-    SEAL,
-  );
-  const parsed = parseSecret(storedSecret(desired, '20'));
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.value;
-}
-
-async function syncedStatus(): Promise<UserGroupStatus> {
-  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
-  await h.reconcile();
-  const status = h.statuses.at(-1);
-  if (!status) throw new Error('no status written');
-  return status;
-}
 
 async function world(
   init: { stored: ObservedSecret; serviceToken: string; now: number; maxTokenAge?: string; annotations?: Record<string, string> } & Partial<World>,
