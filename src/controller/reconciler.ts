@@ -343,7 +343,8 @@ class Reconciliation {
           const written =
             decision.kind === 'create' ? await this.ports.createClaim(decision.spec) : await this.ports.replaceClaim(decision.claim, decision.spec);
           if (written.ok) {
-            this.log.info({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
+            // Debug: every first sync takes a claim, and its "user group synced" line follows at info.
+            this.log.debug({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
             return { ok: true, claim: written.claim };
           }
           claim = await this.ports.readClaim(name);

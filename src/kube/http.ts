@@ -100,19 +100,7 @@ export class KubeClient {
       };
       // Known before a byte is read when the apiserver says it (it does not for chunked lists).
       if (Number(res.headers['content-length'] ?? 0) > maxBytes) throw tooLarge();
-      // Decoded chunk by chunk: each socket buffer can be freed at once, and a list page never exists as one
-      // more megabyte-sized Buffer outside the V8 heap (malloc keeps such memory long after it is freed).
-      // Buffers in, so the bound counts bytes exactly; the decoder carries a character split across chunks.
-      const decoder = new StringDecoder('utf8');
-      let text = '';
-      let bytes = 0;
-      for await (const chunk of res) {
-        const buffer = chunk as Buffer;
-        bytes += buffer.length;
-        if (bytes > maxBytes) throw tooLarge();
-        text += decoder.write(buffer);
-      }
-      text += decoder.end();
+      const { text, bytes } = await readText(res, maxBytes, tooLarge);
       let body: unknown = text;
       if (text) {
         try {
@@ -195,6 +183,33 @@ export class KubeClient {
     request.end(payload);
     return { request, response };
   }
+}
+
+/**
+ * The body as text, decoded chunk by chunk: each socket buffer can be freed at once, and a list page never
+ * exists as one more megabyte-sized Buffer outside the V8 heap (malloc keeps such memory long after it is
+ * freed). Buffers in, so the bound counts bytes exactly; the decoder carries a character split across chunks.
+ * Listeners rather than `for await`: the async iterator's promise per chunk showed in the profile at 10,000 groups.
+ */
+function readText(res: NodeHttp.IncomingMessage, maxBytes: number, tooLarge: () => Error): Promise<{ text: string; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    const decoder = new StringDecoder('utf8');
+    let text = '';
+    let bytes = 0;
+    res.on('data', (buffer: Buffer) => {
+      bytes += buffer.length;
+      if (bytes > maxBytes) {
+        res.removeAllListeners('data');
+        reject(tooLarge());
+        return;
+      }
+      text += decoder.write(buffer);
+    });
+    res.once('end', () => resolve({ text: text + decoder.end(), bytes }));
+    res.once('error', reject);
+    // After 'end' this settles nothing; before it, the connection went (timeout, reset) without an error.
+    res.once('close', () => reject(new Error('response closed before its end')));
+  });
 }
 
 /** What call() needs of a KubeClient; test stand-ins implement just this. */

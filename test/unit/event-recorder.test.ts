@@ -34,10 +34,21 @@ function fakeClient() {
 
 const ug = (i: number): EventRegarding => ({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: 'ns', name: `ug-${i}`, uid: `uid-${i}` });
 
-describe('EventRecorder: one write at a time from a bounded queue (as client-go)', () => {
-  it('writes Events one at a time, in the order they were emitted', async () => {
+describe('EventRecorder: a few writers from a bounded queue', () => {
+  it('starts Event writes in the order they were emitted, at most `writers` (default 4) at a time', async () => {
     const api = fakeClient();
     const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }) });
+    for (let i = 0; i < 20; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
+    expect(api.sent).toHaveLength(4);
+    await api.answerAll();
+    expect(api.sent.map((s) => (s.body['regarding'] as EventRegarding).name)).toEqual(Array.from({ length: 20 }, (_, i) => `ug-${i}`));
+    expect(api.maxInFlight()).toBe(4);
+    await recorder.flush(1_000);
+  });
+
+  it('writes one at a time with writers: 1, in the order they were emitted', async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), writers: 1 });
     for (let i = 0; i < 20; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
     await api.answerAll();
     expect(api.sent.map((s) => (s.body['regarding'] as EventRegarding).name)).toEqual(Array.from({ length: 20 }, (_, i) => `ug-${i}`));
@@ -52,6 +63,7 @@ describe('EventRecorder: one write at a time from a bounded queue (as client-go)
       instance: 'i',
       log: pino({ level: 'silent' }),
       maxQueued: 5,
+      writers: 1,
       onDrop: (type, reason) => dropped.push(`${type}/${reason}`),
     });
     // The first write is in flight at once; 5 more fit in the queue.
@@ -76,6 +88,18 @@ describe('EventRecorder: one write at a time from a bounded queue (as client-go)
     expect(api.sent.map((s) => s.method)).toEqual(['POST', 'PATCH']);
     expect(api.sent[1]?.body['series']).toMatchObject({ count: 2 });
     expect(api.sent[1]?.path).toContain((api.sent[0]?.body['metadata'] as { name: string }).name);
+  });
+
+  it('with several writers, a series patch waits until its create was answered', async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0 });
+    recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
+    recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
+    // Two writers are free, but the patch holds back while the create is in flight.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(api.sent.map((s) => s.method)).toEqual(['POST']);
+    await api.answerAll();
+    expect(api.sent.map((s) => s.method)).toEqual(['POST', 'PATCH']);
   });
 
   it('flush waits for queued writes, but not past its timeout', async () => {
