@@ -26,7 +26,8 @@ export interface ClaimSpec {
 
 export function parseClaim(raw: unknown): Parsed<UserGroupClaim> {
   if (!isRecord(raw)) return { ok: false, error: 'UserGroupClaim is not an object' };
-  const meta = parseMeta(raw['metadata']);
+  // Nothing decides on a claim's labels, annotations or owners: the cache keeps none (one per UserGroup).
+  const meta = parseMeta(raw['metadata'], { labels: false, annotations: [], ownerReferences: false });
   if (!meta.ok) return meta;
   const spec = raw['spec'];
   if (!isRecord(spec)) return { ok: false, error: 'spec is missing' };

@@ -14,3 +14,19 @@ export function intern(value: string): string {
   if (pool.size < MAX_ENTRIES && value.length <= MAX_LENGTH) pool.set(value, value);
   return value;
 }
+
+/**
+ * One copy of timestamps that objects written in the same second share (creation, transition and sync times at
+ * second precision): thousands of objects synced in a wave repeat a few hundred values. Only recent values are
+ * held, so a long run does not fill the pool above with timestamps that will never come back.
+ */
+const recent = new Map<string, string>();
+const MAX_RECENT = 256;
+
+export function internRecent(value: string): string {
+  const held = recent.get(value);
+  if (held !== undefined) return held;
+  if (recent.size >= MAX_RECENT) recent.clear();
+  recent.set(value, value);
+  return value;
+}

@@ -1,4 +1,4 @@
-import { intern } from './intern.js';
+import { intern, internRecent } from './intern.js';
 import { isRecord } from '../platform/json-value.js';
 
 /** The parts of metadata the operator reads, parsed once from what the apiserver sends. */
@@ -88,7 +88,7 @@ export function parseMeta(raw: unknown, keep: MetaKeep = {}): Parsed<ObjectMeta>
     uid,
     resourceVersion,
     generation: typeof raw['generation'] === 'number' ? raw['generation'] : 0,
-    creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? raw['creationTimestamp'] : '',
+    creationTimestamp: typeof raw['creationTimestamp'] === 'string' ? internRecent(raw['creationTimestamp']) : '',
     deletionTimestamp: typeof raw['deletionTimestamp'] === 'string' ? raw['deletionTimestamp'] : undefined,
     labels: internValues(labels),
     annotations,

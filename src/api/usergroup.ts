@@ -1,3 +1,4 @@
+import { internRecent } from './intern.js';
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
 import { parseGoDuration } from '../platform/go-duration.js';
@@ -335,6 +336,8 @@ function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretS
   return { ok: true, value: { name, key, labels, annotations } };
 }
 
+const timestamp = (v: unknown): string | undefined => (typeof v === 'string' ? internRecent(v) : undefined);
+
 function parseStatus(raw: unknown): UserGroupStatus {
   if (!isRecord(raw)) return {};
   const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
@@ -362,7 +365,7 @@ function parseStatus(raw: unknown): UserGroupStatus {
     providedId: str(raw['providedId']),
     environmentTag: str(raw['environmentTag']),
     tokenSecretName: str(raw['tokenSecretName']),
-    lastSyncTime: str(raw['lastSyncTime']),
+    lastSyncTime: timestamp(raw['lastSyncTime']),
     syncedHash: str(raw['syncedHash']),
     rotation: rotation && dropUndefined(rotation),
     rolloutRestarts: restarts,
@@ -380,7 +383,7 @@ function parseCondition(raw: unknown): Condition[] {
       status,
       reason: typeof reason === 'string' ? reason : '',
       message: typeof message === 'string' ? message : '',
-      lastTransitionTime: typeof lastTransitionTime === 'string' ? lastTransitionTime : '',
+      lastTransitionTime: typeof lastTransitionTime === 'string' ? internRecent(lastTransitionTime) : '',
       observedGeneration: typeof observedGeneration === 'number' ? observedGeneration : undefined,
     }),
   ];

@@ -1,3 +1,4 @@
+import { getHeapStatistics } from 'node:v8';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServiceCallSample } from '../service/client.js';
 import type { InformerStats } from '../kube/informer.js';
@@ -222,6 +223,20 @@ export class Metrics {
     labelNames: ['type', 'reason'],
     registers: [this.registry],
   });
+  /** What a reconcile or a watch event costs the garbage collector; prom-client's defaults only show what is held. */
+  readonly heapAllocated = (() => {
+    let reported = 0;
+    return new Counter({
+      name: 'nodejs_heap_allocated_bytes_total',
+      help: 'Bytes allocated on the V8 heap since the process started (v8 total_allocated_bytes).',
+      registers: [this.registry],
+      collect() {
+        const total = getHeapStatistics().total_allocated_bytes;
+        if (total > reported) this.inc(total - reported);
+        reported = Math.max(reported, total);
+      },
+    });
+  })();
   readonly metricsAuthRequests = new Counter({
     name: 'usergroup_metrics_auth_requests_total',
     help: '/metrics requests by authentication and authorization outcome (allowed, unauthenticated, denied, throttled, error) and what answered them (cache, review, none).',

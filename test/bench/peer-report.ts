@@ -42,6 +42,8 @@ export interface PeerRun extends Outcome {
   readonly peakRssBytes: number | undefined;
   /** utime + stime at convergence. */
   readonly cpuSeconds: number | undefined;
+  /** V8 heap bytes allocated from spawn to convergence (TypeScript only: nodejs_heap_allocated_bytes_total). */
+  readonly allocatedBytes?: number;
   readonly serviceCalls: number;
   readonly apiserverRequests: Readonly<Record<string, number>>;
   readonly restart?: PeerRestart;
@@ -280,6 +282,7 @@ export function renderPeerSection(r: PeerResult): string[] {
           mib(x.peakRssBytes),
           x.cpuSeconds !== undefined ? `${num(x.cpuSeconds, 1)} s` : '–',
           x.cpuSeconds !== undefined ? num((1000 * x.cpuSeconds) / r.n) : '–',
+          x.allocatedBytes !== undefined ? num(x.allocatedBytes / 1024 / r.n, 0) : '–',
           count(x.serviceCalls),
           count(totalOf(x.apiserverRequests)),
           rs ? (rs.ok ? count(rs.serviceCalls) : `failed: ${cell(rs.error)}`) : '–',
@@ -297,7 +300,7 @@ export function renderPeerSection(r: PeerResult): string[] {
           'minimal-work loop',
           l.ok ? sec(l.wallMs) : `failed: ${cell(l.error)}`,
           l.ok ? num(r.n / (l.wallMs / 1000), 0) : '–',
-          ...Array<string>(8).fill(''),
+          ...Array<string>(9).fill(''),
         ],
       });
     return entries.sort((a, b) => a.position - b.position).map((e) => e.row);
@@ -313,6 +316,7 @@ export function renderPeerSection(r: PeerResult): string[] {
         'peak RSS',
         'CPU',
         'CPU ms/group',
+        'heap allocated KiB/group',
         'service calls',
         'apiserver requests',
         'restart: service calls',

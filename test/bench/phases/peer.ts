@@ -46,6 +46,8 @@ export interface PeerPhaseOptions {
 /** Either operator as the phase drives it: a process watched through /proc, stopped by SIGTERM. */
 interface Operator {
   readonly proc: ProcWatcher;
+  /** V8 heap bytes allocated so far, where the operator says (the TypeScript controller's /metrics). */
+  allocatedBytes?(): Promise<number>;
   exited(): boolean;
   logTail(): string;
   stop(graceMs?: number): Promise<void>;
@@ -110,7 +112,10 @@ export async function runPeer(cluster: BenchCluster, o: PeerPhaseOptions): Promi
         if (item === 'ts') connection = await cluster.connectTo(namespace);
       };
       const spawnOperator = async (namespace: string, label: string): Promise<Operator> => {
-        if (item === 'ts') return spawnBenchController(cluster, namespace, o.settings, `peer-${order}-${label}`, connection);
+        if (item === 'ts') {
+          const controller = await spawnBenchController(cluster, namespace, o.settings, `peer-${order}-${label}`, connection);
+          return Object.assign(controller, { allocatedBytes: async () => (await controller.metrics()).sum('nodejs_heap_allocated_bytes_total') });
+        }
         const options = {
           bin,
           kubeconfigPath: cluster.cp.kubeconfigPath,
@@ -207,6 +212,7 @@ async function runOperator(
     error = message(err);
   }
   const atDone = proc.proc.sample();
+  const allocatedBytes = await proc.allocatedBytes?.().catch(() => undefined);
   const convergeMs = (tracker.doneAt ?? performance.now()) - started;
   // A short settle: allocations and writes still in flight at convergence count too.
   await sleep(2000);
@@ -235,6 +241,7 @@ async function runOperator(
     secrets: tracker.secrets.size,
     peakRssBytes: settled?.peakRssBytes,
     cpuSeconds: atDone?.cpuSeconds,
+    ...(allocatedBytes !== undefined ? { allocatedBytes } : {}),
     serviceCalls,
     apiserverRequests: deltaBy(requestsBefore, requestsCold),
   };
