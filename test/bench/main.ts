@@ -10,11 +10,11 @@ import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { BenchCluster } from './cluster.js';
 import { controllerFlags, spawnedControllers, type BenchController } from './controller.js';
 import { parseBenchOptions, USAGE, type BenchOptions } from './options.js';
-import { heapOf, runCold, type ControllerSettings } from './phases/cold.js';
+import { coldFailed, heapOf, runCold, type ControllerSettings } from './phases/cold.js';
 import { runLimit } from './phases/limit.js';
 import { runPeer } from './phases/peer.js';
-import { runRestart } from './phases/restart.js';
-import { runRotation } from './phases/rotation.js';
+import { restartFailed, runRestart } from './phases/restart.js';
+import { rotationFailed, runRotation } from './phases/rotation.js';
 import { runScheduled, scheduledFailed } from './phases/scheduled.js';
 import { runSteady } from './phases/steady.js';
 import { spawnedPeers } from './peer-operator.js';
@@ -138,19 +138,7 @@ async function main(): Promise<number> {
           }
         } catch (err) {
           say(`[cold N=${n}] FAILED: ${message(err)}`);
-          cold.push({
-            n,
-            namespace: '',
-            ok: false,
-            error: message(err),
-            convergeMs: 0,
-            applyMs: 0,
-            ready: 0,
-            secrets: 0,
-            verified: 0,
-            serviceCalls: 0,
-            controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
-          });
+          cold.push(coldFailed(n, message(err)));
         }
       }
     }
@@ -163,15 +151,7 @@ async function main(): Promise<number> {
         world = { ...world, controller: r.controller, process: 'restarted, then steady/rotation' };
       } catch (err) {
         say(`[restart] FAILED: ${message(err)}`);
-        restart = {
-          n: world.n,
-          ok: false,
-          error: message(err),
-          cachesSyncedMs: undefined,
-          reobservedMs: undefined,
-          serviceCalls: 0,
-          controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
-        };
+        restart = restartFailed(world.n, message(err));
       }
     }
     if (world && has('steady') && o.steadyMinutes > 0 && !world.controller.exited()) {
@@ -186,17 +166,7 @@ async function main(): Promise<number> {
         rotation = await runRotation(cluster, world.namespace, world.n, world.controller, o.rotations, Math.min(timeoutMs, 300_000));
       } catch (err) {
         say(`[rotation] FAILED: ${message(err)}`);
-        rotation = {
-          n: world.n,
-          ok: false,
-          error: message(err),
-          requested: o.rotations,
-          completed: 0,
-          p50Ms: undefined,
-          p99Ms: undefined,
-          maxMs: undefined,
-          serviceRotations: 0,
-        };
+        rotation = rotationFailed(world.n, o.rotations, message(err));
       }
     }
     /** The world controller's memory as the memory target reads it: peak so far, RSS and heap now. */

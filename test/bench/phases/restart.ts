@@ -6,6 +6,19 @@ import type { RestartResult } from '../report.js';
 import { pollUntil, sleep } from '../stats.js';
 import { heapOf, histogramMeans, kubeByVerb, reconcilesByResult, spawnBenchController, type ControllerSettings } from './cold.js';
 
+/** The result of a restart that threw before it had figures. */
+export function restartFailed(n: number, error: string): RestartResult {
+  return {
+    n,
+    ok: false,
+    error,
+    cachesSyncedMs: undefined,
+    reobservedMs: undefined,
+    serviceCalls: 0,
+    controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
+  };
+}
+
 /**
  * Restart: the running controller over N synced groups is stopped (SIGTERM) and a new one started. "Caches synced" is
  * the time of its log line of that name. "Re-observed"
