@@ -82,6 +82,8 @@ export interface ColdRun {
   readonly result: ColdResult;
   /** The controller, still running (the caller stops it or keeps it for the later phases). */
   readonly controller: BenchController;
+  /** How often the convergence watches fell behind (410 Gone) and were replaced by a paged list. */
+  readonly convergenceRelists: number;
 }
 
 export const kubeByVerb = (m: PromSamples): Record<string, number> => m.by('usergroup_kube_requests_total', 'verb');
@@ -197,5 +199,5 @@ export async function runCold(
       ...(after ? { means: histogramMeans(before, after), heap: heapOf(after) } : {}),
     },
   };
-  return { result, controller };
+  return { result, controller, convergenceRelists: tracker.relists };
 }
