@@ -17,6 +17,8 @@ export interface ProcessMemory {
   /** VmHWM when last read (for the control plane: since it started). */
   readonly peakRssBytes: number | undefined;
   readonly rssBytes: number | undefined;
+  /** utime + stime of the process so far: whether the bench (which serves the simulator) or the control plane was busy. */
+  readonly cpuSeconds?: number | undefined;
 }
 
 export interface ScaleRestart {
@@ -400,11 +402,16 @@ export function renderScaleMarkdown(report: ScaleReport): string {
     );
   }
   if (r.controllers.length > 0 || r.processes.length > 0) {
-    out.push("Memory (VmHWM; the control plane's since it started):", '');
+    out.push("Memory and CPU (VmHWM; utime + stime; the control plane's and the bench's since they started):", '');
     out.push(
       table(
-        ['process', 'peak RSS', 'RSS at end'],
-        [...r.controllers, ...r.processes].map((p) => [p.process, mib(p.peakRssBytes), mib(p.rssBytes)]),
+        ['process', 'peak RSS', 'RSS at end', 'CPU'],
+        [...r.controllers, ...r.processes].map((p) => [
+          p.process,
+          mib(p.peakRssBytes),
+          mib(p.rssBytes),
+          p.cpuSeconds !== undefined ? `${num(p.cpuSeconds, 1)} s` : '–',
+        ]),
       ),
       '',
     );

@@ -84,7 +84,7 @@ function scale(over: Partial<ScaleResult> = {}): ScaleResult {
       { process: 'controller, restarted (restart, steady, rotation)', peakRssBytes: 340 * MiB, rssBytes: 320 * MiB },
     ],
     processes: [
-      { process: 'kube-apiserver', peakRssBytes: 3 * GiB, rssBytes: 2.5 * GiB },
+      { process: 'kube-apiserver', peakRssBytes: 3 * GiB, rssBytes: 2.5 * GiB, cpuSeconds: 1234.5 },
       { process: 'etcd', peakRssBytes: 2 * GiB, rssBytes: 1.8 * GiB },
     ],
     etcdDb: { dbSizeBytes: 2.5 * GiB, inUseBytes: 1.5 * GiB },
@@ -253,7 +253,8 @@ describe('scale.md', () => {
     );
     expect(md).toContain('| 3.0 | 0 | 0 | WATCH secrets 1 | 0 | 1.50 s | 320 MiB / 310 MiB / 330 MiB / 330 MiB | ok |');
     expect(md).toContain('| 100 | 100 | 0.90 s | 1.50 s | 1.60 s | 100 | ok |');
-    expect(md).toContain('| kube-apiserver | 3072 MiB | 2560 MiB |');
+    expect(md).toContain('| kube-apiserver | 3072 MiB | 2560 MiB | 1234.5 s |');
+    expect(md).toContain('| etcd | 2048 MiB | 1843 MiB | – |');
     expect(md).toContain('At the end: etcd database 2.50 GiB (1.50 GiB in use); objects stored: secrets 100,001, usergroupclaims 100,000, usergroups 100,000.');
     expect(md).toContain('Reproduce: `npm run bench -- --phases scale --scale-n 100000`');
   });

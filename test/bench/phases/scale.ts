@@ -154,7 +154,7 @@ export async function runScale(cluster: BenchCluster, o: ScalePhaseOptions): Pro
   const processes = watchers.map(([name, w]) => {
     const p = w.sample();
     w.stop();
-    return { process: name, peakRssBytes: p?.peakRssBytes, rssBytes: p?.rssBytes };
+    return { process: name, peakRssBytes: p?.peakRssBytes, rssBytes: p?.rssBytes, cpuSeconds: p?.cpuSeconds };
   });
   const etcdDb = await cluster.cp.etcdDbSize().catch(() => undefined);
   const stored = await apiserverMetrics(cluster).then(storedObjects, () => undefined);
@@ -171,7 +171,7 @@ export async function runScale(cluster: BenchCluster, o: ScalePhaseOptions): Pro
  */
 function memoryOf(process: string, c: BenchController): ProcessMemory {
   const p = c.proc.latest;
-  return { process, peakRssBytes: p?.peakRssBytes, rssBytes: p?.rssBytes };
+  return { process, peakRssBytes: p?.peakRssBytes, rssBytes: p?.rssBytes, cpuSeconds: p?.cpuSeconds };
 }
 
 /** The apiserver's requests on the operator's resources since `before`, and the watches opened since. */
