@@ -10,13 +10,44 @@ import { parsePrometheus, type PromSamples } from './controller.js';
  * operators run without leader election. A watch is counted when it ends: read the counts after the process stops.
  */
 export function operatorRequests(metrics: PromSamples): Record<string, number> {
+  return byVerbAndResource(metrics, 'apiserver_request_total');
+}
+
+/**
+ * The requests on the operators' resources open now (apiserver_longrunning_requests: watches), by "VERB resource",
+ * whoever holds them (kube-controller-manager's garbage collector watches them too): the difference between two
+ * readings shows the watches opened and not yet counted by apiserver_request_total.
+ */
+export function openRequests(metrics: PromSamples): Record<string, number> {
+  return byVerbAndResource(metrics, 'apiserver_longrunning_requests');
+}
+
+const operatorResource = (group: string, resource: string): boolean => group === 'usergroup.dev' || resource === 'secrets' || resource === 'events';
+
+function byVerbAndResource(metrics: PromSamples, name: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const s of metrics.samples) {
-    if (s.name !== 'apiserver_request_total') continue;
+    if (s.name !== name) continue;
     const { group = '', resource = '', subresource = '', verb = '' } = s.labels;
-    if (group !== 'usergroup.dev' && resource !== 'secrets' && resource !== 'events') continue;
+    if (!operatorResource(group, resource)) continue;
     const key = `${verb} ${resource}${subresource ? `/${subresource}` : ''}`;
     out[key] = (out[key] ?? 0) + s.value;
+  }
+  return out;
+}
+
+/**
+ * Objects stored of the operators' kinds, Secrets and Events, by resource: apiserver_resource_objects (its
+ * periodic estimate), or apiserver_storage_objects on apiservers before it.
+ */
+export function storedObjects(metrics: PromSamples): Record<string, number> {
+  const name = metrics.samples.some((s) => s.name === 'apiserver_resource_objects') ? 'apiserver_resource_objects' : 'apiserver_storage_objects';
+  const out: Record<string, number> = {};
+  for (const s of metrics.samples) {
+    if (s.name !== name) continue;
+    // apiserver_storage_objects has resource="usergroups.usergroup.dev" and no group label.
+    const [resource = '', group = s.labels['group'] ?? ''] = (s.labels['resource'] ?? '').split(/\.(.*)/);
+    if (operatorResource(group, resource) && s.value > 0) out[resource] = (out[resource] ?? 0) + s.value;
   }
   return out;
 }

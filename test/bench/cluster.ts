@@ -31,8 +31,9 @@ export class BenchCluster {
     readonly peerKey: string,
   ) {}
 
-  static async start(latencyMs: number, progress: (line: string) => void): Promise<BenchCluster> {
-    const cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')], progress });
+  /** `etcdQuotaBackendBytes`: etcd's --quota-backend-bytes (the `scale` phase's 100,000 groups outgrow the 2 GiB default). */
+  static async start(latencyMs: number, progress: (line: string) => void, options: { etcdQuotaBackendBytes?: number } = {}): Promise<BenchCluster> {
+    const cp = await ControlPlane.start({ crds: [path.join(repoRoot, 'crds')], progress, ...options });
     const controllerKey = `bench-${randomBytes(12).toString('hex')}`;
     const limitKey = `bench-limit-${randomBytes(12).toString('hex')}`;
     const peerKey = `bench-peer-${randomBytes(12).toString('hex')}`;
@@ -144,29 +145,43 @@ export class BenchCluster {
   /** Every item of a collection, paged by 500. */
   async listAll(collection: string, labelSelector?: string): Promise<Json[]> {
     const items: Json[] = [];
+    await this.eachPage(collection, labelSelector, (page) => items.push(...page));
+    return items;
+  }
+
+  /**
+   * Reads a collection page by page (500 a page), handing each page over and keeping none: at 100,000 objects a
+   * whole list would be hundreds of MiB of JSON in this process. Resolves with the list's resourceVersion (that
+   * of the first page: a paged list is one consistent snapshot).
+   */
+  async eachPage(collection: string, labelSelector: string | undefined, onPage: (items: Json[]) => void): Promise<string> {
     let cont = '';
+    let version = '';
     do {
       const query: Record<string, string> = { limit: '500' };
       if (labelSelector) query['labelSelector'] = labelSelector;
       if (cont) query['continue'] = cont;
       const res = await this.client.request('GET', collection, { query, timeoutMs: 120_000 });
       if (res.status !== 200 || !isRecord(res.body)) throw new Error(`listing ${collection}: HTTP ${res.status}`);
-      for (const item of Array.isArray(res.body['items']) ? res.body['items'] : []) if (isRecord(item)) items.push(item);
+      onPage((Array.isArray(res.body['items']) ? res.body['items'] : []).filter(isRecord));
       const meta = res.body['metadata'];
       cont = isRecord(meta) && typeof meta['continue'] === 'string' ? meta['continue'] : '';
+      if (!version && isRecord(meta) && typeof meta['resourceVersion'] === 'string') version = meta['resourceVersion'];
     } while (cont);
-    return items;
+    return version;
   }
 
   /**
    * Watches a collection from `resourceVersion` until stopped, re-watching from the last version seen when
-   * the server ends a watch. A 410 or repeated failures end it with an error (`onError`).
+   * the server ends a watch. Repeated failures end it with an error (`onError`); so does a 410 (the version
+   * seen last is older than the apiserver's watch history), unless `relist` is given: it rebuilds the caller's
+   * view (a paged list) and resolves with the version to watch on from.
    */
   watch(
     collection: string,
     resourceVersion: string,
     onEvent: (event: WatchEvent) => void,
-    options: { labelSelector?: string; onError?: (message: string) => void } = {},
+    options: { labelSelector?: string; onError?: (message: string) => void; relist?: () => Promise<string> } = {},
   ): { stop(): void } {
     const abort = new AbortController();
     let rv = resourceVersion;
@@ -189,6 +204,15 @@ export class BenchCluster {
           },
         });
         if (stopped() || end.kind === 'closed') continue;
+        if (end.kind === 'gone' && options.relist) {
+          try {
+            rv = await options.relist();
+            continue;
+          } catch (err) {
+            options.onError?.(`watch of ${collection} ended (410 Gone) and listing it again failed: ${String(err)}`);
+            return;
+          }
+        }
         if (end.kind === 'gone' || ++failures > 5) {
           options.onError?.(`watch of ${collection} ended: ${end.kind === 'failed' ? end.message : end.kind}`);
           return;

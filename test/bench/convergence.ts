@@ -1,15 +1,19 @@
 import { paths } from '../../src/kube/paths.js';
-import { OWNED_SECRETS, meta, readyForGeneration, secretData, type BenchCluster } from './cluster.js';
+import { OWNED_SECRETS, meta, readyForGeneration, secretData, type BenchCluster, type Json } from './cluster.js';
 
 /**
  * Counts, from watches, the UserGroups Ready for their current generation and the token Secrets present, and
- * notes the moment both reach N: no polling, so the measurement adds no list load of its own.
+ * notes the moment both reach N: no polling, so the measurement adds no list load of its own. Should a watch
+ * fall behind the apiserver's history (410 Gone: at 100,000 groups this process is busy serving the simulator
+ * too), its set is counted again from a paged list and the watch goes on from there.
  */
 export class ConvergenceTracker {
   readonly ready = new Set<string>();
   readonly secrets = new Set<string>();
   doneAt: number | undefined;
   error: string | undefined;
+  /** How often a watch had to be replaced by a list (410 Gone). */
+  relists = 0;
   private readonly watches: { stop(): void }[] = [];
 
   /**
@@ -28,6 +32,7 @@ export class ConvergenceTracker {
     const onError = (message: string): void => {
       this.error ??= message;
     };
+    const hasToken = (object: Json): boolean => Boolean(secretData(object, 'token'));
     this.watches.push(
       cluster.watch(
         ugPath,
@@ -38,7 +43,7 @@ export class ConvergenceTracker {
           else this.ready.delete(name);
           this.check();
         },
-        { onError },
+        { onError, relist: () => this.recount(cluster, ugPath, undefined, this.ready, readyForGeneration) },
       ),
     );
     this.watches.push(
@@ -47,13 +52,32 @@ export class ConvergenceTracker {
         secretVersion,
         (event) => {
           const { name } = meta(event.object);
-          if (event.type !== 'DELETED' && secretData(event.object, 'token')) this.secrets.add(name);
+          if (event.type !== 'DELETED' && hasToken(event.object)) this.secrets.add(name);
           else this.secrets.delete(name);
           this.check();
         },
-        { labelSelector: this.secretSelector, onError },
+        { labelSelector: this.secretSelector, onError, relist: () => this.recount(cluster, secretPath, this.secretSelector, this.secrets, hasToken) },
       ),
     );
+  }
+
+  /** Counts one set again from a paged list (after a 410); resolves with the list's version to watch on from. */
+  private async recount(
+    cluster: BenchCluster,
+    collection: string,
+    labelSelector: string | undefined,
+    set: Set<string>,
+    counts: (o: Json) => boolean,
+  ): Promise<string> {
+    const fresh = new Set<string>();
+    const version = await cluster.eachPage(collection, labelSelector, (items) => {
+      for (const item of items) if (counts(item)) fresh.add(meta(item).name);
+    });
+    set.clear();
+    for (const name of fresh) set.add(name);
+    this.relists++;
+    this.check();
+    return version;
   }
 
   stop(): void {

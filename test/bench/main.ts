@@ -1,7 +1,8 @@
 /*
  * npm run bench: how close the operator gets to the limit (issue 7). Starts a private control plane and the
  * service simulator in this process, runs the controller as a child process, runs the selected phases, and
- * writes bench/results/latest.json and latest.md. See test/bench/options.ts (npm run bench -- --help).
+ * writes bench/results/latest.json and latest.md (and scale.json and scale.md for the scale phase, alone when it
+ * ran alone). See test/bench/options.ts (npm run bench -- --help).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -9,17 +10,19 @@ import path from 'node:path';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { BenchCluster } from './cluster.js';
 import { controllerFlags, spawnedControllers, type BenchController } from './controller.js';
-import { parseBenchOptions, USAGE, type BenchOptions } from './options.js';
-import { heapOf, runCold, type ControllerSettings } from './phases/cold.js';
+import { DEFAULTS, etcdQuotaBytes, parseBenchOptions, scaleTimeoutMs, USAGE, type BenchOptions } from './options.js';
+import { coldFailed, heapOf, runCold, type ControllerSettings } from './phases/cold.js';
 import { runLimit } from './phases/limit.js';
 import { runPeer } from './phases/peer.js';
-import { runRestart } from './phases/restart.js';
-import { runRotation } from './phases/rotation.js';
+import { restartFailed, runRestart } from './phases/restart.js';
+import { rotationFailed, runRotation } from './phases/rotation.js';
+import { runScale } from './phases/scale.js';
 import { runScheduled, scheduledFailed } from './phases/scheduled.js';
 import { runSteady } from './phases/steady.js';
 import { spawnedPeers } from './peer-operator.js';
 import { peerCharts, peerSummary, type PeerResult, type PeerSeries } from './peer-report.js';
 import { say, startProgress } from './progress.js';
+import { renderScaleMarkdown, scaleCommand, type ScaleReport, type ScaleResult } from './scale-report.js';
 import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
 import {
   renderMarkdown,
@@ -78,8 +81,11 @@ async function main(): Promise<number> {
   const limitSizes = has('limit') ? o.sizes : [];
   const coldSizes = [...new Set([...(has('cold') || has('memory') || has('scaling') ? o.sizes : []), ...(needWorld ? [o.worldSize] : [])])];
   const sizes = [...new Set([...limitSizes, ...coldSizes])].sort((a, b) => a - b);
+  const scaleOnly = o.phases.every((p) => p === 'scale');
+  const etcdQuota = etcdQuotaBytes(o);
   say(
-    `usergroup-operator bench: sizes ${sizes.join(', ')}, world ${needWorld ? o.worldSize : '–'}, phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
+    `usergroup-operator bench: sizes ${sizes.join(', ') || '–'}, world ${needWorld ? o.worldSize : '–'}, ` +
+      `${has('scale') ? `scale ${o.scaleN} (steady ${o.scaleSteadyMinutes} min), ` : ''}phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
       `concurrency ${o.concurrency}, steady ${o.steadyMinutes} min; controller logs in ${logDir}`,
   );
 
@@ -92,15 +98,20 @@ async function main(): Promise<number> {
   let scheduled: ScheduledResult | undefined;
   let peer: PeerResult | undefined;
   let peerSeries: PeerSeries[] = [];
+  let scale: ScaleResult | undefined;
   let fatal: string | undefined;
   let cluster: BenchCluster | undefined;
   let world: { namespace: string; n: number; controller: BenchController; process: string } | undefined;
   let kubernetes = '?';
+  let etcdVersion = '?';
 
   try {
     const cpStart = performance.now();
-    cluster = await BenchCluster.start(o.latencyMs, (line) => say(`[control plane] ${line}`));
+    cluster = await BenchCluster.start(o.latencyMs, (line) => say(`[control plane] ${line}`), {
+      ...(etcdQuota !== undefined ? { etcdQuotaBackendBytes: etcdQuota } : {}),
+    });
     kubernetes = cluster.cp.binaries.versions.kubernetes;
+    etcdVersion = cluster.cp.binaries.versions.etcd;
     say(`[control plane] ready in ${((performance.now() - cpStart) / 1000).toFixed(1)} s; simulator at ${cluster.sim.url} (${o.latencyMs} ms per call)`);
 
     for (const n of sizes) {
@@ -138,19 +149,7 @@ async function main(): Promise<number> {
           }
         } catch (err) {
           say(`[cold N=${n}] FAILED: ${message(err)}`);
-          cold.push({
-            n,
-            namespace: '',
-            ok: false,
-            error: message(err),
-            convergeMs: 0,
-            applyMs: 0,
-            ready: 0,
-            secrets: 0,
-            verified: 0,
-            serviceCalls: 0,
-            controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
-          });
+          cold.push(coldFailed(n, message(err)));
         }
       }
     }
@@ -163,15 +162,7 @@ async function main(): Promise<number> {
         world = { ...world, controller: r.controller, process: 'restarted, then steady/rotation' };
       } catch (err) {
         say(`[restart] FAILED: ${message(err)}`);
-        restart = {
-          n: world.n,
-          ok: false,
-          error: message(err),
-          cachesSyncedMs: undefined,
-          reobservedMs: undefined,
-          serviceCalls: 0,
-          controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
-        };
+        restart = restartFailed(world.n, message(err));
       }
     }
     if (world && has('steady') && o.steadyMinutes > 0 && !world.controller.exited()) {
@@ -186,17 +177,7 @@ async function main(): Promise<number> {
         rotation = await runRotation(cluster, world.namespace, world.n, world.controller, o.rotations, Math.min(timeoutMs, 300_000));
       } catch (err) {
         say(`[rotation] FAILED: ${message(err)}`);
-        rotation = {
-          n: world.n,
-          ok: false,
-          error: message(err),
-          requested: o.rotations,
-          completed: 0,
-          p50Ms: undefined,
-          p99Ms: undefined,
-          maxMs: undefined,
-          serviceRotations: 0,
-        };
+        rotation = rotationFailed(world.n, o.rotations, message(err));
       }
     }
     /** The world controller's memory as the memory target reads it: peak so far, RSS and heap now. */
@@ -239,8 +220,8 @@ async function main(): Promise<number> {
         const i = memory.findIndex((m) => m.n === world?.n && m.process === 'cold convergence');
         if (i >= 0) memory[i] = figure(peak);
       }
-      // The peer phase's runs each get a cluster of the same size: without the world's groups.
-      if (has('peer')) await cleanUp(cluster, world.namespace);
+      // The peer and scale phases get a cluster of the same size: without the world's groups.
+      if (has('peer') || has('scale')) await cleanUp(cluster, world.namespace);
     }
     // Last: it needs no world, and its own runs clean up after themselves.
     if (has('peer')) {
@@ -261,6 +242,18 @@ async function main(): Promise<number> {
       peerSeries = ran.series;
       say(peerSummary(peer));
     }
+    // Last of all: it leaves its namespace (300,000 objects at 100,000 groups) to the control plane's stop.
+    if (has('scale')) {
+      scale = await runScale(cluster, {
+        n: o.scaleN,
+        applyParallelism: o.applyParallelism,
+        steadyMinutes: o.scaleSteadyMinutes,
+        rotations: o.rotations,
+        timeoutMs: scaleTimeoutMs(o),
+        etcdQuotaBytes: etcdQuota,
+        settings,
+      });
+    }
   } catch (err) {
     fatal = message(err);
     say(`bench stopped: ${fatal}`);
@@ -272,6 +265,43 @@ async function main(): Promise<number> {
 
   const outDir = path.resolve(repoRoot, o.outDir);
   fs.mkdirSync(outDir, { recursive: true });
+  const environment = { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() };
+  const flags = controllerFlags({
+    concurrency: o.concurrency,
+    serviceQps: o.serviceQps,
+    logLevel: o.controllerLogLevel,
+    scheduledRotationsPerMinute: o.scheduledCap,
+  });
+  if (has('scale')) {
+    const report: ScaleReport = {
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      environment: { ...environment, memoryBytes: os.totalmem(), etcd: etcdVersion },
+      options: { latencyMs: o.latencyMs, concurrency: o.concurrency, serviceQps: o.serviceQps, applyParallelism: o.applyParallelism, rotations: o.rotations },
+      controllerFlags: flags,
+      controllerNodeFlags: nodeFlags,
+      controllerEnv: env,
+      command: scaleCommand(o, DEFAULTS),
+      scale: scale ?? {
+        n: o.scaleN,
+        ok: false,
+        error: fatal ?? 'not run',
+        steadyMinutes: o.scaleSteadyMinutes,
+        timeoutMs: scaleTimeoutMs(o),
+        etcdQuotaBytes: etcdQuota,
+        controllers: [],
+        processes: [],
+      },
+      ...(fatal ? { error: fatal } : {}),
+    };
+    const markdown = renderScaleMarkdown(report);
+    fs.writeFileSync(path.join(outDir, 'scale.json'), `${JSON.stringify(report, null, 2)}\n`);
+    fs.writeFileSync(path.join(outDir, 'scale.md'), markdown);
+    say(`\n${markdown}`);
+    say(`written: ${path.join(outDir, 'scale.json')}, ${path.join(outDir, 'scale.md')}; controller logs in ${logDir}`);
+    // Alone, it leaves latest.* as they are: a report of phases not run would replace the last full run's.
+    if (scaleOnly) return fatal !== undefined || !report.scale.ok ? 1 : 0;
+  }
   const results: BenchResults = {
     startedAt,
     finishedAt: new Date().toISOString(),
@@ -290,13 +320,8 @@ async function main(): Promise<number> {
       limitModes: o.limitModes,
       ...(o.phases.includes('peer') ? { peerDir: o.peerDir, peerRestartS: o.peerRestartS, peerQps: o.peerQps, peerBurst: o.peerBurst } : {}),
     },
-    environment: { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() },
-    controllerFlags: controllerFlags({
-      concurrency: o.concurrency,
-      serviceQps: o.serviceQps,
-      logLevel: o.controllerLogLevel,
-      scheduledRotationsPerMinute: o.scheduledCap,
-    }),
+    environment,
+    controllerFlags: flags,
     controllerNodeFlags: nodeFlags,
     controllerEnv: env,
     leaderElection: false,
@@ -325,6 +350,7 @@ async function main(): Promise<number> {
       ...(rotation ? [rotation] : []),
       ...(scheduled ? [scheduled] : []),
       ...(peer ? [peer] : []),
+      ...(scale ? [scale] : []),
     ].some((p) => !p.ok);
   return failed ? 1 : 0;
 }

@@ -2,10 +2,13 @@ import { LIMIT_MODES, type LimitMode } from './report.js';
 
 /**
  * The phases `npm run bench` can run; memory and scaling are read from the cold runs (and the restarted controller).
- * peer compares with the Go reference operator when its checkout is there (skipped with a note when not).
+ * peer compares with the Go reference operator when its checkout is there (skipped with a note when not). scale
+ * (one replica over --scale-n groups, 100,000 by default: an hour or more) runs only when asked for, last.
  */
-const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'scheduled', 'memory', 'scaling', 'peer'] as const;
+const PHASES = ['limit', 'cold', 'restart', 'steady', 'rotation', 'scheduled', 'memory', 'scaling', 'peer', 'scale'] as const;
 export type Phase = (typeof PHASES)[number];
+/** What runs without --phases: all but scale. */
+const DEFAULT_PHASES: readonly Phase[] = PHASES.filter((p) => p !== 'scale');
 
 export interface BenchOptions {
   /** Cold-convergence sizes (the limit runs at each too). */
@@ -48,12 +51,18 @@ export interface BenchOptions {
   /** The Go peer's Kubernetes client QPS and burst: high, so its client rate limiter does not dominate. */
   readonly peerQps: number;
   readonly peerBurst: number;
+  /** UserGroups the scale phase runs one replica over. */
+  readonly scaleN: number;
+  /** The scale phase's steady window. */
+  readonly scaleSteadyMinutes: number;
+  /** etcd's --quota-backend-bytes in GiB; undefined: SCALE_ETCD_QUOTA_GIB with the scale phase, etcd's default (2) without. */
+  readonly etcdQuotaGiB: number | undefined;
 }
 
 export const DEFAULTS: BenchOptions = {
   sizes: [1000, 3000, 10000],
   worldSize: 10000,
-  phases: PHASES,
+  phases: DEFAULT_PHASES,
   latencyMs: 20,
   concurrency: 16,
   serviceQps: 10000,
@@ -76,7 +85,31 @@ export const DEFAULTS: BenchOptions = {
   // As the peer's README runs it at 10,000 (its own defaults are 200/400).
   peerQps: 2000,
   peerBurst: 4000,
+  scaleN: 100_000,
+  scaleSteadyMinutes: 3,
+  etcdQuotaGiB: undefined,
 };
+
+/**
+ * etcd's quota with the scale phase: 100,000 UserGroups, Secrets and UserGroupClaims, their Events and the history
+ * kept between the apiserver's compactions (5 min) outgrow etcd's 2 GiB default. A limit, not an allocation.
+ */
+export const SCALE_ETCD_QUOTA_GIB = 8;
+const GiB = 1024 ** 3;
+
+/** etcd's --quota-backend-bytes for this run; undefined: etcd's own default. */
+export function etcdQuotaBytes(o: Pick<BenchOptions, 'etcdQuotaGiB' | 'phases'>): number | undefined {
+  const gib = o.etcdQuotaGiB ?? (o.phases.includes('scale') ? SCALE_ETCD_QUOTA_GIB : undefined);
+  return gib === undefined ? undefined : Math.round(gib * GiB);
+}
+
+/** Per group, what the scale phase allows each of its steps: several times the ~7 ms/group cold convergence of 10,000. */
+const SCALE_TIMEOUT_MS_PER_GROUP = 60;
+
+/** The scale phase's timeout per step: --phase-timeout-s, or longer for large N (100,000: 6,000 s). */
+export function scaleTimeoutMs(o: Pick<BenchOptions, 'phaseTimeoutS' | 'scaleN'>): number {
+  return Math.max(o.phaseTimeoutS * 1000, o.scaleN * SCALE_TIMEOUT_MS_PER_GROUP);
+}
 
 /** --quick: the whole bench in a couple of minutes, at small sizes. */
 export const QUICK: Partial<BenchOptions> = { sizes: [200, 600], worldSize: 600, steadyMinutes: 0.5, phaseTimeoutS: 300, peerRestartS: 15 };
@@ -86,7 +119,7 @@ export const USAGE = `usage: npm run bench -- [options]
   --quick                 small sizes (200, 600), steady 0.5 min: a couple of minutes
   --n 1000,3000,10000     cold-convergence sizes; the limit runs at each
   --world-n N             UserGroups for restart, steady, rotation and scheduled (default: the largest --n)
-  --phases a,b            of ${PHASES.join(', ')} (default all)
+  --phases a,b            of ${PHASES.join(', ')} (default all but scale)
   --latency-ms 20         simulator latency per call
   --concurrency 16        controller --concurrency = the limit script's service concurrency
   --service-qps 10000     controller --service-qps and --service-burst
@@ -95,7 +128,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --rotations 100         rotations requested at once
   --scheduled-cap 6000    controller --scheduled-rotations-per-minute; the scheduled phase makes all N due at once
   --scheduled-lead-s 0    seconds from the scheduled phase's maxTokenAge patches to the due time (0: from N and the cap)
-  --phase-timeout-s 1800  a phase still running after this is reported as failed
+  --phase-timeout-s 1800  a phase still running after this is reported as failed (each step of the scale
+                          phase gets at least 60 ms × --scale-n: 6,000 s at 100,000)
   --controller-log-level info
   --controller-node-options "--cpu-prof --cpu-prof-dir=/tmp/prof"   NODE_OPTIONS of the controller child
   --controller-node-flags "--max-semi-space-size=1"   node flags before the entry point (V8 flags NODE_OPTIONS
@@ -107,7 +141,11 @@ export const USAGE = `usage: npm run bench -- [options]
   --peer-dir ../shared/peer   the Go reference operator (peer phase, at the largest --n; skipped when absent)
   --peer-restart-s 60     how long the peer phase watches each restarted operator
   --peer-qps 2000 --peer-burst 4000   the Go peer's Kubernetes client QPS and burst
-  --out bench/results     where latest.json and latest.md go
+  --scale-n 100000        scale phase: UserGroups on one replica (cold convergence, restart, steady window,
+                          rotations; writes scale.md and scale.json, and not latest.* when it runs alone)
+  --scale-steady-minutes 3   the scale phase's steady window
+  --etcd-quota-gib N      etcd's --quota-backend-bytes (default ${SCALE_ETCD_QUOTA_GIB} with the scale phase, etcd's 2 without)
+  --out bench/results     where latest.json and latest.md go (and scale.md, scale.json)
 `;
 
 export type ParsedOptions = { readonly ok: true; readonly options: BenchOptions } | { readonly ok: false; readonly error: string } | { readonly ok: 'help' };
@@ -149,6 +187,12 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     if (raw === undefined) return fallback;
     const n = Number(raw);
     if (raw.trim() === '' || !Number.isFinite(n) || n < 0) errors.push(`--${name}: "${raw}" is not a number ≥ 0`);
+    return n;
+  };
+  const positive = (name: string): number => {
+    const raw = given.get(name) ?? '';
+    const n = Number(raw);
+    if (raw.trim() === '' || !Number.isFinite(n) || n <= 0) errors.push(`--${name}: "${raw}" is not a number > 0`);
     return n;
   };
   let sizes = base.sizes;
@@ -199,6 +243,9 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     'peer-restart-s',
     'peer-qps',
     'peer-burst',
+    'scale-n',
+    'scale-steady-minutes',
+    'etcd-quota-gib',
   ]);
   for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
   const options: BenchOptions = {
@@ -225,6 +272,9 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     peerRestartS: nonNegative('peer-restart-s', base.peerRestartS),
     peerQps: positiveInt('peer-qps', base.peerQps),
     peerBurst: positiveInt('peer-burst', base.peerBurst),
+    scaleN: positiveInt('scale-n', base.scaleN),
+    scaleSteadyMinutes: nonNegative('scale-steady-minutes', base.scaleSteadyMinutes),
+    etcdQuotaGiB: given.has('etcd-quota-gib') ? positive('etcd-quota-gib') : base.etcdQuotaGiB,
   };
   if (errors.length > 0) return { ok: false, error: errors.join('\n') };
   return { ok: true, options };

@@ -43,23 +43,47 @@ export async function spawnBenchController(
   });
 }
 
-/** After convergence: every Secret holds the token the service has now for its group (one list, one look-up). */
+/**
+ * After convergence: every Secret holds the token the service has now for its group (one paged list, one
+ * look-up; each page is checked and dropped, so 100,000 Secrets are never held at once).
+ */
 async function verifySecrets(cluster: BenchCluster, namespace: string, n: number): Promise<number> {
   const current = new Map(cluster.sim.groups(cluster.controllerKey).map((g) => [g.userGroupId, g.tokenSha256]));
+  const idOf = new Map(Array.from({ length: n }, (_, i) => [userGroupName(i), userGroupId(namespace, i)] as const));
   let verified = 0;
-  const secrets = new Map((await cluster.listAll(paths.secrets(namespace), OWNED_SECRETS)).map((s) => [meta(s).name, s]));
-  for (let i = 0; i < n; i++) {
-    const secret = secrets.get(userGroupName(i));
-    const token = secret ? secretData(secret, 'token') : undefined;
-    if (token && createHash('sha256').update(token).digest('hex') === current.get(userGroupId(namespace, i))) verified++;
-  }
+  await cluster.eachPage(paths.secrets(namespace), OWNED_SECRETS, (secrets) => {
+    for (const secret of secrets) {
+      const id = idOf.get(meta(secret).name);
+      const token = secretData(secret, 'token');
+      if (id !== undefined && token && createHash('sha256').update(token).digest('hex') === current.get(id)) verified++;
+    }
+  });
   return verified;
+}
+
+/** The result of a cold run that threw before it had figures (creating its namespace, spawning its controller). */
+export function coldFailed(n: number, error: string): ColdResult {
+  return {
+    n,
+    namespace: '',
+    ok: false,
+    error,
+    convergeMs: 0,
+    applyMs: 0,
+    ready: 0,
+    secrets: 0,
+    verified: 0,
+    serviceCalls: 0,
+    controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
+  };
 }
 
 export interface ColdRun {
   readonly result: ColdResult;
   /** The controller, still running (the caller stops it or keeps it for the later phases). */
   readonly controller: BenchController;
+  /** How often the convergence watches fell behind (410 Gone) and were replaced by a paged list. */
+  readonly convergenceRelists: number;
 }
 
 export const kubeByVerb = (m: PromSamples): Record<string, number> => m.by('usergroup_kube_requests_total', 'verb');
@@ -175,5 +199,5 @@ export async function runCold(
       ...(after ? { means: histogramMeans(before, after), heap: heapOf(after) } : {}),
     },
   };
-  return { result, controller };
+  return { result, controller, convergenceRelists: tracker.relists };
 }

@@ -6,12 +6,26 @@ import type { RestartResult } from '../report.js';
 import { pollUntil, sleep } from '../stats.js';
 import { heapOf, histogramMeans, kubeByVerb, reconcilesByResult, spawnBenchController, type ControllerSettings } from './cold.js';
 
+/** The result of a restart that threw before it had figures. */
+export function restartFailed(n: number, error: string): RestartResult {
+  return {
+    n,
+    ok: false,
+    error,
+    cachesSyncedMs: undefined,
+    reobservedMs: undefined,
+    serviceCalls: 0,
+    controller: { peakRssBytes: undefined, cpuSeconds: undefined, kubeRequests: {}, reconciles: {} },
+  };
+}
+
 /**
  * Restart: the running controller over N synced groups is stopped (SIGTERM) and a new one started. "Caches synced" is
  * the time of its log line of that name. "Re-observed"
  * = from the new process's own metrics: every UserGroup reconciled once (usergroup_reconcile_total ≥ N; the
  * queue gets each key once at start) and workqueue_depth 0. Service calls are counted at the simulator from the
- * spawn until 2 s after that.
+ * spawn until 2 s after that. `defaultService`: the controller's connection, made earlier (BenchCluster.connectTo) when
+ * the caller counts the apiserver's requests over the window; by default it is made here.
  */
 export async function runRestart(
   cluster: BenchCluster,
@@ -20,11 +34,12 @@ export async function runRestart(
   old: BenchController,
   settings: ControllerSettings,
   timeoutMs: number,
+  defaultService?: string,
 ): Promise<{ result: RestartResult; controller: BenchController }> {
   await old.stop();
   const callsBefore = cluster.serviceCalls();
   const started = performance.now();
-  const controller = await spawnBenchController(cluster, namespace, settings, 'restart');
+  const controller = await spawnBenchController(cluster, namespace, settings, 'restart', defaultService);
   let cachesSyncedMs: number | undefined;
   let reobservedMs: number | undefined;
   let last: PromSamples | undefined;

@@ -102,6 +102,11 @@ export async function runRotation(
   return { n, ok: error === undefined, ...(error ? { error } : {}), requested: k, completed: latencies.length, p50Ms, p99Ms, maxMs, serviceRotations };
 }
 
+/** The result of a rotation phase that threw before it had figures. */
+export function rotationFailed(n: number, requested: number, error: string): RotationResult {
+  return { n, ok: false, error, requested, completed: 0, p50Ms: undefined, p99Ms: undefined, maxMs: undefined, serviceRotations: 0 };
+}
+
 function totalRotations(cluster: BenchCluster): number {
   return Object.values(cluster.sim.stats(cluster.controllerKey).rotationsByUserGroupId).reduce((a, b) => a + b, 0);
 }
