@@ -44,6 +44,11 @@ export interface InformerOptions<T> {
    * lists in pages only.
    */
   readonly watchList?: boolean;
+  /**
+   * The most bytes one watch event may take (default DEFAULT_MAX_WATCH_LINE_BYTES): a longer one ends the watch
+   * as failed before more of it is held. With watch-lists every object arrives as one such event.
+   */
+  readonly maxWatchEventBytes?: number;
   /** A watch that delivers no byte (not even a bookmark) for this long is treated as dead. */
   readonly inactivityMs?: number;
   readonly retryInitialMs?: number;
@@ -382,7 +387,7 @@ export class Informer<T extends Cached> {
       ...(this.options.metadataOnly ? { accept: METADATA_OBJECT } : {}),
       timeoutSeconds,
       inactivityMs: this.options.inactivityMs ?? (timeoutSeconds + 60) * 1000,
-      maxLineBytes: DEFAULT_MAX_WATCH_LINE_BYTES,
+      maxLineBytes: this.options.maxWatchEventBytes ?? DEFAULT_MAX_WATCH_LINE_BYTES,
       signal,
       onEvent,
     });
