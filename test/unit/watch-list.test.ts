@@ -222,12 +222,14 @@ interface Recorded {
   readonly storeSize: number;
 }
 
-function informerOver(client: KubeClient, options: { watchList?: boolean } = {}): { informer: Informer<Thing>; events: Recorded[] } {
+function informerOver(client: KubeClient, options: { watchList?: boolean } = {}): { informer: Informer<Thing>; events: Recorded[]; parsed: () => number } {
+  let parsed = 0;
   const informer = new Informer<Thing>({
     name: 'things',
     client,
     path: '/apis/x/v1/things',
     parse: (raw) => {
+      parsed++;
       const m = (raw as { metadata?: Thing['metadata'] }).metadata;
       return m?.name ? { metadata: { namespace: m.namespace, name: m.name, resourceVersion: m.resourceVersion } } : undefined;
     },
@@ -237,7 +239,7 @@ function informerOver(client: KubeClient, options: { watchList?: boolean } = {})
   });
   const events: Recorded[] = [];
   informer.on((type, object) => events.push({ type, name: object.metadata.name, rv: object.metadata.resourceVersion, storeSize: informer.list().length }));
-  return { informer, events };
+  return { informer, events, parsed: () => parsed };
 }
 
 const names = (informer: Informer<Thing>): string[] =>
@@ -259,12 +261,12 @@ describe('Informer over a watch-list', () => {
         };
       },
     ]);
-    const { informer, events } = informerOver(client);
+    const { informer, events, parsed } = informerOver(client);
     try {
       informer.start();
-      await expect.poll(() => release !== undefined).toBe(true);
-      // The initial events have arrived, but they are no news until the state is complete.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // The three initial events have arrived (and been parsed), but they are no news until the state is complete.
+      await expect.poll(() => parsed()).toBe(3);
+      await new Promise((resolve) => setTimeout(resolve, 50));
       expect(informer.synced).toBe(false);
       expect(events).toEqual([]);
       expect(informer.list()).toEqual([]);
