@@ -399,6 +399,7 @@ export class Controller {
         sum
           ? {
               lists: sum.lists + own.lists,
+              watchLists: sum.watchLists + own.watchLists,
               watches: sum.watches + own.watches,
               gone: sum.gone + own.gone,
               silent: sum.silent + own.silent,

@@ -21,6 +21,12 @@ export interface WatchOptions {
   readonly labelSelector?: string;
   /** Accept header, e.g. for PartialObjectMetadata; JSON objects by default. */
   readonly accept?: string;
+  /**
+   * A watch-list (WatchList protocol, see watch-list.ts): the state first, as ADDED events ended by a bookmark
+   * annotated k8s.io/initial-events-end, then the watch goes on. `resourceVersion` "" asks for the latest
+   * state (a consistent read); another one for a state at least as new (resourceVersionMatch=NotOlderThan).
+   */
+  readonly sendInitialEvents?: boolean;
   readonly timeoutSeconds: number;
   readonly inactivityMs: number;
   /**
@@ -44,6 +50,10 @@ export async function watchOnce(client: KubeClient, path: string, options: Watch
     resourceVersion: options.resourceVersion,
     timeoutSeconds: String(options.timeoutSeconds),
   };
+  if (options.sendInitialEvents) {
+    query['sendInitialEvents'] = 'true';
+    query['resourceVersionMatch'] = 'NotOlderThan';
+  }
   if (options.labelSelector) query['labelSelector'] = options.labelSelector;
   if (options.signal.aborted) return { kind: 'closed' };
 

@@ -165,12 +165,23 @@ export class Metrics {
   /** Set by the controller: each cached resource's list and watch counts, read at scrape time. */
   informerStats: () => ReadonlyMap<string, InformerStats> = () => new Map();
   // Counters kept by the informers themselves (they count without knowing of Prometheus), copied out when scraped.
+  // A (re)list (start, 410 Gone, repeated watch failures) is a watch-list, or a paged list where the apiserver refuses
+  // watch-lists or one did not finish: the two counters together count every full list.
   readonly informerLists = this.informerCounter(
     'usergroup_informer_lists_total',
-    'Full lists made by the informers (start, 410 Gone, repeated watch failures).',
+    'Full lists made by the informers with paged LIST requests (where the apiserver does not do watch-lists, or one did not finish).',
     (s) => s.lists,
   );
-  readonly informerWatches = this.informerCounter('usergroup_informer_watches_total', 'Watches opened by the informers.', (s) => s.watches);
+  readonly informerWatchLists = this.informerCounter(
+    'usergroup_informer_watch_lists_total',
+    'Full lists made by the informers as watch-lists (one watch with sendInitialEvents, complete at its initial-events-end bookmark).',
+    (s) => s.watchLists,
+  );
+  readonly informerWatches = this.informerCounter(
+    'usergroup_informer_watches_total',
+    'Watches opened by the informers, watch-list requests included.',
+    (s) => s.watches,
+  );
   readonly informerWatchEnds = (() => {
     const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
     return new Counter({

@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseUserGroup, type UserGroup } from '../../src/api/usergroup.js';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
+import { KubeClient } from '../../src/kube/http.js';
+import { Informer } from '../../src/kube/informer.js';
+import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { killAllControllers, msgIs, signalAndWait, waitLog } from '../support/controller-process.js';
-import { eventually, kubeconfigVia } from '../support/kube.js';
+import { adminKubeConfig, eventually, kubeconfigVia } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { ifAssigned } from '../support/teardown.js';
@@ -228,6 +233,64 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
       await waitAllInSync(env);
     } finally {
       await signalAndWait(c, 'SIGTERM');
+      await env.close();
+    }
+  });
+
+  it("an informer's watch meets 410 Gone: it re-lists by watch-list (still no LIST request) and reports only what changed while it was cut off", async () => {
+    const env = await TestEnv.create('wl-gone', {}, cp.kubeconfigPath);
+    const proxy: TcpProxy = await startTcpProxy('127.0.0.1', Number(new URL(cp.serverUrl).port));
+    const requests: string[] = [];
+    const access = await kubeAccessFromKubeConfig(adminKubeConfig(kubeconfigVia(cp.kubeconfigPath, proxy.port)));
+    const client = await KubeClient.create(access, 'watch-list-gone-test', (verb, code) => requests.push(`${verb} ${code}`));
+    const informer = new Informer<UserGroup>({
+      name: 'usergroups',
+      client,
+      path: `/apis/usergroup.dev/v1alpha1/namespaces/${env.namespace}/usergroups`,
+      parse: (raw) => {
+        const parsed = parseUserGroup(raw);
+        return parsed.ok ? parsed.value : undefined;
+      },
+      log: pino({ level: 'silent' }),
+      retryInitialMs: 100,
+    });
+    const events: string[] = [];
+    informer.on((type, ug) => events.push(`${type} ${ug.metadata.name}`));
+    try {
+      for (const n of ['a', 'b', 'c', 'd']) await env.createUserGroup(n, { userGroupId: `wl-${n}`, name: n.toUpperCase() });
+      informer.start();
+      await informer.waitForSync();
+      expect(events).toEqual(['added a', 'added b', 'added c', 'added d']);
+      expect(requests).toEqual(['WATCH 200']);
+
+      // Cut it off: its one connection (the watch-list's, now its watch) is frozen, so it hears nothing of the
+      // changes; the apiserver restarts (its new watch cache starts after them) and etcd is compacted, so the
+      // resourceVersion it watches from is gone. Then its connection is reset: it watches again, meets 410.
+      events.length = 0;
+      proxy.freeze();
+      await env.deleteUserGroup('a');
+      await env.patchUserGroup('c', { spec: { name: 'C changed while away' } });
+      await env.createUserGroup('e', { userGroupId: 'wl-e', name: 'E' });
+      await cp.restartApiserver();
+      await cp.compactEtcd();
+      proxy.cutFrozen();
+
+      await eventually('the changes, from the re-list', () => Promise.resolve(events.length >= 3 ? true : undefined), 60_000);
+      // The diff against the store: b and d are unchanged (no event), a is gone, c changed, e is new.
+      expect(events).toEqual(['updated c', 'added e', 'deleted a']);
+      expect(informer.get(`${env.namespace}/c`)?.spec).toMatchObject({ ok: true, value: { name: 'C changed while away' } });
+      expect(informer.stats).toMatchObject({ gone: 1, watchLists: 2, lists: 0 });
+      expect(requests.filter((r) => !r.startsWith('WATCH '))).toEqual([]);
+      console.log(`[resilience] informer requests through the 410 Gone: ${requests.join(', ')}`);
+
+      // And the watch-list's connection goes on as the watch.
+      await env.patchUserGroup('b', { spec: { name: 'B changed after' } });
+      await eventually('b updated', () => Promise.resolve(events.includes('updated b') ? true : undefined));
+      expect(informer.stats.watchLists).toBe(2);
+    } finally {
+      await informer.stop();
+      client.close();
+      await proxy.close();
       await env.close();
     }
   });

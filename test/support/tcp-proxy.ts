@@ -8,7 +8,9 @@ import net, { type AddressInfo, type Socket } from 'node:net';
  *    directions and is never closed (a NAT entry or a load balancer that silently
  *    dropped the flow); connections made later work normally;
  *  - refuseNew(true): new connections are reset at once (the endpoint is down);
- *    existing ones are untouched.
+ *    existing ones are untouched;
+ *  - cutFrozen(): the frozen connections are reset at last (the client learns that
+ *    its connection is gone, having been told nothing of what happened meanwhile).
  */
 export interface TcpProxy {
   readonly port: number;
@@ -19,6 +21,7 @@ export interface TcpProxy {
   /** Connections currently frozen. */
   readonly frozen: number;
   freeze(): void;
+  cutFrozen(): void;
   refuseNew(refuse: boolean): void;
   /** Destroys every connection and stops listening. Idempotent. */
   close(): Promise<void>;
@@ -94,6 +97,13 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
         pair.frozen = true;
         pair.client.pause();
         pair.upstream.pause();
+      }
+    },
+    cutFrozen() {
+      for (const pair of [...pairs].filter((p) => p.frozen)) {
+        pairs.delete(pair);
+        pair.client.resetAndDestroy();
+        pair.upstream.destroy();
       }
     },
     refuseNew(refuse: boolean) {

@@ -116,20 +116,31 @@ describe('KubeClient.request with maxBytes', () => {
   });
 });
 
-/** A fake list endpoint over `count` objects of about `size(i)` bytes each; `continue` is the next offset. */
+/**
+ * A fake list endpoint over `count` objects of about `size(i)` bytes each; `continue` is the next offset. It
+ * refuses watch-lists as an apiserver without them does (422), so the informer lists in pages.
+ */
 function listServer(
   count: number,
   size: number | ((i: number) => number),
   options: { goneOnce?: boolean } = {},
-): Promise<{ url: string; requests: { limit: number; continue: string }[] }> {
+): Promise<{ url: string; requests: { limit: number; continue: string }[]; watchLists: () => number }> {
   const sizeOf = typeof size === 'number' ? () => size : size;
   const requests: { limit: number; continue: string }[] = [];
+  let watchLists = 0;
   let gone = options.goneOnce === true;
   const item = (i: number) => ({
     metadata: { name: `obj-${i}`, namespace: 'ns', uid: `u${i}`, resourceVersion: String(100 + i) },
     blob: 'x'.repeat(sizeOf(i)),
   });
   return serve((_req, res, u) => {
+    if (u.searchParams.get('sendInitialEvents') === 'true') {
+      watchLists++;
+      res.writeHead(422, { 'content-type': 'application/json' });
+      return void res.end(
+        '{"kind":"Status","code":422,"reason":"Invalid","message":"ListOptions.meta.k8s.io \\"\\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch"}',
+      );
+    }
     if (u.searchParams.get('watch') === 'true') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"999"}}}\n');
@@ -156,7 +167,7 @@ function listServer(
       else res.once('drain', () => write(i + 1));
     };
     write(from);
-  }).then((url) => ({ url, requests }));
+  }).then((url) => ({ url, requests, watchLists: () => watchLists }));
 }
 
 function informerOver(
@@ -186,12 +197,15 @@ describe('Informer list pages', () => {
 
   it('asks again with half the limit for a page over its byte bound, keeping its continue token, and lists everything', async () => {
     // 40 objects of ~100 KB: 500 of them would be 4 MB; the bound is 1 MiB, so about 10 fit in a page.
-    const { url, requests } = await listServer(40, 100_000);
+    const { url, requests, watchLists } = await listServer(40, 100_000);
     const client = await KubeClient.create(access(url), 'test');
     const informer = informerOver(client, { maxPageBytes: 1 << 20 });
     try {
       informer.start();
       await informer.waitForSync();
+      // The watch-list was refused (422): the informer listed in pages instead.
+      expect(watchLists()).toBe(1);
+      expect(informer.stats).toMatchObject({ lists: 1, watchLists: 0 });
       expect(
         informer
           .list()
@@ -265,13 +279,15 @@ describe('Informer list pages', () => {
   });
 
   it('fails the list (and retries it) when one object alone is over the bound, never syncing with a partial store', async () => {
-    const { url, requests } = await listServer(3, 300_000);
+    const { url, requests, watchLists } = await listServer(3, 300_000);
     const client = await KubeClient.create(access(url), 'test');
     const informer = informerOver(client, { maxPageBytes: 200_000 });
     try {
       informer.start();
       await expect.poll(() => informer.stats.oversizedPages, { timeout: 5000 }).toBeGreaterThan(20);
       expect(informer.synced).toBe(false);
+      // Refused once and remembered: every retry since was a paged list.
+      expect(watchLists()).toBe(1);
       expect(informer.failingForMs()).toBeGreaterThan(0);
       expect(Math.min(...requests.map((r) => r.limit))).toBe(1);
     } finally {
