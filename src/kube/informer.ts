@@ -402,8 +402,11 @@ export class Informer<T extends Cached> {
       if (typeof rv === 'string') this.resourceVersion = rv;
       return;
     }
-    const item = this.parse(event.object);
     if (typeof rv === 'string') this.resourceVersion = rv;
+    // Each of our writes comes back once as an event: its echo is known by name and resourceVersion without
+    // the typed parse (three per converged UserGroup: its claim, its Secret, its status).
+    if (event.type !== 'DELETED' && typeof rv === 'string' && this.cachedVersion(event.object['metadata']) === rv) return;
+    const item = this.parse(event.object);
     if (!item) return;
     const key = objectKey(item.metadata);
     const old = this.store.get(key);
@@ -418,6 +421,13 @@ export class Informer<T extends Cached> {
     // A write-through of our own may already hold a newer version: never go back in time.
     if (!old || !isOlderResourceVersion(item.metadata.resourceVersion, old.metadata.resourceVersion)) this.store.set(key, item);
     this.emit(old ? 'updated' : 'added', this.store.get(key) ?? item, old);
+  }
+
+  /** The resourceVersion the store holds for the object these raw metadata name. */
+  private cachedVersion(metadata: unknown): string | undefined {
+    if (!isRecord(metadata) || typeof metadata['name'] !== 'string') return undefined;
+    const namespace = typeof metadata['namespace'] === 'string' ? metadata['namespace'] : '';
+    return this.store.get(objectKey({ namespace, name: metadata['name'] }))?.metadata.resourceVersion;
   }
 
   private parse(raw: unknown): T | undefined {

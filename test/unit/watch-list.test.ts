@@ -300,6 +300,33 @@ describe('Informer over a watch-list', () => {
     }
   });
 
+  it('knows the echo of its own write-through by name and resourceVersion: no parse, no handler; other versions are news', async () => {
+    let release: (() => void) | undefined;
+    const { client } = await standIn([
+      (res) => {
+        streaming(res);
+        send(res, added('a', '1'), endBookmark('2'));
+        release = () => send(res, event('MODIFIED', thing('a', '5')), event('MODIFIED', thing('a', '6')));
+      },
+    ]);
+    const { informer, events, parsed } = informerOver(client);
+    try {
+      informer.start();
+      await informer.waitForSync();
+      // What a writer of ours does with the object it got back from the apiserver.
+      informer.upsertLocal(thing('a', '5'));
+      const parsedBefore = parsed();
+      release?.();
+      await expect.poll(() => events.length).toBe(2);
+      expect(events[1]).toMatchObject({ type: 'updated', name: 'a', rv: '6' });
+      expect(parsed() - parsedBefore).toBe(1);
+      expect(names(informer)).toEqual(['a@6']);
+    } finally {
+      await informer.stop();
+      client.close();
+    }
+  });
+
   it('after 410 Gone re-lists by watch-list for the latest state, and emits only what changed (deleted, updated, added)', async () => {
     const { client, seen } = await standIn([
       (res) => {
