@@ -51,6 +51,11 @@ export interface EventRecorderOptions {
  * the record of a group's creation); four keep up with all of them. A series' patch
  * waits for its create. A failed or dropped Event is logged, never fails a reconcile.
  */
+/**
+ * Series remembered at most, the least recently seen forgotten first (client-go's EventCorrelator keeps an LRU
+ * of 4,096): one per UserGroup would be ~20 MiB at 100,000. A forgotten series' next occurrence is a new Event.
+ */
+export const MAX_SERIES = 4096;
 /** Repeats within this window are folded into one Event's series (client-go: 10 minutes). */
 const SERIES_WINDOW_MS = 10 * 60_000;
 
@@ -81,6 +86,9 @@ export class EventRecorder {
     const key = createHash('sha1').update(`${regarding.uid}\u0000${type}\u0000${reason}\u0000${note}`).digest('base64');
     const existing = this.series.get(key);
     if (existing && now - existing.lastSeen < SERIES_WINDOW_MS) {
+      // Most recently seen last: the map's order is the eviction order.
+      this.series.delete(key);
+      this.series.set(key, existing);
       existing.count++;
       existing.lastSeen = now;
       if (now - existing.lastWritten >= this.patchInterval) {
@@ -108,7 +116,12 @@ export class EventRecorder {
         attempted();
       }
     });
-    if (queued) this.series.set(key, created);
+    if (!queued) return;
+    this.series.set(key, created);
+    if (this.series.size > MAX_SERIES) {
+      const oldest = this.series.keys().next().value;
+      if (oldest !== undefined) this.series.delete(oldest);
+    }
   }
 
   /** Waits for queued writes (used at shutdown and by tests), but not longer than `timeoutMs`. */

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { EventRecorder, type EventRegarding } from '../../src/kube/events.js';
+import { EventRecorder, MAX_SERIES, type EventRegarding } from '../../src/kube/events.js';
 import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/http.js';
 
 /** An apiserver stand-in that answers Event writes when told to, and records what it was sent. */
@@ -100,6 +100,23 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
     expect(api.sent.map((s) => s.method)).toEqual(['POST']);
     await api.answerAll();
     expect(api.sent.map((s) => s.method)).toEqual(['POST', 'PATCH']);
+  });
+
+  it(`remembers at most ${MAX_SERIES} series, forgetting the least recently seen: its repeat is a new Event`, async () => {
+    const api = fakeClient();
+    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0, maxQueued: 10_000 });
+    const emitAll = async (...ids: number[]): Promise<string[]> => {
+      const from = api.sent.length;
+      for (const i of ids) recorder.emit(ug(i), 'Warning', 'RateLimited', 'Sync', 'slow down');
+      await api.answerAll();
+      return api.sent.slice(from).map((s) => s.method);
+    };
+    await emitAll(...Array.from({ length: MAX_SERIES }, (_, i) => i));
+    // Seen again: ug-0 becomes the most recent, so ug-1 is the least recent when one more series comes.
+    expect(await emitAll(0)).toEqual(['PATCH']);
+    expect(await emitAll(MAX_SERIES)).toEqual(['POST']);
+    expect(await emitAll(1)).toEqual(['POST']);
+    expect(await emitAll(0, MAX_SERIES)).toEqual(['PATCH', 'PATCH']);
   });
 
   it('flush waits for queued writes, but not past its timeout', async () => {
