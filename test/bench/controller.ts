@@ -4,7 +4,8 @@ import path from 'node:path';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { freePorts } from '../../src/devtools/controlplane/controlplane.js';
 import { httpGet } from '../support/http-get.js';
-import { ProcWatcher, type ProcSample } from './proc.js';
+import type { ProcSample } from './proc.js';
+import { WatchedChild } from './watched-child.js';
 import { pollUntil } from './stats.js';
 
 const MAIN = path.join(repoRoot, 'dist/cli/main.js');
@@ -57,28 +58,18 @@ export const spawnedControllers: BenchController[] = [];
  * `node dist/cli/main.js run` as its own process, so its RSS and CPU are its own: metrics and health on free
  * loopback ports, leader election off, its default connection (a ClusterUserGroupService) pointing at the simulator.
  */
-export class BenchController {
-  private exitedFlag = false;
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  readonly proc: ProcWatcher;
-
+export class BenchController extends WatchedChild {
   /** Date.now() at the spawn. */
   readonly spawnedAt = Date.now();
 
   private constructor(
-    readonly child: ChildProcess,
+    child: ChildProcess,
     readonly pid: number,
     readonly metricsPort: number,
     readonly healthPort: number,
-    readonly logFile: string,
+    logFile: string,
   ) {
-    this.exit = new Promise((resolve) =>
-      child.once('exit', (code, signal) => {
-        this.exitedFlag = true;
-        resolve({ code, signal });
-      }),
-    );
-    this.proc = new ProcWatcher(pid, 1000);
+    super(child, pid, logFile);
   }
 
   static async spawn(o: BenchControllerOptions): Promise<BenchController> {
@@ -118,21 +109,8 @@ export class BenchController {
     return controller;
   }
 
-  exited(): boolean {
-    return this.exitedFlag;
-  }
-
   sample(): ProcSample | undefined {
     return this.proc.sample();
-  }
-
-  /** The last lines of its log, for error messages. */
-  logTail(lines = 15): string {
-    try {
-      return fs.readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
   }
 
   /** When the controller logged `msg` first (pino's time field, Date.now() scale), if it did. */
@@ -191,17 +169,6 @@ export class BenchController {
       timeoutMs,
       1000,
     );
-  }
-
-  /** SIGTERM and wait for the exit (SIGKILL after `graceMs`); the last /proc reading stays in `proc.latest`. */
-  async stop(graceMs = 30_000): Promise<void> {
-    this.proc.sample();
-    this.proc.stop();
-    if (this.exited()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exit;
-    clearTimeout(timer);
   }
 }
 

@@ -38,6 +38,16 @@ import {
 
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
+/** <name>.json and <name>.md in the output directory, the markdown also printed. */
+function writeReport(outDir: string, name: string, report: unknown, markdown: string, logDir: string): void {
+  const json = path.join(outDir, `${name}.json`);
+  const md = path.join(outDir, `${name}.md`);
+  fs.writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);
+  fs.writeFileSync(md, markdown);
+  say(`\n${markdown}`);
+  say(`written: ${json}, ${md}; controller logs in ${logDir}`);
+}
+
 async function main(): Promise<number> {
   const parsed = parseBenchOptions(process.argv.slice(2));
   if (parsed.ok === 'help') {
@@ -294,11 +304,7 @@ async function main(): Promise<number> {
       },
       ...(fatal ? { error: fatal } : {}),
     };
-    const markdown = renderScaleMarkdown(report);
-    fs.writeFileSync(path.join(outDir, 'scale.json'), `${JSON.stringify(report, null, 2)}\n`);
-    fs.writeFileSync(path.join(outDir, 'scale.md'), markdown);
-    say(`\n${markdown}`);
-    say(`written: ${path.join(outDir, 'scale.json')}, ${path.join(outDir, 'scale.md')}; controller logs in ${logDir}`);
+    writeReport(outDir, 'scale', report, renderScaleMarkdown(report), logDir);
     // Alone, it leaves latest.* as they are: a report of phases not run would replace the last full run's.
     if (scaleOnly) return fatal !== undefined || !report.scale.ok ? 1 : 0;
   }
@@ -335,11 +341,7 @@ async function main(): Promise<number> {
     memory,
     ...(fatal ? { error: fatal } : {}),
   };
-  const markdown = renderMarkdown(results);
-  fs.writeFileSync(path.join(outDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
-  fs.writeFileSync(path.join(outDir, 'latest.md'), markdown);
-  say(`\n${markdown}`);
-  say(`written: ${path.join(outDir, 'latest.json')}, ${path.join(outDir, 'latest.md')}; controller logs in ${logDir}`);
+  writeReport(outDir, 'latest', results, renderMarkdown(results), logDir);
   const failed =
     fatal !== undefined ||
     [

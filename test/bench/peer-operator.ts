@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { ProcWatcher } from './proc.js';
+import { WatchedChild } from './watched-child.js';
 
 /**
  * The reference operator of the `peer` phase: a Go (controller-runtime) operator doing the core job, kept outside
@@ -80,24 +80,7 @@ export function peerFlags(
 export const spawnedPeers: PeerOperator[] = [];
 
 /** The Go peer as its own process, watched through /proc like the bench's controller. */
-export class PeerOperator {
-  private exitedFlag = false;
-  readonly exit: Promise<void>;
-  readonly proc: ProcWatcher;
-
-  private constructor(
-    readonly child: ChildProcess,
-    readonly logFile: string,
-  ) {
-    this.exit = new Promise((resolve) =>
-      child.once('exit', () => {
-        this.exitedFlag = true;
-        resolve();
-      }),
-    );
-    this.proc = new ProcWatcher(child.pid ?? 0, 1000);
-  }
-
+export class PeerOperator extends WatchedChild {
   static spawn(o: PeerOperatorOptions): PeerOperator {
     fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
     const out = fs.openSync(o.logFile, 'a');
@@ -106,31 +89,8 @@ export class PeerOperator {
     const child = spawn(o.bin, peerFlags(o), { env, stdio: ['ignore', out, out] });
     fs.closeSync(out);
     if (child.pid === undefined) throw new Error(`could not spawn ${o.bin}`);
-    const peer = new PeerOperator(child, o.logFile);
+    const peer = new PeerOperator(child, child.pid, o.logFile);
     spawnedPeers.push(peer);
     return peer;
-  }
-
-  exited(): boolean {
-    return this.exitedFlag;
-  }
-
-  logTail(lines = 15): string {
-    try {
-      return fs.readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-
-  /** SIGTERM and wait for the exit (SIGKILL after `graceMs`); the last /proc reading stays in `proc.latest`. */
-  async stop(graceMs = 30_000): Promise<void> {
-    this.proc.sample();
-    this.proc.stop();
-    if (this.exited()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exit;
-    clearTimeout(timer);
   }
 }

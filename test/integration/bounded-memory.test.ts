@@ -1,7 +1,6 @@
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { objectKey } from '../../src/api/meta.js';
-import { parseUserGroup, type UserGroup } from '../../src/api/usergroup.js';
+import type { UserGroup } from '../../src/api/usergroup.js';
 import { KubeClient } from '../../src/kube/http.js';
 import { DEFAULT_MAX_PAGE_BYTES, Informer } from '../../src/kube/informer.js';
 import { DEFAULT_MAX_WATCH_LINE_BYTES } from '../../src/kube/watch-stream.js';
@@ -9,6 +8,7 @@ import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
+import { userGroupInformer } from '../support/usergroup-informer.js';
 
 /*
  * Issue 15, against the real apiserver: what admission cannot refuse (properties nested under a top-level
@@ -43,17 +43,7 @@ describe('bounded memory: UserGroups over the size limits', () => {
   async function informer(options: { maxWatchEventBytes?: number } = {}): Promise<{ client: KubeClient; informer: Informer<UserGroup>; requests: string[] }> {
     const requests: string[] = [];
     const client = await KubeClient.create(await kubeAccessFromKubeConfig(env.kc), 'bounded-memory-test', (verb, code) => requests.push(`${verb} ${code}`));
-    const inf = new Informer<UserGroup>({
-      name: 'usergroups',
-      client,
-      path: `/apis/usergroup.dev/v1alpha1/namespaces/${env.namespace}/usergroups`,
-      parse: (raw) => {
-        const parsed = parseUserGroup(raw);
-        return parsed.ok ? parsed.value : undefined;
-      },
-      log: pino({ level: 'silent' }),
-      ...options,
-    });
+    const inf = userGroupInformer(client, env.namespace, options);
     return { client, informer: inf, requests };
   }
 

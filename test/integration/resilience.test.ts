@@ -1,17 +1,15 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseUserGroup, type UserGroup } from '../../src/api/usergroup.js';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
 import { KubeClient } from '../../src/kube/http.js';
-import { Informer } from '../../src/kube/informer.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { killAllControllers, msgIs, signalAndWait, waitLog } from '../support/controller-process.js';
 import { adminKubeConfig, eventually, kubeconfigVia } from '../support/kube.js';
 import { TestEnv, type UserGroupObject } from '../support/operator.js';
+import { userGroupInformer } from '../support/usergroup-informer.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { ifAssigned } from '../support/teardown.js';
 
@@ -243,17 +241,7 @@ describe('resilience against a restarted, compacted or silent kube-apiserver', (
     const requests: string[] = [];
     const access = await kubeAccessFromKubeConfig(adminKubeConfig(kubeconfigVia(cp.kubeconfigPath, proxy.port)));
     const client = await KubeClient.create(access, 'watch-list-gone-test', (verb, code) => requests.push(`${verb} ${code}`));
-    const informer = new Informer<UserGroup>({
-      name: 'usergroups',
-      client,
-      path: `/apis/usergroup.dev/v1alpha1/namespaces/${env.namespace}/usergroups`,
-      parse: (raw) => {
-        const parsed = parseUserGroup(raw);
-        return parsed.ok ? parsed.value : undefined;
-      },
-      log: pino({ level: 'silent' }),
-      retryInitialMs: 100,
-    });
+    const informer = userGroupInformer(client, env.namespace, { retryInitialMs: 100 });
     const events: string[] = [];
     informer.on((type, ug) => events.push(`${type} ${ug.metadata.name}`));
     try {
