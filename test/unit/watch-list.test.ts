@@ -222,7 +222,10 @@ interface Recorded {
   readonly storeSize: number;
 }
 
-function informerOver(client: KubeClient, options: { watchList?: boolean } = {}): { informer: Informer<Thing>; events: Recorded[]; parsed: () => number } {
+function informerOver(
+  client: KubeClient,
+  options: { watchList?: boolean; admit?: (metadata: Readonly<Record<string, unknown>>) => boolean } = {},
+): { informer: Informer<Thing>; events: Recorded[]; parsed: () => number } {
   let parsed = 0;
   const informer = new Informer<Thing>({
     name: 'things',
@@ -464,6 +467,42 @@ describe('Informer over a watch-list', () => {
       await expect.poll(() => seen.length).toBe(2);
       expect(seen.map((s) => `${s.kind} ${s.resourceVersion}`)).toEqual(['list ', 'watch 10']);
       expect(informer.stats).toMatchObject({ lists: 1, watchLists: 0, watches: 1 });
+    } finally {
+      await informer.stop();
+      client.close();
+    }
+  });
+
+  it("with admit (a shard's share): other namespaces' objects are neither parsed, stored nor emitted, but one put in by upsertLocal is followed", async () => {
+    const inNs = (ns: string, name: string, rv: string): Thing => ({ metadata: { namespace: ns, name, resourceVersion: rv } });
+    let release: (() => void) | undefined;
+    const { client } = await standIn([
+      (res) => {
+        streaming(res);
+        send(res, event('ADDED', inNs('mine', 'a', '1')), event('ADDED', inNs('theirs', 'b', '2')), endBookmark('3'));
+        release = () =>
+          send(
+            res,
+            event('MODIFIED', inNs('theirs', 'b', '4')),
+            event('MODIFIED', inNs('theirs', 'c', '6')),
+            event('MODIFIED', inNs('mine', 'a', '7')),
+            event('DELETED', inNs('theirs', 'c', '8')),
+          );
+      },
+    ]);
+    const { informer, events, parsed } = informerOver(client, { admit: (m) => m['namespace'] === 'mine' });
+    try {
+      informer.start();
+      await informer.waitForSync();
+      expect(names(informer)).toEqual(['a@1']);
+      expect(parsed()).toBe(1);
+      // A reconcile read theirs/c (another shard's claim, say): from now on its changes count.
+      informer.upsertLocal(inNs('theirs', 'c', '5'));
+      release?.();
+      await expect.poll(() => events.length).toBe(4);
+      expect(events.map((e) => `${e.type} ${e.name}@${e.rv}`)).toEqual(['added a@1', 'updated c@6', 'updated a@7', 'deleted c@8']);
+      expect(names(informer)).toEqual(['a@7']);
+      expect(parsed()).toBe(4);
     } finally {
       await informer.stop();
       client.close();
