@@ -48,19 +48,24 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
   const metrics = new Metrics(packageVersion());
   const client = await KubeClient.create(access, 'usergroup-operator', (verb, code, resource) => metrics.observeKubeRequest(verb, code, resource));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
-  const newController = (owns?: (namespace: string) => boolean): Controller =>
+  /**
+   * A controller (over a shard's namespaces with --shard-by-namespace). The service rate per account and the caps
+   * on scheduled rotations and workload restarts are the operator's, cluster-wide: one of `members` replicas at
+   * work takes its part of each.
+   */
+  const newController = (owns?: (namespace: string) => boolean, members = 1): Controller =>
     new Controller(
       client,
       {
         namespaces: config.namespaces,
         concurrency: config.concurrency,
         resyncPeriodMs: config.resyncPeriodMs,
-        scheduledRotationsPerMinute: config.scheduledRotationsPerMinute,
+        scheduledRotationsPerMinute: config.scheduledRotationsPerMinute / members,
         minTokenAgeMs: config.minTokenAgeMs,
-        workloadRestartsPerMinute: config.workloadRestartsPerMinute,
+        workloadRestartsPerMinute: config.workloadRestartsPerMinute / members,
         defaultService: config.defaultService,
-        serviceQps: config.serviceQps,
-        serviceBurst: config.serviceBurst,
+        serviceQps: config.serviceQps / members,
+        serviceBurst: Math.max(1, Math.floor(config.serviceBurst / members)),
         serviceClient: {
           timeoutMs: config.serviceTimeoutMs,
           userAgent: `usergroup-operator/${packageVersion()}`,
@@ -160,7 +165,7 @@ function shardedController(
   identity: string,
   log: Logger,
   metrics: Metrics,
-  create: (owns: (namespace: string) => boolean) => Controller,
+  create: (owns: (namespace: string) => boolean, members: number) => Controller,
 ): ShardedController {
   const shards = new ShardedController({
     identity,

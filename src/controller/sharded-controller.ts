@@ -5,8 +5,11 @@ import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownership, viewId, t
 
 export interface ShardedControllerOptions {
   readonly identity: string;
-  /** A controller over the namespaces `owns` admits (its informers drop the rest before caching them). */
-  readonly create: (owns: (namespace: string) => boolean) => Controller;
+  /**
+   * A controller over the namespaces `owns` admits (its informers drop the rest before caching them), one of
+   * `members` replicas at work: the operator's cluster-wide rates are shared out among them.
+   */
+  readonly create: (owns: (namespace: string) => boolean, members: number) => Controller;
   readonly membership: Omit<ShardMembershipOptions, 'onChange' | 'onLost' | 'identity'>;
   /** How long in-flight reconciles may finish when namespaces move away (and on shutdown). */
   readonly graceMs: number;
@@ -49,7 +52,7 @@ export class ShardedController {
         this.applied = LOST;
       },
     });
-    this.current = this.build(NOTHING);
+    this.current = this.build(NOTHING, 1);
   }
 
   /** The controller over the current share (for metrics and tests). */
@@ -104,7 +107,7 @@ export class ShardedController {
       }
       const key = constraintsKey(decision.constraints);
       if (key !== this.applied) {
-        await this.rebuild(decision.constraints.length > 0 ? ownership(this.options.identity, decision.constraints) : NOTHING);
+        await this.rebuild(decision.constraints.length > 0 ? ownership(this.options.identity, decision.constraints) : NOTHING, decision.view.length);
         this.applied = key;
       }
       // Only now that nothing outside the constraints runs any more may the others count on it.
@@ -113,11 +116,11 @@ export class ShardedController {
   }
 
   /** Stops the controller of the old share (its reconciles may finish), then starts one over the new share. */
-  private async rebuild(owns: (namespace: string) => boolean): Promise<void> {
+  private async rebuild(owns: (namespace: string) => boolean, members: number): Promise<void> {
     const old = this.current;
     await old.stop(this.options.graceMs);
     if (this.stopped) return;
-    this.current = this.build(owns);
+    this.current = this.build(owns, members);
     this.options.onRebalanced?.();
     if (owns === NOTHING) {
       this.options.log.info('shard share is empty; no caches kept');
@@ -127,8 +130,8 @@ export class ShardedController {
     void this.launch(this.current);
   }
 
-  private build(owns: (namespace: string) => boolean): Controller {
-    const controller = this.options.create(owns);
+  private build(owns: (namespace: string) => boolean, members: number): Controller {
+    const controller = this.options.create(owns, members);
     controller.holdsLease = () => this.membership.holdsLease();
     return controller;
   }
