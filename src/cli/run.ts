@@ -183,6 +183,7 @@ function shardedController(
     log,
     onMembers: (count) => metrics.shardMembers.set(count),
     onRebalanced: () => metrics.shardRebalances.inc(),
+    onWorking: (working) => metrics.leader.set(working ? 1 : 0),
   });
   const listed = (name: string): boolean => config.namespaces.length === 0 || config.namespaces.includes(name);
   metrics.ownedNamespaces = () => shards.controller.namespaces.list().filter((ns) => listed(ns.metadata.name)).length;

@@ -16,6 +16,8 @@ export interface ShardedControllerOptions {
   readonly log: Logger;
   readonly onMembers?: (count: number) => void;
   readonly onRebalanced?: () => void;
+  /** Whether this replica is at work on a share now (usergroup_leader: some replica must be). */
+  readonly onWorking?: (working: boolean) => void;
 }
 
 const NOTHING = (): boolean => false;
@@ -48,6 +50,7 @@ export class ShardedController {
         // At once, not after the queue of decisions: in-flight service calls are aborted. Whatever comes next is
         // decided afresh, as by a newcomer (the others may have moved on without us).
         void this.current.stopWorkers(0);
+        this.options.onWorking?.(false);
         this.state = INITIAL_SHARD_STATE;
         this.applied = LOST;
       },
@@ -118,6 +121,7 @@ export class ShardedController {
   /** Stops the controller of the old share (its reconciles may finish), then starts one over the new share. */
   private async rebuild(owns: (namespace: string) => boolean, members: number): Promise<void> {
     const old = this.current;
+    this.options.onWorking?.(false);
     await old.stop(this.options.graceMs);
     if (this.stopped) return;
     this.current = this.build(owns, members);
@@ -141,5 +145,6 @@ export class ShardedController {
     if (controller !== this.current || this.stopped) return;
     this.syncedOnce = true;
     controller.startWorkers();
+    this.options.onWorking?.(true);
   }
 }

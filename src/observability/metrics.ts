@@ -219,7 +219,7 @@ export class Metrics {
   })();
   readonly leader = new Gauge({
     name: 'usergroup_leader',
-    help: '1 while this process is the leader (or runs without leader election).',
+    help: '1 while this process is at work: the leader, a replica with a share of the namespaces (--shard-by-namespace), or one without leader election.',
     registers: [this.registry],
   });
   readonly shardMembers = new Gauge({
