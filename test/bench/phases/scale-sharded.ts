@@ -30,6 +30,8 @@ const message = (err: unknown): string => (err instanceof Error ? err.message : 
 /** The replicas of one step: spawned together, stopped together. */
 interface Replicas {
   readonly controllers: readonly BenchController[];
+  /** Run with --shard-by-namespace: their usergroup_shard_* gauges mean something (without, they read 0). */
+  readonly sharded: boolean;
 }
 
 /**
@@ -185,7 +187,7 @@ async function spawnReplicas(
       }),
     ),
   );
-  return { controllers };
+  return { controllers, sharded: shard !== undefined };
 }
 
 /**
@@ -235,6 +237,7 @@ export function shardFigures(
   before: PromSamples | undefined,
   after: PromSamples | undefined,
   cpuBefore: number | undefined,
+  sharded = true,
 ): ShardFigures {
   const sample = c.proc.sample() ?? c.proc.latest;
   const from = before ?? new PromSamples([]);
@@ -246,9 +249,9 @@ export function shardFigures(
     rssBytes: sample?.rssBytes,
     cpuSeconds: sample ? sample.cpuSeconds - (cpuBefore ?? 0) : undefined,
     userGroups: gauge('usergroup_usergroups') ?? (after ? 0 : undefined),
-    ownedNamespaces: gauge('usergroup_shard_owned_namespaces'),
-    members: gauge('usergroup_shard_members'),
-    rebalances: counter('usergroup_shard_rebalances_total'),
+    ownedNamespaces: sharded ? gauge('usergroup_shard_owned_namespaces') : undefined,
+    members: sharded ? gauge('usergroup_shard_members') : undefined,
+    rebalances: sharded ? counter('usergroup_shard_rebalances_total') : undefined,
     serviceCalls: counter('usergroup_service_requests_total') ?? (after ? 0 : undefined),
     reconciles: after ? deltaBy(reconcilesByResult(from), reconcilesByResult(after)) : {},
     kubeRequests: after ? deltaBy(kubeByVerbAndResource(from), kubeByVerbAndResource(after)) : {},
@@ -336,7 +339,7 @@ async function coldSharded(
   const convergeMs = (tracker.doneAt ?? performance.now()) - started;
   progress.stop(error ? `FAILED after ${(convergeMs / 1000).toFixed(1)} s: ${error}` : `all ${n} Ready with Secrets in ${(convergeMs / 1000).toFixed(2)} s`);
   const after = await Promise.all(cs.map((c) => c.metrics().catch(() => undefined)));
-  const shards = cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i]));
+  const shards = cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i], replicas.sharded));
   const serviceCalls = cluster.serviceCalls() - callsBefore;
   const verified = error ? 0 : await verifySecrets(cluster, namespaces, n);
   if (!error && verified !== n) error = `only ${verified}/${n} Secrets hold the service's current token`;
@@ -406,7 +409,7 @@ async function restartSharded(
   }
   const serviceCalls = cluster.serviceCalls() - callsBefore;
   const after = await Promise.all(cs.map((c) => c.metrics().catch(() => undefined)));
-  const figures = cs.map((c, i) => shardFigures(i + 1, c, undefined, after[i], undefined));
+  const figures = cs.map((c, i) => shardFigures(i + 1, c, undefined, after[i], undefined, replicas.sharded));
   const errors = after.reduce((a, m) => a + (m ? m.sum('usergroup_reconcile_total', { result: 'error' }) : 0), 0);
   if (!error && errors > 0) error = `${errors} reconciles failed`;
   progress.stop(error ? `FAILED: ${error}` : `re-observed in ${((reobservedMs ?? 0) / 1000).toFixed(2)} s; ${serviceCalls} service calls`);
@@ -454,7 +457,7 @@ async function steadySharded(
   const elapsedMin = Math.max((performance.now() - started) / 60_000, 1e-6);
   const after = await Promise.all(cs.map((c) => c.metrics().catch(() => undefined)));
   if (!error && after.some((m) => !m)) error = 'could not read every replica metrics at the end';
-  const shards = cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i]));
+  const shards = cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i], replicas.sharded));
   const serviceCalls = cluster.serviceCalls() - callsBefore;
   const controller = combined(shards);
   const requests = Object.values(controller.kubeRequests).reduce((a, b) => a + b, 0);
@@ -492,11 +495,13 @@ async function rotationSharded(
     rotationFailed(n, o.rotations, message(err)),
   );
   const after = await Promise.all(cs.map((c) => c.metrics().catch(() => undefined)));
-  return { result, shards: cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i])) };
+  return { result, shards: cs.map((c, i) => shardFigures(i + 1, c, before[i], after[i], cpuBefore[i], replicas.sharded)) };
 }
 
 /** Stops every replica of a step (together) and notes each one's memory. */
 async function stopAll(replicas: Replicas, step: string, memories: ProcessMemory[]): Promise<void> {
   await Promise.all(replicas.controllers.map((c) => c.stop()));
-  replicas.controllers.forEach((c, i) => memories.push({ ...memoryOf(`controller, shard ${i + 1}, ${step}`, c), shard: i + 1 }));
+  const shards = replicas.controllers.length;
+  // One replica keeps the one-replica name; its shard number still ties its two processes together.
+  replicas.controllers.forEach((c, i) => memories.push({ ...memoryOf(`controller${shards > 1 ? `, shard ${i + 1}` : ''}, ${step}`, c), shard: i + 1 }));
 }
