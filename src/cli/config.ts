@@ -17,6 +17,8 @@ export interface RunConfig {
   readonly serviceBurst: number;
   readonly serviceTimeoutMs: number;
   readonly leaderElect: boolean;
+  /** Replicas share the namespaces (a Lease each, rendezvous hashing) instead of electing one leader. */
+  readonly shardByNamespace: boolean;
   readonly leaderElectionNamespace: string | undefined;
   readonly leaderElectionId: string;
   readonly leaseDurationMs: number;
@@ -164,10 +166,17 @@ export const FLAGS = {
     'elect a leader through a coordination.k8s.io Lease; only the leader reconciles',
     bool,
   ),
+  shardByNamespace: defaulted(
+    'shard-by-namespace',
+    'USERGROUP_SHARD_BY_NAMESPACE',
+    'false',
+    'share the namespaces among all replicas instead of electing a leader: each keeps a Lease (named after --leader-election-id, in --leader-election-namespace) and works on the namespaces rendezvous hashing gives it; shares move when a replica joins or leaves',
+    bool,
+  ),
   leaderElectionNamespace: optional(
     'leader-election-namespace',
     'USERGROUP_LEADER_ELECTION_NAMESPACE',
-    'namespace of the Lease; default: the pod namespace',
+    'namespace of the Lease (or the shard Leases); default: the pod namespace',
     text,
   ),
   leaderElectionId: defaulted('leader-election-id', 'USERGROUP_LEADER_ELECTION_ID', 'usergroup-operator', 'name of the Lease', text),
@@ -296,6 +305,7 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     serviceBurst: read(FLAGS.serviceBurst),
     serviceTimeoutMs: read(FLAGS.serviceTimeout),
     leaderElect: read(FLAGS.leaderElect),
+    shardByNamespace: read(FLAGS.shardByNamespace),
     leaderElectionNamespace: read(FLAGS.leaderElectionNamespace),
     leaderElectionId: read(FLAGS.leaderElectionId),
     leaseDurationMs: read(FLAGS.leaseDuration),
@@ -312,6 +322,8 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
   };
 
   if (errors.length === 0) {
+    if (config.leaderElect && config.shardByNamespace)
+      errors.push('--leader-elect and --shard-by-namespace exclude each other: with sharding every replica works, each on its own namespaces');
     if (config.renewDeadlineMs >= config.leaseDurationMs) errors.push('--renew-deadline must be shorter than --lease-duration');
     if (config.retryPeriodMs >= config.renewDeadlineMs) errors.push('--retry-period must be shorter than --renew-deadline');
     const egress = parseEgressPolicy(config.allowedServiceHosts, config.allowHttpServices);

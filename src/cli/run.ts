@@ -7,6 +7,7 @@ import { Controller } from '../controller/controller.js';
 import { KubeClient } from '../kube/http.js';
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';
 import { LeaderElector } from '../kube/leader-election.js';
+import { ShardedController } from '../controller/sharded-controller.js';
 import { serve, type Handler } from '../observability/http-server.js';
 import { MetricsAuthorizer } from '../observability/metrics-auth.js';
 import { Metrics } from '../observability/metrics.js';
@@ -27,6 +28,7 @@ export function loadKubeConfig(file: string | undefined, env: Readonly<Record<st
 }
 
 export interface RunningOperator {
+  /** The controller at work now (with --shard-by-namespace, the one over this replica's current share). */
   readonly controller: Controller;
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -34,6 +36,7 @@ export interface RunningOperator {
   readonly metricsPort: number | undefined;
   readonly healthPort: number | undefined;
   readonly elector: LeaderElector | undefined;
+  readonly shards: ShardedController | undefined;
   stop(): Promise<void>;
 }
 
@@ -43,46 +46,58 @@ const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
 /** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
 export async function startOperator(config: RunConfig, log: Logger, access: KubeAccess): Promise<RunningOperator> {
   const metrics = new Metrics(packageVersion());
-  const client = await KubeClient.create(access, 'usergroup-operator', (verb, code) => metrics.observeKubeRequest(verb, code));
+  const client = await KubeClient.create(access, 'usergroup-operator', (verb, code, resource) => metrics.observeKubeRequest(verb, code, resource));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
-  const controller = new Controller(
-    client,
-    {
-      namespaces: config.namespaces,
-      concurrency: config.concurrency,
-      resyncPeriodMs: config.resyncPeriodMs,
-      scheduledRotationsPerMinute: config.scheduledRotationsPerMinute,
-      minTokenAgeMs: config.minTokenAgeMs,
-      workloadRestartsPerMinute: config.workloadRestartsPerMinute,
-      defaultService: config.defaultService,
-      serviceQps: config.serviceQps,
-      serviceBurst: config.serviceBurst,
-      serviceClient: {
-        timeoutMs: config.serviceTimeoutMs,
-        userAgent: `usergroup-operator/${packageVersion()}`,
-        observe: (sample) => metrics.observeService(sample),
+  const newController = (owns?: (namespace: string) => boolean): Controller =>
+    new Controller(
+      client,
+      {
+        namespaces: config.namespaces,
+        concurrency: config.concurrency,
+        resyncPeriodMs: config.resyncPeriodMs,
+        scheduledRotationsPerMinute: config.scheduledRotationsPerMinute,
+        minTokenAgeMs: config.minTokenAgeMs,
+        workloadRestartsPerMinute: config.workloadRestartsPerMinute,
+        defaultService: config.defaultService,
+        serviceQps: config.serviceQps,
+        serviceBurst: config.serviceBurst,
+        serviceClient: {
+          timeoutMs: config.serviceTimeoutMs,
+          userAgent: `usergroup-operator/${packageVersion()}`,
+          observe: (sample) => metrics.observeService(sample),
+        },
+        instance: identity,
+        egress: { allowedHosts: config.allowedServiceHosts, allowHttp: config.allowHttpServices },
+        ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
+        ...(owns ? { owns } : {}),
       },
-      instance: identity,
-      egress: { allowedHosts: config.allowedServiceHosts, allowHttp: config.allowHttpServices },
-      ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
-    },
-    log,
-    {
-      queue: metrics.queueHooks('usergroup'),
-      reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
-      tokenRotated: (trigger) => metrics.tokensRotated.inc({ trigger }),
-      rotationFailed: (trigger) => metrics.rotationFailures.inc({ trigger }),
-      workloadRestarted: (kind, outcome) => metrics.workloadRestarts.inc({ kind, outcome }),
-      event: (type, reason) => metrics.events.inc({ type, reason }),
-      eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
-    },
-  );
-  metrics.userGroupCounts = () => controller.countByReadyReason();
-  metrics.queueInFlight = () => controller.queueInFlight();
-  metrics.informerStats = () => controller.informerStats();
-  metrics.tokenSchedules = () => controller.tokenSchedules();
+      log,
+      {
+        queue: metrics.queueHooks('usergroup'),
+        reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
+        tokenRotated: (trigger) => metrics.tokensRotated.inc({ trigger }),
+        rotationFailed: (trigger) => metrics.rotationFailures.inc({ trigger }),
+        workloadRestarted: (kind, outcome) => metrics.workloadRestarts.inc({ kind, outcome }),
+        event: (type, reason) => metrics.events.inc({ type, reason }),
+        eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
+      },
+    );
+  const shards = config.shardByNamespace ? shardedController(config, client, identity, log, metrics, newController) : undefined;
+  const single = shards ? undefined : newController();
+  const current = (): Controller => {
+    const controller = shards?.controller ?? single;
+    if (!controller) throw new Error('no controller: neither sharded nor single');
+    return controller;
+  };
+  metrics.userGroupCounts = () => current().countByReadyReason();
+  metrics.queueInFlight = () => current().queueInFlight();
+  metrics.informerStats = () => current().informerStats();
+  metrics.tokenSchedules = () => current().tokenSchedules();
 
-  const health = await serve(config.healthAddr, healthRoutes(controller));
+  const health = await serve(
+    config.healthAddr,
+    healthRoutes(current, () => shards?.synced ?? current().synced),
+  );
   const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
   // Metrics reveal the managed namespaces and the operator's activity; like controller-runtime, only callers allowed to
   // `get` /metrics by the cluster's RBAC see them. The health port stays open: the kubelet's probes carry no token.
@@ -97,39 +112,83 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       : serveMetrics,
   });
 
-  await controller.start();
   let elector: LeaderElector | undefined;
-  if (config.leaderElect) {
-    elector = leaderElector(config, client, identity, log, controller, metrics);
-    log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
-    elector.start();
-  } else {
-    metrics.leader.set(1);
-    controller.startWorkers();
+  if (shards) {
+    metrics.leader.set(0);
+    shards.start();
+    log.info({ identity, group: config.leaderElectionId }, 'sharing the namespaces with the other replicas');
+  } else if (single) {
+    await single.start();
+    if (config.leaderElect) {
+      elector = leaderElector(config, client, identity, log, single, metrics);
+      log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
+      elector.start();
+    } else {
+      metrics.leader.set(1);
+      single.startWorkers();
+    }
   }
   return {
-    controller,
+    get controller() {
+      return current();
+    },
     metrics,
     log,
     metricsPort: metricsServer.port,
     healthPort: health.port,
     elector,
+    shards,
     stop: async () => {
-      // Finish in-flight work before giving up the Lease, so a standby never overlaps with us.
-      await controller.stopWorkers(config.shutdownGracePeriodMs);
-      await elector?.stop();
-      await controller.stop(0);
+      if (shards) {
+        await shards.stop();
+      } else {
+        // Finish in-flight work before giving up the Lease, so a standby never overlaps with us.
+        await single?.stopWorkers(config.shutdownGracePeriodMs);
+        await elector?.stop();
+        await single?.stop(0);
+      }
       await Promise.all([health.close(), metricsServer.close()]);
       client.close();
     },
   };
 }
 
+/** Replicas sharing the namespaces: a Lease each in the operator's namespace, which tenants cannot write to. */
+function shardedController(
+  config: RunConfig,
+  client: KubeClient,
+  identity: string,
+  log: Logger,
+  metrics: Metrics,
+  create: (owns: (namespace: string) => boolean) => Controller,
+): ShardedController {
+  const shards = new ShardedController({
+    identity,
+    create,
+    membership: {
+      client,
+      namespace: config.leaderElectionNamespace ?? podNamespace(),
+      group: config.leaderElectionId,
+      leaseDurationMs: config.leaseDurationMs,
+      renewDeadlineMs: config.renewDeadlineMs,
+      retryPeriodMs: config.retryPeriodMs,
+      log,
+    },
+    graceMs: config.shutdownGracePeriodMs,
+    log,
+    onMembers: (count) => metrics.shardMembers.set(count),
+    onRebalanced: () => metrics.shardRebalances.inc(),
+  });
+  const listed = (name: string): boolean => config.namespaces.length === 0 || config.namespaces.includes(name);
+  metrics.ownedNamespaces = () => shards.controller.namespaces.list().filter((ns) => listed(ns.metadata.name)).length;
+  return shards;
+}
+
 /** /healthz fails only after the watches have failed for long (a restart may help); a synced standby is ready too. */
-function healthRoutes(controller: Controller): Record<string, Handler> {
+function healthRoutes(controller: () => Controller, synced: () => boolean): Record<string, Handler> {
   return {
     '/healthz': () => {
-      const failing = controller.watchFailingForMs();
+      const failing = controller().watchFailingForMs();
       return Promise.resolve(
         failing < WATCH_FAILURE_TOLERANCE_MS
           ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
@@ -139,7 +198,7 @@ function healthRoutes(controller: Controller): Record<string, Handler> {
     // A standby with synced caches is ready too: it can take over at once.
     '/readyz': () =>
       Promise.resolve(
-        controller.synced ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
+        synced() ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
       ),
   };
 }

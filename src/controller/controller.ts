@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
+import { CLAIM_NAMESPACE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROTATE_ANNOTATION, USERGROUP_KIND } from '../api/constants.js';
+import { isRecord } from '../platform/json-value.js';
 import { parseClaim, type UserGroupClaim } from '../api/claim.js';
 import { parseClusterUserGroupService, type ClusterUserGroupService } from '../api/clusterusergroupservice.js';
 import { objectKey, parseMeta, sameStringMap, type ObjectMeta } from '../api/meta.js';
@@ -60,6 +61,11 @@ export interface ControllerOptions {
   readonly watchInactivityMs?: number;
   /** The operator's rules for namespaced UserGroupService URLs (--allowed-service-hosts, --allow-http-services). */
   readonly egress: { readonly allowedHosts: readonly string[]; readonly allowHttp: boolean };
+  /**
+   * This replica's share of the namespaces (--shard-by-namespace); absent: all. Objects of other namespaces are
+   * dropped before they are parsed or cached.
+   */
+  readonly owns?: (namespace: string) => boolean;
 }
 
 /** One UserGroup's token schedule, for metrics. */
@@ -129,6 +135,17 @@ export class Controller {
     private readonly hooks: ControllerHooks = {},
   ) {
     const informerOptions = { client, log, ...(options.watchInactivityMs !== undefined ? { inactivityMs: options.watchInactivityMs } : {}) };
+    const owns = options.owns;
+    const admit = (namespaceOf: (metadata: Readonly<Record<string, unknown>>) => unknown): { admit?: (m: Readonly<Record<string, unknown>>) => boolean } =>
+      owns
+        ? {
+            admit: (m) => {
+              const ns = namespaceOf(m);
+              return typeof ns === 'string' && owns(ns);
+            },
+          }
+        : {};
+    const byNamespace = admit((m) => m['namespace']);
     const group = <T extends Cached>(
       name: string,
       path: (ns?: string) => string,
@@ -148,6 +165,7 @@ export class Controller {
               parse,
               ...(labelSelector ? { labelSelector } : {}),
               metadataOnly,
+              ...byNamespace,
             }),
           ]),
         ),
@@ -160,10 +178,22 @@ export class Controller {
     this.otherSecrets = group('other-secrets', paths.secrets, (raw) => okOrUndefined(parseSecretName(raw)), `${MANAGED_BY_LABEL}!=${MANAGED_BY_VALUE}`, true);
     this.services = group('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
     // Cluster-scoped: one informer whatever --namespaces says (a shard still needs the connections and claims).
-    const cluster = <T extends Cached>(name: string, path: string, parse: (raw: unknown) => T | undefined, metadataOnly = false): InformerGroup<T> =>
-      new InformerGroup(new Map([['', new Informer<T>({ ...informerOptions, name, path, parse, metadataOnly })]]));
+    const cluster = <T extends Cached>(
+      name: string,
+      path: string,
+      parse: (raw: unknown) => T | undefined,
+      metadataOnly = false,
+      shard: { admit?: (m: Readonly<Record<string, unknown>>) => boolean } = {},
+    ): InformerGroup<T> => new InformerGroup(new Map([['', new Informer<T>({ ...informerOptions, name, path, parse, metadataOnly, ...shard })]]));
     this.clusterServices = cluster('clusterusergroupservices', paths.clusterUserGroupServices(), (raw) => okOrUndefined(parseClusterUserGroupService(raw)));
-    this.claims = cluster('usergroupclaims', paths.claims(), (raw) => okOrUndefined(parseClaim(raw)));
+    // A shard keeps its own namespaces' claims, and any other it had to read (a refusal then hears of its release).
+    this.claims = cluster(
+      'usergroupclaims',
+      paths.claims(),
+      (raw) => okOrUndefined(parseClaim(raw)),
+      false,
+      admit((m) => (isRecord(m['labels']) ? m['labels'][CLAIM_NAMESPACE_LABEL] : undefined)),
+    );
     this.namespaces = cluster(
       'namespaces',
       paths.namespaces(),
@@ -172,6 +202,7 @@ export class Controller {
         return meta && { metadata: meta };
       },
       true,
+      admit((m) => m['name']),
     );
 
     const secretWriter = new SecretWriter(client);
@@ -220,7 +251,12 @@ export class Controller {
       userGroup: (key) => this.userGroups.get(key),
       userGroupsWithId: (id) => this.index.keys(id).flatMap((k) => this.userGroups.get(k) ?? []),
       claim: (name) => this.claims.get(objectKey({ namespace: '', name })),
-      readClaim: (name) => claimWriter.get(name),
+      readClaim: async (name) => {
+        // Kept: a shard's cache may not hold another namespace's claim, and must hear when it is released.
+        const claim = await claimWriter.get(name);
+        if (claim) this.claims.upsertLocal(claim);
+        return claim;
+      },
       createClaim: async (spec) => {
         this.fence();
         return this.keepClaim(await claimWriter.create(spec));

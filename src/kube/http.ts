@@ -31,7 +31,19 @@ export interface RequestOptions {
  * Called once per apiserver request when its answer (or transport failure) is known: the HTTP method,
  * or WATCH for a watch opened with openStream, and the status code ("none" when no response arrived).
  */
-export type KubeRequestObserver = (verb: string, code: string) => void;
+export type KubeRequestObserver = (verb: string, code: string, resource: string) => void;
+
+/**
+ * The resource a request is about, from its path (/api/v1/namespaces/ns/secrets/name → secrets; a status
+ * subresource counts as its resource): bounded, unlike the path, so it can be a metric label.
+ */
+export function resourceOf(path: string): string {
+  const parts = path.split('?')[0]?.split('/').filter(Boolean) ?? [];
+  // /api/v1/… or /apis/group/version/…; then optionally namespaces/<ns>/.
+  let i = parts[0] === 'api' ? 2 : 3;
+  if (parts[i] === 'namespaces' && parts.length > i + 2) i += 2;
+  return parts[i] ?? 'none';
+}
 
 /** A response body longer than RequestOptions.maxBytes; nothing of it was kept. */
 export class ResponseTooLargeError extends Error {
@@ -112,7 +124,7 @@ export class KubeClient {
       return { status: res.statusCode ?? 0, body, bytes };
     } finally {
       clearTimeout(timer);
-      this.observe?.(method, code);
+      this.observe?.(method, code, resourceOf(path));
     }
   }
 
@@ -126,8 +138,8 @@ export class KubeClient {
     const observe = this.observe;
     if (observe)
       void opened.response.then(
-        (res) => observe('WATCH', String(res.statusCode ?? 'none')),
-        () => observe('WATCH', 'none'),
+        (res) => observe('WATCH', String(res.statusCode ?? 'none'), resourceOf(path)),
+        () => observe('WATCH', 'none', resourceOf(path)),
       );
     return opened;
   }

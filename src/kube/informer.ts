@@ -27,6 +27,12 @@ export interface InformerOptions<T> {
    * which matters for Secrets that are not ours (a Helm release Secret can be a megabyte).
    */
   readonly metadataOnly?: boolean;
+  /**
+   * Whether an object belongs in this cache, judged on its raw metadata before the parse (a shard's share of the
+   * namespaces): one that does not is neither parsed, stored nor emitted, unless the store holds it already (put
+   * there by upsertLocal because a reconcile needed it), whose changes are then followed.
+   */
+  readonly admit?: (metadata: Readonly<Record<string, unknown>>) => boolean;
   /** Parses an item from the apiserver; undefined drops it (logged). */
   readonly parse: (raw: unknown) => T | undefined;
   readonly log: Logger;
@@ -292,6 +298,7 @@ export class Informer<T extends Cached> {
     const meaning = initialEventMeaning(event);
     if (meaning === 'end') return true;
     if (meaning === 'bookmark') return false;
+    if (!this.admits(event.object)) return false;
     const item = this.parse(event.object);
     if (item && meaning === 'object') into.set(objectKey(item.metadata), item);
     else if (item) into.delete(objectKey(item.metadata));
@@ -339,6 +346,7 @@ export class Informer<T extends Cached> {
       listVersion = typeof metadata['resourceVersion'] === 'string' ? metadata['resourceVersion'] : '';
       continueToken = typeof metadata['continue'] === 'string' ? metadata['continue'] : '';
       for (const raw of Array.isArray(body['items']) ? body['items'] : []) {
+        if (!this.admits(raw)) continue;
         const item = this.parse(raw);
         if (item) fresh.set(objectKey(item.metadata), item);
       }
@@ -403,6 +411,7 @@ export class Informer<T extends Cached> {
       return;
     }
     if (typeof rv === 'string') this.resourceVersion = rv;
+    if (!this.admits(event.object)) return;
     // Each of our writes comes back once as an event: its echo is known by name and resourceVersion without
     // the typed parse (three per converged UserGroup: its claim, its Secret, its status).
     if (event.type !== 'DELETED' && typeof rv === 'string' && this.cachedVersion(event.object['metadata']) === rv) return;
@@ -428,6 +437,16 @@ export class Informer<T extends Cached> {
     if (!isRecord(metadata) || typeof metadata['name'] !== 'string') return undefined;
     const namespace = typeof metadata['namespace'] === 'string' ? metadata['namespace'] : '';
     return this.store.get(objectKey({ namespace, name: metadata['name'] }))?.metadata.resourceVersion;
+  }
+
+  /** Whether the admit option lets this raw object in, or the store holds it already. */
+  private admits(raw: unknown): boolean {
+    const admit = this.options.admit;
+    if (!admit || !isRecord(raw) || !isRecord(raw['metadata'])) return true;
+    const metadata = raw['metadata'];
+    if (admit(metadata)) return true;
+    const { name, namespace } = metadata;
+    return typeof name === 'string' && this.store.has(objectKey({ namespace: typeof namespace === 'string' ? namespace : '', name }));
   }
 
   private parse(raw: unknown): T | undefined {

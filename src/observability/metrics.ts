@@ -77,8 +77,8 @@ export class Metrics {
   });
   readonly kubeRequests = new Counter({
     name: 'usergroup_kube_requests_total',
-    help: 'Requests to the Kubernetes apiserver by HTTP method (WATCH for watch opens) and status code ("none" when no response arrived).',
-    labelNames: ['verb', 'code'],
+    help: 'Requests to the Kubernetes apiserver by HTTP method (WATCH for watch opens), resource and status code ("none" when no response arrived).',
+    labelNames: ['verb', 'resource', 'code'],
     registers: [this.registry],
   });
   readonly tokensRotated = new Counter({
@@ -222,6 +222,30 @@ export class Metrics {
     help: '1 while this process is the leader (or runs without leader election).',
     registers: [this.registry],
   });
+  readonly shardMembers = new Gauge({
+    name: 'usergroup_shard_members',
+    help: 'With --shard-by-namespace: the replicas this one sees live (their Leases renewed), itself included.',
+    registers: [this.registry],
+  });
+  /** Set with --shard-by-namespace: how many namespaces this replica owns now, read at scrape time. */
+  ownedNamespaces: (() => number) | undefined;
+  readonly shardOwnedNamespaces = (() => {
+    const owned = (): number | undefined => this.ownedNamespaces?.();
+    return new Gauge({
+      name: 'usergroup_shard_owned_namespaces',
+      help: "With --shard-by-namespace: the namespaces in this replica's share now.",
+      registers: [this.registry],
+      collect() {
+        const n = owned();
+        if (n !== undefined) this.set(n);
+      },
+    });
+  })();
+  readonly shardRebalances = new Counter({
+    name: 'usergroup_shard_rebalances_total',
+    help: "With --shard-by-namespace: times this replica's share of the namespaces changed (each re-fills its caches).",
+    registers: [this.registry],
+  });
   readonly events = new Counter({
     name: 'usergroup_events_total',
     help: 'Kubernetes Events emitted by type and reason.',
@@ -318,8 +342,8 @@ export class Metrics {
     this.serviceDuration.observe({ operation: sample.operation }, sample.durationMs / 1000);
   }
 
-  observeKubeRequest(verb: string, code: string): void {
-    this.kubeRequests.inc({ verb, code });
+  observeKubeRequest(verb: string, code: string, resource: string): void {
+    this.kubeRequests.inc({ verb, resource, code });
   }
 
   observeReconcile(result: 'success' | 'requeue' | 'error', seconds: number): void {

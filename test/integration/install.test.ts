@@ -70,6 +70,7 @@ describe('Helm chart', () => {
       ['metrics.serviceMonitor.enabled=true', 'replicaCount=1'],
       ['metrics.prometheusRule.enabled=true', 'metrics.dashboard.enabled=true', 'metrics.dashboard.namespace=monitoring'],
       ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}'],
+      ['sharding.enabled=true', 'replicaCount=4', 'leaderElection.enabled=false'],
     ]) {
       const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);
       expect(res.stdout + res.stderr, sets.join(' ')).not.toMatch(/\[(ERROR|WARNING)\]/);

@@ -268,6 +268,48 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
     }
   });
 
+  it('sharded install (sharding.enabled): two replicas share the namespaces with only that token; their Leases only in the release namespace', async () => {
+    const env = await TestEnv.create('sharded', {}, cp.kubeconfigPath);
+    const system = await createNamespace('ugo-sharded', adminKubeConfig(cp.kubeconfigPath));
+    const replicas: ControllerProcess[] = [];
+    try {
+      const installed = await helm(['install', 'ugs', CHART_DIR, '--namespace', system, '--set', 'sharding.enabled=true', '--set', 'replicaCount=2']);
+      expect(installed.code, installed.stderr).toBe(0);
+      const sa = await serviceAccountKubeconfig(system, 'ugs-usergroup-operator');
+      for (let i = 0; i < 2; i++)
+        replicas.push(
+          spawnController({
+            kubeconfigPath: sa.path,
+            namespace: env.namespace,
+            defaultService: env.defaultService,
+            args: ['--namespaces', '', '--shard-by-namespace', '--leader-election-namespace', system, '--leader-election-id', 'ugs-usergroup-operator'],
+          }),
+        );
+      for (const c of replicas) await waitLog(c, 'a view of both', (e) => e.json?.['msg'] === 'shard view settled' && e.json['members'] === 2, 30_000);
+      await env.createUserGroup('initech', { userGroupId: 'initech', name: 'Initech' });
+      await env.waitForReady('initech');
+      expect(sha256(await env.secretToken('initech'))).toBe(env.simGroup('initech')?.tokenSha256);
+      for (const c of replicas) expect(noAuthorizationTrouble(c)).toEqual([]);
+      await expectForbidden(sa.as, ['get', 'lease', 'kube-controller-manager', '-n', 'kube-system']);
+      await expectForbidden(
+        sa.as,
+        ['create', '-n', env.namespace, '-f', '-'],
+        JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'x' } }),
+      );
+      for (const c of replicas) {
+        await signalAndWait(c, 'SIGTERM');
+        expect((await c.exit).code).toBe(0);
+      }
+      const left = await admin(['get', 'leases', '-n', system, '-l', 'usergroup.dev/shard-group=ugs-usergroup-operator', '-o', 'name']);
+      expect(left.stdout.trim()).toBe('');
+    } finally {
+      for (const c of replicas) await signalAndWait(c, 'SIGTERM');
+      await helm(['uninstall', 'ugs', '--namespace', system]);
+      terminating.push(env.namespace);
+      await env.close();
+    }
+  });
+
   it('cluster-wide install (default values): reconciles in any namespace with only that token; writes to UserGroups and unrelated resources are denied', async () => {
     const env = await TestEnv.create('anywhere', {}, cp.kubeconfigPath);
     const system = await createNamespace('ugo-cluster', adminKubeConfig(cp.kubeconfigPath));

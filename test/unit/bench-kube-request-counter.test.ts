@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { KubeClient } from '../../src/kube/http.js';
+import { KubeClient, resourceOf } from '../../src/kube/http.js';
 import type { KubeAccess } from '../../src/kube/kubeconfig.js';
 import { Metrics } from '../../src/observability/metrics.js';
 
@@ -43,15 +43,15 @@ function kubeConfig(server: string): KubeAccess {
 
 async function counted(metrics: Metrics): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const v of (await metrics.kubeRequests.get()).values) out[`${String(v.labels.verb)} ${String(v.labels.code)}`] = v.value;
+  for (const v of (await metrics.kubeRequests.get()).values) out[`${String(v.labels.verb)} ${String(v.labels.resource)} ${String(v.labels.code)}`] = v.value;
   return out;
 }
 
 describe('usergroup_kube_requests_total', () => {
-  it('counts every request and watch open by verb and code, "none" without an answer', async () => {
+  it('counts every request and watch open by verb, resource and code, "none" without an answer', async () => {
     const metrics = new Metrics('test');
     const url = await fakeApiserver();
-    const client = await KubeClient.create(kubeConfig(url), 'test', (verb, code) => metrics.observeKubeRequest(verb, code));
+    const client = await KubeClient.create(kubeConfig(url), 'test', (verb, code, resource) => metrics.observeKubeRequest(verb, code, resource));
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/missing');
@@ -69,12 +69,18 @@ describe('usergroup_kube_requests_total', () => {
     const closed = await fakeApiserver();
     const last = servers.pop();
     await new Promise((resolve) => last?.close(resolve));
-    const failing = await KubeClient.create(kubeConfig(closed), 'test', (verb, code) => metrics.observeKubeRequest(verb, code));
+    const failing = await KubeClient.create(kubeConfig(closed), 'test', (verb, code, resource) => metrics.observeKubeRequest(verb, code, resource));
     await expect(failing.request('DELETE', '/api/v1/namespaces/a/secrets/s')).rejects.toThrow();
     failing.close();
 
-    expect(await counted(metrics)).toEqual({ 'GET 200': 2, 'GET 404': 1, 'PATCH 200': 1, 'WATCH 200': 1, 'DELETE none': 1 });
-    expect(await metrics.registry.metrics()).toContain('usergroup_kube_requests_total{verb="GET",code="200"} 2');
+    expect(await counted(metrics)).toEqual({
+      'GET secrets 200': 2,
+      'GET secrets 404': 1,
+      'PATCH usergroups 200': 1,
+      'WATCH secrets 200': 1,
+      'DELETE secrets none': 1,
+    });
+    expect(await metrics.registry.metrics()).toContain('usergroup_kube_requests_total{verb="GET",resource="secrets",code="200"} 2');
   });
 
   it('counts nothing when no observer is given (the kubectl plugin)', async () => {
@@ -82,5 +88,18 @@ describe('usergroup_kube_requests_total', () => {
     const client = await KubeClient.create(kubeConfig(url), 'test');
     expect((await client.request('GET', '/x')).status).toBe(200);
     client.close();
+  });
+});
+
+describe('resourceOf', () => {
+  it('names the resource of core, group, namespaced, cluster-scoped and subresource paths', () => {
+    expect(resourceOf('/api/v1/namespaces/a/secrets/s')).toBe('secrets');
+    expect(resourceOf('/api/v1/namespaces')).toBe('namespaces');
+    expect(resourceOf('/api/v1/namespaces/a')).toBe('namespaces');
+    expect(resourceOf('/api/v1/secrets?watch=true')).toBe('secrets');
+    expect(resourceOf('/apis/coordination.k8s.io/v1/namespaces/op/leases/x')).toBe('leases');
+    expect(resourceOf('/apis/usergroup.dev/v1alpha1/usergroupclaims/ugc-1')).toBe('usergroupclaims');
+    expect(resourceOf('/apis/usergroup.dev/v1alpha1/namespaces/a/usergroups/x/status')).toBe('usergroups');
+    expect(resourceOf('/apis/authorization.k8s.io/v1/subjectaccessreviews')).toBe('subjectaccessreviews');
   });
 });

@@ -28,6 +28,7 @@ describe('parseRunConfig defaults', () => {
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,
       leaderElect: false,
+      shardByNamespace: false,
       leaderElectionNamespace: undefined,
       leaderElectionId: 'usergroup-operator',
       leaseDurationMs: 15_000,
@@ -102,6 +103,8 @@ describe('parseRunConfig sources', () => {
     expect(c.concurrency).toBe(3);
     expect(ok(['--leader-elect', 'false']).leaderElect).toBe(false);
     expect(ok(['--leader-elect', 'true', '--concurrency=1']).leaderElect).toBe(true);
+    expect(ok(['--shard-by-namespace']).shardByNamespace).toBe(true);
+    expect(ok([], { USERGROUP_SHARD_BY_NAMESPACE: 'true' }).shardByNamespace).toBe(true);
   });
 
   it('returns help for --help and -h, wherever they are', () => {
@@ -121,6 +124,7 @@ describe('parseRunConfig errors', () => {
     ['non-numeric qps', ['--service-qps=fast'], {}, /^--service-qps: "fast" is not a number/],
     ['zero qps', [], { USERGROUP_SERVICE_QPS: '0' }, /^USERGROUP_SERVICE_QPS: must be at least/],
     ['bad duration (flag)', ['--resync-period', '10'], {}, /^--resync-period: "10" is not a duration/],
+    ['leader election and sharding together', ['--leader-elect', '--shard-by-namespace'], {}, /^--leader-elect and --shard-by-namespace exclude each other/],
     ['bad duration (env)', [], { USERGROUP_LEASE_DURATION: 'soon' }, /^USERGROUP_LEASE_DURATION: "soon" is not a duration/],
     ['too short resync period', ['--resync-period=10ms'], {}, /^--resync-period: must be at least/],
     ['bad address (no port)', ['--metrics-addr', 'localhost'], {}, /^--metrics-addr: "localhost" is not an address/],

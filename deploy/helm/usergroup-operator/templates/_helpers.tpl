@@ -67,8 +67,8 @@ app.kubernetes.io/part-of: usergroup-operator
 {{- if and (not .Values.connection.url) (or .Values.connection.apiKey.existingSecret .Values.connection.apiKey.value) }}
 {{- fail "connection.apiKey is set but connection.url is empty: set connection.url too" }}
 {{- end }}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
-{{- fail "replicaCount > 1 needs leaderElection.enabled=true (two leaders would both call the service)" }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) (not .Values.sharding.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true or sharding.enabled=true (two leaders would both call the service)" }}
 {{- end }}
 {{- end }}
 

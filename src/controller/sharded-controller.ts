@@ -1,0 +1,142 @@
+import type { Logger } from 'pino';
+import { ShardMembership, type ShardMembershipOptions } from '../kube/shard-membership.js';
+import type { Controller } from './controller.js';
+import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownership, viewId, type Member, type ShardState } from './shard-assignment.js';
+
+export interface ShardedControllerOptions {
+  readonly identity: string;
+  /** A controller over the namespaces `owns` admits (its informers drop the rest before caching them). */
+  readonly create: (owns: (namespace: string) => boolean) => Controller;
+  readonly membership: Omit<ShardMembershipOptions, 'onChange' | 'onLost' | 'identity'>;
+  /** How long in-flight reconciles may finish when namespaces move away (and on shutdown). */
+  readonly graceMs: number;
+  readonly log: Logger;
+  readonly onMembers?: (count: number) => void;
+  readonly onRebalanced?: () => void;
+}
+
+const NOTHING = (): boolean => false;
+/** A constraints key no decision produces: after a lapse, the next decision always rebuilds. */
+const LOST = 'lost';
+
+/**
+ * Replicas that share the namespaces instead of electing one leader (--shard-by-namespace): each runs a controller
+ * over its share (shard-assignment.ts decides it from the live members' Leases), and when the share changes it stops
+ * that controller — letting in-flight reconciles finish — before it says so in its Lease, then starts one over the
+ * new share. A replica whose Lease lapses stops all work at once.
+ */
+export class ShardedController {
+  private current: Controller;
+  private state: ShardState = INITIAL_SHARD_STATE;
+  private applied = constraintsKey([]);
+  private pending: readonly Member[] | undefined;
+  private processing: Promise<void> | undefined;
+  private readonly membership: ShardMembership;
+  private syncedOnce = false;
+  private settledView: string | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: ShardedControllerOptions) {
+    this.membership = new ShardMembership({
+      ...options.membership,
+      identity: options.identity,
+      onChange: (live) => this.onMembers(live),
+      onLost: () => {
+        // At once, not after the queue of decisions: in-flight service calls are aborted. Whatever comes next is
+        // decided afresh, as by a newcomer (the others may have moved on without us).
+        void this.current.stopWorkers(0);
+        this.state = INITIAL_SHARD_STATE;
+        this.applied = LOST;
+      },
+    });
+    this.current = this.build(NOTHING);
+  }
+
+  /** The controller over the current share (for metrics and tests). */
+  get controller(): Controller {
+    return this.current;
+  }
+
+  /** Ready once a controller has synced: a replica that is rebalancing is working, not broken. */
+  get synced(): boolean {
+    return this.syncedOnce || this.current.synced;
+  }
+
+  /** This replica's Lease is renewed within the renew deadline. */
+  holdsLease(): boolean {
+    return this.membership.holdsLease();
+  }
+
+  /** Joins the group; caches are filled once a share is ours (a replica that owns nothing watches nothing). */
+  start(): void {
+    this.membership.start();
+  }
+
+  /** Finishes in-flight work, then leaves the group (the others take our namespaces without waiting). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.current.stopWorkers(this.options.graceMs);
+    await this.processing;
+    await this.current.stopWorkers(this.options.graceMs);
+    await this.membership.stop();
+    await this.current.stop(0);
+  }
+
+  private onMembers(live: readonly Member[]): void {
+    this.options.onMembers?.(live.length);
+    this.pending = live;
+    this.processing ??= this.process().finally(() => {
+      this.processing = undefined;
+    });
+  }
+
+  /** One decision at a time, on the latest members seen. */
+  private async process(): Promise<void> {
+    while (this.pending && !this.stopped) {
+      const live = this.pending;
+      this.pending = undefined;
+      const decision = decideShards(this.state, this.options.identity, live);
+      this.state = decision.state;
+      const settled = decision.state.settled;
+      if (settled && viewId(settled) !== this.settledView) {
+        this.settledView = viewId(settled);
+        this.options.log.info({ members: settled.length, view: this.settledView }, 'shard view settled');
+      }
+      const key = constraintsKey(decision.constraints);
+      if (key !== this.applied) {
+        await this.rebuild(decision.constraints.length > 0 ? ownership(this.options.identity, decision.constraints) : NOTHING);
+        this.applied = key;
+      }
+      // Only now that nothing outside the constraints runs any more may the others count on it.
+      if (decision.view.includes(this.options.identity)) this.membership.acknowledge(viewId(decision.view));
+    }
+  }
+
+  /** Stops the controller of the old share (its reconciles may finish), then starts one over the new share. */
+  private async rebuild(owns: (namespace: string) => boolean): Promise<void> {
+    const old = this.current;
+    await old.stop(this.options.graceMs);
+    if (this.stopped) return;
+    this.current = this.build(owns);
+    this.options.onRebalanced?.();
+    if (owns === NOTHING) {
+      this.options.log.info('shard share is empty; no caches kept');
+      return;
+    }
+    this.options.log.info('shard share changed; caches of the new share are being filled');
+    void this.launch(this.current);
+  }
+
+  private build(owns: (namespace: string) => boolean): Controller {
+    const controller = this.options.create(owns);
+    controller.holdsLease = () => this.membership.holdsLease();
+    return controller;
+  }
+
+  private async launch(controller: Controller): Promise<void> {
+    await controller.start();
+    if (controller !== this.current || this.stopped) return;
+    this.syncedOnce = true;
+    controller.startWorkers();
+  }
+}

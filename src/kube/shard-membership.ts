@@ -1,0 +1,277 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Member } from '../controller/shard-assignment.js';
+import { isRecord } from '../platform/json-value.js';
+import { isConflict, isNotFound } from './api-error.js';
+import { microTime } from './events.js';
+import { call, type KubeClient } from './http.js';
+import { Informer } from './informer.js';
+import { paths } from './paths.js';
+
+/** On a member's Lease: which shard group it belongs to (--leader-election-id), for the members' watch. */
+export const SHARD_GROUP_LABEL = 'usergroup.dev/shard-group';
+/** On a member's Lease: the view (shard-assignment viewId) it has stopped acting outside of. */
+export const SHARD_VIEW_ANNOTATION = 'usergroup.dev/shard-view';
+
+export interface ShardMembershipOptions {
+  readonly client: KubeClient;
+  /** Where the members' Leases live: the operator's own namespace, which tenants cannot write to. */
+  readonly namespace: string;
+  readonly group: string;
+  readonly identity: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly log: Logger;
+  /** The live members changed (identities or acknowledged views); this one is among them while its Lease holds. */
+  readonly onChange: (live: readonly Member[]) => void;
+  /** This member's Lease was not renewed within the renew deadline: stop acting at once. */
+  readonly onLost: () => void;
+  readonly now?: () => number;
+}
+
+/** A member's Lease as the watch shows it. */
+interface MemberLease {
+  readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string };
+  readonly identity: string;
+  readonly acknowledged: string | undefined;
+  readonly durationMs: number;
+}
+
+/**
+ * This replica's Lease among its shard group's: renewed every retryPeriod (carrying the view it acknowledges),
+ * the others' watched. A member is live while its Lease changed within its leaseDuration, judged on our own clock
+ * from when we saw it change (client-go's rule, so clock skew does not matter). Before a member is taken for gone,
+ * its Lease is read again: a watch that fell behind must not hand a live member's namespaces to another.
+ * A member that cannot renew within renewDeadline (shorter than leaseDuration) stops acting before anyone else
+ * takes its namespaces over.
+ */
+export class ShardMembership {
+  private readonly leases: Informer<MemberLease>;
+  private readonly leaseName: string;
+  private readonly now: () => number;
+  /** Lease name → resourceVersion and when we saw it change. */
+  private readonly seen = new Map<string, { rv: string; at: number }>();
+  private ownVersion: string | undefined;
+  private lastRenew = 0;
+  private deadline: NodeJS.Timeout | undefined;
+  /** What our Lease says we acknowledge, and what it should say. */
+  private published: string | undefined;
+  private wanted: string | undefined;
+  private lastEmitted = '';
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private evaluating: Promise<void> | undefined;
+  private evaluateAgain = false;
+
+  constructor(private readonly options: ShardMembershipOptions) {
+    this.now = options.now ?? Date.now;
+    this.leaseName = `${options.group}-shard-${createHash('sha256').update(options.identity, 'utf8').digest('hex').slice(0, 12)}`;
+    this.leases = new Informer<MemberLease>({
+      name: 'shard-leases',
+      client: options.client,
+      path: paths.leases(options.namespace),
+      labelSelector: `${SHARD_GROUP_LABEL}=${options.group}`,
+      parse: parseMemberLease,
+      log: options.log,
+    });
+    this.leases.on(() => this.evaluate());
+  }
+
+  /** This member's Lease is renewed within the renew deadline, by our clock now. */
+  holdsLease(): boolean {
+    return this.lastRenew > 0 && this.now() - this.lastRenew < this.options.renewDeadlineMs;
+  }
+
+  start(): void {
+    this.leases.start();
+    this.loop ??= this.run();
+  }
+
+  /** Publishes that this member acts within `viewId` now; renewed at once. */
+  acknowledge(viewId: string): void {
+    if (this.wanted === viewId) return;
+    this.wanted = viewId;
+    this.wake?.();
+  }
+
+  /** Leaves the group: the Lease is deleted, so the others take our namespaces over without waiting it out. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.loop;
+    if (this.deadline) clearTimeout(this.deadline);
+    await this.leases.stop();
+    if (this.ownVersion === undefined) return;
+    const res = await call(this.options.client, 'DELETE', paths.lease(this.options.namespace, this.leaseName), {
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion: this.ownVersion } },
+      timeoutMs: 5_000,
+    }).catch((err: unknown) => ({ ok: false as const, error: err }));
+    if (res.ok) this.options.log.info({ lease: this.leaseName }, 'left the shard group');
+    else this.options.log.warn({ lease: this.leaseName, err: String(res.error) }, 'could not delete the shard Lease; the others wait it out');
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        // The deadline counts from before the request: the apiserver may have written it at any moment since.
+        const asked = this.now();
+        if (await this.renew()) {
+          this.lastRenew = asked;
+          this.armDeadline();
+        }
+      } catch (err) {
+        this.options.log.warn({ lease: this.leaseName, err: String(err) }, 'shard Lease request failed');
+      }
+      this.evaluate();
+      await this.sleep(this.options.retryPeriodMs);
+    }
+  }
+
+  /** Creates or renews our Lease; false when someone else wrote it since (read again next time). */
+  private async renew(): Promise<boolean> {
+    const { client, namespace, identity, leaseDurationMs, renewDeadlineMs } = this.options;
+    const acknowledged = this.wanted;
+    const body = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {
+        name: this.leaseName,
+        namespace,
+        labels: { [SHARD_GROUP_LABEL]: this.options.group },
+        annotations: acknowledged ? { [SHARD_VIEW_ANNOTATION]: acknowledged } : {},
+        ...(this.ownVersion ? { resourceVersion: this.ownVersion } : {}),
+      },
+      spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), renewTime: microTime(this.now()) },
+    };
+    const res = this.ownVersion
+      ? await call(client, 'PUT', paths.lease(namespace, this.leaseName), { body, timeoutMs: renewDeadlineMs })
+      : await call(client, 'POST', paths.leases(namespace), { body, timeoutMs: renewDeadlineMs });
+    if (!res.ok) {
+      // Deleted (by another member that took us for gone) or written by someone else: start from what is there.
+      if (isNotFound(res.error) || isConflict(res.error)) {
+        this.ownVersion = await this.readOwnVersion();
+        return false;
+      }
+      throw res.error;
+    }
+    const written = parseMemberLease(res.body);
+    this.ownVersion = written?.metadata.resourceVersion;
+    this.published = acknowledged;
+    return written !== undefined;
+  }
+
+  private async readOwnVersion(): Promise<string | undefined> {
+    const res = await call(this.options.client, 'GET', paths.lease(this.options.namespace, this.leaseName), { timeoutMs: this.options.renewDeadlineMs });
+    return res.ok ? parseMemberLease(res.body)?.metadata.resourceVersion : undefined;
+  }
+
+  private armDeadline(): void {
+    if (this.deadline) clearTimeout(this.deadline);
+    this.deadline = setTimeout(() => {
+      this.options.log.error({ lease: this.leaseName }, 'shard Lease not renewed within the renew deadline; stopping work');
+      this.options.onLost();
+      this.lastEmitted = '';
+      this.evaluate();
+    }, this.options.renewDeadlineMs);
+    this.deadline.unref();
+  }
+
+  /** Works out the live members (one evaluation at a time: a confirmation read may be under way). */
+  private evaluate(): void {
+    // A member list read before the watch's first list is complete could leave members out: decide nothing on it.
+    if (!this.leases.synced || this.stopped) return;
+    if (this.evaluating) {
+      this.evaluateAgain = true;
+      return;
+    }
+    this.evaluating = this.liveMembers()
+      .then((live) => {
+        const key = JSON.stringify(live);
+        if (key === this.lastEmitted || this.stopped) return;
+        this.lastEmitted = key;
+        this.options.onChange(live);
+      })
+      .catch((err: unknown) => this.options.log.warn({ err: String(err) }, 'shard membership: evaluation failed'))
+      .finally(() => {
+        this.evaluating = undefined;
+        if (this.evaluateAgain) {
+          this.evaluateAgain = false;
+          this.evaluate();
+        }
+      });
+  }
+
+  private async liveMembers(): Promise<Member[]> {
+    const now = this.now();
+    const live: Member[] = [];
+    if (this.holdsLease()) live.push({ identity: this.options.identity, acknowledged: this.published });
+    for (const lease of this.leases.list()) {
+      if (lease.metadata.name === this.leaseName) continue;
+      if (await this.alive(lease, now)) live.push({ identity: lease.identity, acknowledged: lease.acknowledged });
+    }
+    for (const name of this.seen.keys()) if (!this.leases.get(`${this.options.namespace}/${name}`)) this.seen.delete(name);
+    return live.sort((a, b) => a.identity.localeCompare(b.identity));
+  }
+
+  private async alive(lease: MemberLease, now: number): Promise<boolean> {
+    const name = lease.metadata.name;
+    const seen = this.seen.get(name);
+    if (seen?.rv !== lease.metadata.resourceVersion) {
+      this.seen.set(name, { rv: lease.metadata.resourceVersion, at: now });
+      return true;
+    }
+    if (now - seen.at < lease.durationMs) return true;
+    // Gone by the watch: read it again before believing it.
+    const res = await call(this.options.client, 'GET', paths.lease(this.options.namespace, name), { timeoutMs: this.options.renewDeadlineMs });
+    if (!res.ok) {
+      if (isNotFound(res.error)) return false;
+      throw res.error;
+    }
+    const fresh = parseMemberLease(res.body);
+    if (fresh && fresh.metadata.resourceVersion !== seen.rv) {
+      this.seen.set(name, { rv: fresh.metadata.resourceVersion, at: this.now() });
+      return true;
+    }
+    // Gone for good (a crashed pod's Lease would stay forever): deleted, unless it was renewed just now.
+    const deleted = await call(this.options.client, 'DELETE', paths.lease(this.options.namespace, name), {
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion: seen.rv } },
+      timeoutMs: this.options.renewDeadlineMs,
+    });
+    // Renewed between our read and the delete: alive after all (the watch brings the new version).
+    if (!deleted.ok && isConflict(deleted.error)) return true;
+    if (!deleted.ok && !isNotFound(deleted.error)) throw deleted.error;
+    this.options.log.info({ lease: name, member: lease.identity }, 'a shard member stopped renewing its Lease; its namespaces move');
+    return false;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}
+
+function parseMemberLease(raw: unknown): MemberLease | undefined {
+  if (!isRecord(raw) || !isRecord(raw['metadata'])) return undefined;
+  const m = raw['metadata'];
+  const spec = isRecord(raw['spec']) ? raw['spec'] : {};
+  const annotations = isRecord(m['annotations']) ? m['annotations'] : {};
+  if (typeof m['name'] !== 'string' || typeof m['namespace'] !== 'string' || typeof m['resourceVersion'] !== 'string') return undefined;
+  const identity = spec['holderIdentity'];
+  const seconds = spec['leaseDurationSeconds'];
+  if (typeof identity !== 'string' || identity === '') return undefined;
+  const view = annotations[SHARD_VIEW_ANNOTATION];
+  return {
+    metadata: { namespace: m['namespace'], name: m['name'], resourceVersion: m['resourceVersion'] },
+    identity,
+    acknowledged: typeof view === 'string' ? view : undefined,
+    durationMs: (typeof seconds === 'number' && seconds > 0 ? seconds : 15) * 1000,
+  };
+}
