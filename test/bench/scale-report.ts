@@ -523,7 +523,9 @@ export function renderScaleMarkdown(report: ScaleReport): string {
   const c = r.cold;
   if (c) {
     out.push(
-      'Cold convergence: a fresh namespace and an idle controller, then the UserGroups applied concurrently; until every one is Ready with its Secret.',
+      sh
+        ? `Cold convergence: ${count(sh.namespaces)} fresh namespaces and ${sh.shards > 1 ? `${sh.shards} idle replicas, settled,` : 'an idle controller'} then the UserGroups applied concurrently, spread over the namespaces; until every one is Ready with its Secret.`
+        : 'Cold convergence: a fresh namespace and an idle controller, then the UserGroups applied concurrently; until every one is Ready with its Secret.',
       '',
     );
     out.push(

@@ -7,7 +7,7 @@ import { say, startProgress } from '../progress.js';
 import type { ColdResult, ControllerFigures, RestartResult, RotationResult, SteadyResult } from '../report.js';
 import type { ProcessMemory, ScaleResult, ScaleRestart, ScaleSteady, ShardedScale, ShardFigures } from '../scale-report.js';
 import { forEachBounded, pollUntil, sleep } from '../stats.js';
-import { coldFailed, reconcilesByResult, verifySecrets, type ControllerSettings } from './cold.js';
+import { coldFailed, histogramMeans, reconcilesByResult, verifySecrets, type ControllerSettings } from './cold.js';
 import { restartFailed } from './restart.js';
 import { rotationFailed, runRotation } from './rotation.js';
 import { memoryOf, windowCounts, type ScalePhaseOptions } from './scale.js';
@@ -283,6 +283,9 @@ export function combined(figures: readonly ShardFigures[]): ControllerFigures {
   };
 }
 
+/** The replicas' scrapes as one: sum() then adds up every replica's samples. */
+const pooled = (scrapes: readonly (PromSamples | undefined)[]): PromSamples => new PromSamples(scrapes.flatMap((m) => m?.samples ?? []));
+
 const exitedOne = (replicas: Replicas): BenchController | undefined => replicas.controllers.find((c) => c.exited());
 
 /** Cold convergence over the namespaces, the replicas already settled; as runCold, with every replica's figures. */
@@ -354,7 +357,8 @@ async function coldSharded(
     secrets: tracker.secrets.size,
     verified,
     serviceCalls,
-    controller: combined(shards),
+    // The histogram means pooled over the replicas (their samples summed), as one controller's would be.
+    controller: { ...combined(shards), means: histogramMeans(pooled(before), pooled(after)) },
   };
   if (tracker.relists > 0) say(`[scale] the convergence watches fell behind ${tracker.relists} times and were replaced by paged lists`);
   return { result, shards };
