@@ -567,7 +567,9 @@ describe('sharded scale.md', () => {
     expect(md).toContain('# Scale: 100,000 UserGroups on 2 replicas sharded by namespace (100 namespaces)');
     expect(md).toContain('2 controller replicas, each with its own Lease in bench-scale-control-abc, sharing 100 namespaces (rendezvous hashing)');
     expect(md).toContain('settled (each seeing all 2) in 4.20 s before the first UserGroup');
-    expect(md).toContain('Cold convergence: 100 fresh namespaces and 2 idle replicas, settled, then the UserGroups applied concurrently, spread over the namespaces;');
+    expect(md).toContain(
+      'Cold convergence: 100 fresh namespaces and 2 idle replicas, settled, then the UserGroups applied concurrently, spread over the namespaces;',
+    );
     expect(md).toMatch(/\| shard 1: controller peak RSS ≤ 400 MiB over the whole run \| 330 MiB .* \| met \|/);
     expect(md).toContain(
       '| step | shard | UserGroups held | namespaces owned | members | rebalances | service calls | CPU | peak RSS | RSS at end | reconciles | apiserver requests | of them Lease |',
