@@ -9,6 +9,7 @@ import { paths } from '../../src/kube/paths.js';
 import { watchOnce, type WatchEvent } from '../../src/kube/watch-stream.js';
 import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
 import { OPERATIONS, OUTCOMES, type SimStats } from '../../src/devtools/sim/stats.js';
+import { placeOf } from './spread.js';
 import { forEachBounded } from './stats.js';
 
 type Json = Record<string, unknown>;
@@ -54,11 +55,24 @@ export class BenchCluster {
    * ClusterUserGroupService admitting that namespace for any id. Returns its name (for --default-service).
    */
   async connectTo(namespace: string): Promise<string> {
-    const name = `bench-${namespace}`;
-    const secret = await this.client.request('POST', paths.secrets(namespace), {
+    return this.connect(`bench-${namespace}`, namespace, [namespace]);
+  }
+
+  /**
+   * One connection for many namespaces (the scale phase's spread): the API key in a Secret of `home` and one
+   * ClusterUserGroupService whose tenant rule names them all. One rule by name rather than a namespaceSelector:
+   * admission then does not hang on the namespace informer's labels, and 100 names are a small object; and one
+   * service, since --default-service names one. Returns its name.
+   */
+  async connectToAll(home: string, namespaces: readonly string[]): Promise<string> {
+    return this.connect(`bench-${home}`, home, namespaces);
+  }
+
+  private async connect(name: string, home: string, namespaces: readonly string[]): Promise<string> {
+    const secret = await this.client.request('POST', paths.secrets(home), {
       body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'bench-api-key' }, stringData: { apiKey: this.controllerKey } },
     });
-    if (secret.status !== 201 && secret.status !== 409) throw new Error(`creating the API-key Secret in ${namespace}: HTTP ${secret.status}`);
+    if (secret.status !== 201 && secret.status !== 409) throw new Error(`creating the API-key Secret in ${home}: HTTP ${secret.status}`);
     const service = await this.client.request('POST', paths.clusterUserGroupServices(), {
       body: {
         apiVersion: 'usergroup.dev/v1alpha1',
@@ -66,8 +80,8 @@ export class BenchCluster {
         metadata: { name },
         spec: {
           url: this.sim.url,
-          apiKeySecretRef: { namespace, name: 'bench-api-key' },
-          tenants: [{ namespaces: [namespace], userGroupIds: { prefix: '' } }],
+          apiKeySecretRef: { namespace: home, name: 'bench-api-key' },
+          tenants: [{ namespaces: [...namespaces], userGroupIds: { prefix: '' } }],
         },
       },
     });
@@ -116,22 +130,39 @@ export class BenchCluster {
   ): Promise<string[]> {
     const uids: string[] = new Array<string>(n);
     await forEachBounded(n, parallelism, async (i) => {
-      const name = userGroupName(i);
-      const body = {
-        apiVersion: 'usergroup.dev/v1alpha1',
-        kind: 'UserGroup',
-        metadata: { name, namespace },
-        spec: userGroupSpec(namespace, i),
-      };
-      const p = `${paths.userGroups(namespace)}/${name}`;
-      const res = await client.request('PATCH', p, { query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/apply-patch+yaml' });
-      if (res.status !== 200 && res.status !== 201)
-        throw new Error(`applying ${namespace}/${name}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
-      const uid = isRecord(res.body) && isRecord(res.body['metadata']) ? res.body['metadata']['uid'] : undefined;
-      uids[i] = typeof uid === 'string' ? uid : '';
+      uids[i] = await this.applyUserGroup(namespace, i, client);
       onApplied?.(i, uids[i] ?? '');
     });
     return uids;
+  }
+
+  /**
+   * Creates N UserGroups spread over `namespaces` (spread.ts: group g is ug-⌊g/M⌋ in namespace g mod M), in the
+   * order of g, `parallelism` at a time; throws on the first refusal.
+   */
+  async applySpreadUserGroups(namespaces: readonly string[], n: number, parallelism: number, onApplied?: (g: number) => void): Promise<void> {
+    await forEachBounded(n, parallelism, async (g) => {
+      const { namespace, index } = placeOf(g, namespaces);
+      await this.applyUserGroup(namespace, index, this.client);
+      onApplied?.(g);
+    });
+  }
+
+  /** Server-side apply of UserGroup number `i` in a namespace; resolves with its uid. */
+  private async applyUserGroup(namespace: string, i: number, client: KubeClient): Promise<string> {
+    const name = userGroupName(i);
+    const body = {
+      apiVersion: 'usergroup.dev/v1alpha1',
+      kind: 'UserGroup',
+      metadata: { name, namespace },
+      spec: userGroupSpec(namespace, i),
+    };
+    const p = `${paths.userGroups(namespace)}/${name}`;
+    const res = await client.request('PATCH', p, { query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/apply-patch+yaml' });
+    if (res.status !== 200 && res.status !== 201)
+      throw new Error(`applying ${namespace}/${name}: HTTP ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+    const uid = isRecord(res.body) && isRecord(res.body['metadata']) ? res.body['metadata']['uid'] : undefined;
+    return typeof uid === 'string' ? uid : '';
   }
 
   /** The current resourceVersion of a collection (a one-item list: a consistent read). */
@@ -241,11 +272,11 @@ function totalCalls(stats: SimStats): number {
 }
 
 /** metadata.name, metadata.annotations[key] and friends of a raw object. */
-export function meta(object: Json): { name: string; generation: number; annotations: Record<string, string>; uid: string } {
+export function meta(object: Json): { name: string; namespace: string; generation: number; annotations: Record<string, string>; uid: string } {
   const m: Json = isRecord(object['metadata']) ? object['metadata'] : {};
   const annotations = isRecord(m['annotations']) ? (m['annotations'] as Record<string, string>) : {};
   const text = (v: unknown): string => (typeof v === 'string' ? v : '');
-  return { name: text(m['name']), generation: Number(m['generation'] ?? 0), annotations, uid: text(m['uid']) };
+  return { name: text(m['name']), namespace: text(m['namespace']), generation: Number(m['generation'] ?? 0), annotations, uid: text(m['uid']) };
 }
 
 /** Ready=True for the object's current generation. */

@@ -12,7 +12,8 @@ const MAIN = path.join(repoRoot, 'dist/cli/main.js');
 
 export interface BenchControllerOptions {
   readonly kubeconfigPath: string;
-  readonly namespace: string;
+  /** --namespaces; undefined: a cluster-wide watch (the sharded scale phase, where the replicas share namespaces out). */
+  readonly namespace: string | undefined;
   /** The ClusterUserGroupService the controller uses by default (BenchCluster.connectTo). */
   readonly defaultService: string;
   readonly concurrency: number;
@@ -26,6 +27,18 @@ export interface BenchControllerOptions {
   readonly nodeFlags: readonly string[];
   /** Environment the image sets (Dockerfile ENV), given to the controller as the image would. */
   readonly imageEnv: Readonly<Record<string, string>>;
+  /** One replica of several sharing the namespaces out (--shard-by-namespace); undefined: leader election off. */
+  readonly shard?: ShardFlags | undefined;
+  /** POD_NAME for the replica's Lease identity (it adds a random suffix): which shard a Lease is, at a glance. */
+  readonly podName?: string | undefined;
+}
+
+/** What makes a bench controller one shard of several: its Lease's namespace and group. */
+export interface ShardFlags {
+  /** --leader-election-namespace: where each replica keeps its Lease (required outside a pod). */
+  readonly leaseNamespace: string;
+  /** --leader-election-id: the shard group, the label value of the replicas' Leases. */
+  readonly group: string;
 }
 
 /**
@@ -33,7 +46,9 @@ export interface BenchControllerOptions {
  * scheduled phase use maxTokenAges of minutes (the default floor is 1h); it changes nothing for groups without
  * spec.rotation, which is every group outside that phase, so every controller gets it and none is restarted for it.
  */
-export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel' | 'scheduledRotationsPerMinute'>): string[] {
+export function controllerFlags(
+  o: Pick<BenchControllerOptions, 'concurrency' | 'serviceQps' | 'logLevel' | 'scheduledRotationsPerMinute' | 'shard'>,
+): string[] {
   return [
     '--concurrency',
     String(o.concurrency),
@@ -41,7 +56,10 @@ export function controllerFlags(o: Pick<BenchControllerOptions, 'concurrency' | 
     String(o.serviceQps),
     '--service-burst',
     String(o.serviceQps),
-    '--leader-elect=false',
+    // Sharding keeps a Lease per replica and cannot be combined with --leader-elect (not even =false: left out).
+    ...(o.shard
+      ? ['--shard-by-namespace', '--leader-election-namespace', o.shard.leaseNamespace, '--leader-election-id', o.shard.group]
+      : ['--leader-elect=false']),
     '--log-level',
     o.logLevel,
     '--min-token-age',
@@ -79,6 +97,7 @@ export class BenchController extends WatchedChild {
     const env: NodeJS.ProcessEnv = { ...process.env, ...o.imageEnv };
     if (o.nodeOptions) env['NODE_OPTIONS'] = o.nodeOptions;
     else delete env['NODE_OPTIONS'];
+    if (o.podName) env['POD_NAME'] = o.podName;
     const child = spawn(
       process.execPath,
       [
@@ -87,8 +106,7 @@ export class BenchController extends WatchedChild {
         'run',
         '--kubeconfig',
         o.kubeconfigPath,
-        '--namespaces',
-        o.namespace,
+        ...(o.namespace !== undefined ? ['--namespaces', o.namespace] : []),
         '--default-service',
         o.defaultService,
         // The bench reads /metrics on loopback and counts the controller's apiserver requests: a TokenReview and a

@@ -1,11 +1,14 @@
 import { paths } from '../../src/kube/paths.js';
+import type { WatchEvent } from '../../src/kube/watch-stream.js';
 import { OWNED_SECRETS, meta, readyForGeneration, secretData, type BenchCluster, type Json } from './cluster.js';
 
 /**
  * Counts, from watches, the UserGroups Ready for their current generation and the token Secrets present, and
  * notes the moment both reach N: no polling, so the measurement adds no list load of its own. Should a watch
  * fall behind the apiserver's history (410 Gone: at 100,000 groups this process is busy serving the simulator
- * too), its set is counted again from a paged list and the watch goes on from there.
+ * too), its set is counted again from a paged list and the watch goes on from there. Over several namespaces (the
+ * scale phase's spread) it watches cluster-wide, counts only objects in those namespaces, and keys them
+ * "namespace/name" (every namespace has its ug-00000).
  */
 export class ConvergenceTracker {
   readonly ready = new Set<string>();
@@ -25,39 +28,42 @@ export class ConvergenceTracker {
     private readonly secretSelector: string = OWNED_SECRETS,
   ) {}
 
-  async start(cluster: BenchCluster, namespace: string): Promise<void> {
-    const ugPath = paths.userGroups(namespace);
-    const secretPath = paths.secrets(namespace);
+  async start(cluster: BenchCluster, namespace: string | readonly string[]): Promise<void> {
+    const namespaces = typeof namespace === 'string' ? [namespace] : namespace;
+    // One namespace: its own collections, as ever; several: cluster-wide, filtered here.
+    const scope = namespaces.length === 1 ? namespaces[0] : undefined;
+    const watched = new Set(namespaces);
+    const keyOf = (object: Json): string | undefined => {
+      const m = meta(object);
+      if (scope !== undefined) return m.name;
+      return watched.has(m.namespace) ? `${m.namespace}/${m.name}` : undefined;
+    };
+    const ugPath = paths.userGroups(scope);
+    const secretPath = paths.secrets(scope);
     const [ugVersion, secretVersion] = await Promise.all([cluster.collectionVersion(ugPath), cluster.collectionVersion(secretPath, this.secretSelector)]);
     const onError = (message: string): void => {
       this.error ??= message;
     };
     const hasToken = (object: Json): boolean => Boolean(secretData(object, 'token'));
+    const track = (set: Set<string>, counts: (o: Json) => boolean) => (event: WatchEvent) => {
+      const key = keyOf(event.object);
+      if (key === undefined) return;
+      if (event.type !== 'DELETED' && counts(event.object)) set.add(key);
+      else set.delete(key);
+      this.check();
+    };
     this.watches.push(
-      cluster.watch(
-        ugPath,
-        ugVersion,
-        (event) => {
-          const { name } = meta(event.object);
-          if (event.type !== 'DELETED' && readyForGeneration(event.object)) this.ready.add(name);
-          else this.ready.delete(name);
-          this.check();
-        },
-        { onError, relist: () => this.recount(cluster, ugPath, undefined, this.ready, readyForGeneration) },
-      ),
+      cluster.watch(ugPath, ugVersion, track(this.ready, readyForGeneration), {
+        onError,
+        relist: () => this.recount(cluster, ugPath, undefined, this.ready, readyForGeneration, keyOf),
+      }),
     );
     this.watches.push(
-      cluster.watch(
-        secretPath,
-        secretVersion,
-        (event) => {
-          const { name } = meta(event.object);
-          if (event.type !== 'DELETED' && hasToken(event.object)) this.secrets.add(name);
-          else this.secrets.delete(name);
-          this.check();
-        },
-        { labelSelector: this.secretSelector, onError, relist: () => this.recount(cluster, secretPath, this.secretSelector, this.secrets, hasToken) },
-      ),
+      cluster.watch(secretPath, secretVersion, track(this.secrets, hasToken), {
+        labelSelector: this.secretSelector,
+        onError,
+        relist: () => this.recount(cluster, secretPath, this.secretSelector, this.secrets, hasToken, keyOf),
+      }),
     );
   }
 
@@ -68,10 +74,14 @@ export class ConvergenceTracker {
     labelSelector: string | undefined,
     set: Set<string>,
     counts: (o: Json) => boolean,
+    keyOf: (o: Json) => string | undefined,
   ): Promise<string> {
     const fresh = new Set<string>();
     const version = await cluster.eachPage(collection, labelSelector, (items) => {
-      for (const item of items) if (counts(item)) fresh.add(meta(item).name);
+      for (const item of items) {
+        const key = keyOf(item);
+        if (key !== undefined && counts(item)) fresh.add(key);
+      }
     });
     set.clear();
     for (const name of fresh) set.add(name);

@@ -10,13 +10,14 @@ import path from 'node:path';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { BenchCluster } from './cluster.js';
 import { controllerFlags, spawnedControllers, type BenchController } from './controller.js';
-import { DEFAULTS, etcdQuotaBytes, parseBenchOptions, scaleTimeoutMs, USAGE, type BenchOptions } from './options.js';
+import { DEFAULTS, etcdQuotaBytes, parseBenchOptions, scaleNamespaceCount, scaleTimeoutMs, USAGE, type BenchOptions } from './options.js';
 import { coldFailed, heapOf, runCold, type ControllerSettings } from './phases/cold.js';
 import { runLimit } from './phases/limit.js';
 import { runPeer } from './phases/peer.js';
 import { restartFailed, runRestart } from './phases/restart.js';
 import { rotationFailed, runRotation } from './phases/rotation.js';
 import { runScale } from './phases/scale.js';
+import { runShardedScale, SHARD_GROUP } from './phases/scale-sharded.js';
 import { runScheduled, scheduledFailed } from './phases/scheduled.js';
 import { runSteady } from './phases/steady.js';
 import { spawnedPeers } from './peer-operator.js';
@@ -95,7 +96,7 @@ async function main(): Promise<number> {
   const etcdQuota = etcdQuotaBytes(o);
   say(
     `usergroup-operator bench: sizes ${sizes.join(', ') || '–'}, world ${needWorld ? o.worldSize : '–'}, ` +
-      `${has('scale') ? `scale ${o.scaleN} (steady ${o.scaleSteadyMinutes} min), ` : ''}phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
+      `${has('scale') ? `scale ${o.scaleN} (${o.scaleShards} replica${o.scaleShards > 1 ? 's' : ''}, ${scaleNamespaceCount(o)} namespace${scaleNamespaceCount(o) > 1 ? 's' : ''}, steady ${o.scaleSteadyMinutes} min), ` : ''}phases ${o.phases.join(',')}, latency ${o.latencyMs} ms, ` +
       `concurrency ${o.concurrency}, steady ${o.steadyMinutes} min; controller logs in ${logDir}`,
   );
 
@@ -254,7 +255,7 @@ async function main(): Promise<number> {
     }
     // Last of all: it leaves its namespace (300,000 objects at 100,000 groups) to the control plane's stop.
     if (has('scale')) {
-      scale = await runScale(cluster, {
+      const scaleOptions = {
         n: o.scaleN,
         applyParallelism: o.applyParallelism,
         steadyMinutes: o.scaleSteadyMinutes,
@@ -262,7 +263,13 @@ async function main(): Promise<number> {
         timeoutMs: scaleTimeoutMs(o),
         etcdQuotaBytes: etcdQuota,
         settings,
-      });
+      };
+      // Several replicas or namespaces: the same steps with each replica's figures (scale-sharded.ts).
+      const namespaces = scaleNamespaceCount(o);
+      scale =
+        o.scaleShards > 1 || namespaces > 1
+          ? await runShardedScale(cluster, { ...scaleOptions, shards: o.scaleShards, namespaces })
+          : await runScale(cluster, scaleOptions);
     }
   } catch (err) {
     fatal = message(err);
@@ -276,19 +283,31 @@ async function main(): Promise<number> {
   const outDir = path.resolve(repoRoot, o.outDir);
   fs.mkdirSync(outDir, { recursive: true });
   const environment = { node: process.version, cpus: os.cpus().length, kubernetes, loadAverageStart, loadAverageEnd: os.loadavg() };
-  const flags = controllerFlags({
+  const flagOptions = {
     concurrency: o.concurrency,
     serviceQps: o.serviceQps,
     logLevel: o.controllerLogLevel,
     scheduledRotationsPerMinute: o.scheduledCap,
-  });
+  };
+  const flags = controllerFlags(flagOptions);
   if (has('scale')) {
+    const sharded = o.scaleShards > 1 || scaleNamespaceCount(o) > 1;
+    // The replicas' flags name the Lease namespace the phase created (a placeholder when it did not get that far).
+    const leaseNamespace = scale?.sharding?.leaseNamespace ?? '<bench-scale-control namespace>';
+    const scaleFlags = o.scaleShards > 1 ? controllerFlags({ ...flagOptions, shard: { leaseNamespace, group: SHARD_GROUP } }) : flags;
     const report: ScaleReport = {
       startedAt,
       finishedAt: new Date().toISOString(),
       environment: { ...environment, memoryBytes: os.totalmem(), etcd: etcdVersion },
-      options: { latencyMs: o.latencyMs, concurrency: o.concurrency, serviceQps: o.serviceQps, applyParallelism: o.applyParallelism, rotations: o.rotations },
-      controllerFlags: flags,
+      options: {
+        latencyMs: o.latencyMs,
+        concurrency: o.concurrency,
+        serviceQps: o.serviceQps,
+        applyParallelism: o.applyParallelism,
+        rotations: o.rotations,
+        ...(sharded ? { scaleShards: o.scaleShards, scaleNamespaces: scaleNamespaceCount(o) } : {}),
+      },
+      controllerFlags: scaleFlags,
       controllerNodeFlags: nodeFlags,
       controllerEnv: env,
       command: scaleCommand(o, DEFAULTS),

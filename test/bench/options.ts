@@ -55,6 +55,13 @@ export interface BenchOptions {
   readonly scaleN: number;
   /** The scale phase's steady window. */
   readonly scaleSteadyMinutes: number;
+  /**
+   * Controller replicas the scale phase runs (--shard-by-namespace when more than one, each with its own Lease).
+   * 1: one replica, as issue 18's first target asks.
+   */
+  readonly scaleShards: number;
+  /** Namespaces the scale phase spreads its UserGroups over; undefined: 1 with one replica, 100 with several (scaleNamespaceCount). */
+  readonly scaleNamespaces: number | undefined;
   /** etcd's --quota-backend-bytes in GiB; undefined: SCALE_ETCD_QUOTA_GIB with the scale phase, etcd's default (2) without. */
   readonly etcdQuotaGiB: number | undefined;
 }
@@ -87,6 +94,8 @@ export const DEFAULTS: BenchOptions = {
   peerBurst: 4000,
   scaleN: 100_000,
   scaleSteadyMinutes: 3,
+  scaleShards: 1,
+  scaleNamespaces: undefined,
   etcdQuotaGiB: undefined,
 };
 
@@ -101,6 +110,14 @@ const GiB = 1024 ** 3;
 export function etcdQuotaBytes(o: Pick<BenchOptions, 'etcdQuotaGiB' | 'phases'>): number | undefined {
   const gib = o.etcdQuotaGiB ?? (o.phases.includes('scale') ? SCALE_ETCD_QUOTA_GIB : undefined);
   return gib === undefined ? undefined : Math.round(gib * GiB);
+}
+
+/** Namespaces with several replicas unless given: enough that rendezvous hashing shares them out evenly. */
+export const SCALE_SHARDED_NAMESPACES = 100;
+
+/** The scale phase's namespaces: --scale-namespaces, else 1 with one replica and SCALE_SHARDED_NAMESPACES with several. */
+export function scaleNamespaceCount(o: Pick<BenchOptions, 'scaleShards' | 'scaleNamespaces'>): number {
+  return o.scaleNamespaces ?? (o.scaleShards > 1 ? SCALE_SHARDED_NAMESPACES : 1);
 }
 
 /** Per group, what the scale phase allows each of its steps: several times the ~7 ms/group cold convergence of 10,000. */
@@ -144,6 +161,10 @@ export const USAGE = `usage: npm run bench -- [options]
   --scale-n 100000        scale phase: UserGroups on one replica (cold convergence, restart, steady window,
                           rotations; writes scale.md and scale.json, and not latest.* when it runs alone)
   --scale-steady-minutes 3   the scale phase's steady window
+  --scale-shards 1        scale phase: controller replicas; more than 1 runs them with --shard-by-namespace (a Lease
+                          each, namespaces shared out) and reports each shard's figures against the targets
+  --scale-namespaces M    namespaces the --scale-n UserGroups are spread over evenly (default 1 with one replica,
+                          ${SCALE_SHARDED_NAMESPACES} with several); at most --scale-n
   --etcd-quota-gib N      etcd's --quota-backend-bytes (default ${SCALE_ETCD_QUOTA_GIB} with the scale phase, etcd's 2 without)
   --out bench/results     where latest.json and latest.md go (and scale.md, scale.json)
 `;
@@ -245,6 +266,8 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     'peer-burst',
     'scale-n',
     'scale-steady-minutes',
+    'scale-shards',
+    'scale-namespaces',
     'etcd-quota-gib',
   ]);
   for (const name of given.keys()) if (!known.has(name)) errors.push(`unknown option --${name}`);
@@ -274,8 +297,15 @@ export function parseBenchOptions(argv: readonly string[]): ParsedOptions {
     peerBurst: positiveInt('peer-burst', base.peerBurst),
     scaleN: positiveInt('scale-n', base.scaleN),
     scaleSteadyMinutes: nonNegative('scale-steady-minutes', base.scaleSteadyMinutes),
+    scaleShards: positiveInt('scale-shards', base.scaleShards),
+    scaleNamespaces: given.has('scale-namespaces') ? positiveInt('scale-namespaces', 1) : base.scaleNamespaces,
     etcdQuotaGiB: given.has('etcd-quota-gib') ? positive('etcd-quota-gib') : base.etcdQuotaGiB,
   };
+  // Each namespace gets at least one UserGroup, so that every one has a share to converge.
+  if (errors.length === 0 && scaleNamespaceCount(options) > options.scaleN)
+    errors.push(
+      `--scale-namespaces: ${scaleNamespaceCount(options)} namespaces for ${options.scaleN} UserGroups (--scale-n); give at most as many namespaces as groups`,
+    );
   if (errors.length > 0) return { ok: false, error: errors.join('\n') };
   return { ok: true, options };
 }

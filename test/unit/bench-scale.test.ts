@@ -1,17 +1,33 @@
 import { describe, expect, it } from 'vitest';
 import { openRequests, operatorRequests, storedObjects } from '../bench/apiserver-requests.js';
-import { parsePrometheus } from '../bench/controller.js';
-import { DEFAULTS, etcdQuotaBytes, parseBenchOptions, SCALE_ETCD_QUOTA_GIB, scaleTimeoutMs, type BenchOptions } from '../bench/options.js';
+import { controllerFlags, parsePrometheus } from '../bench/controller.js';
+import {
+  DEFAULTS,
+  etcdQuotaBytes,
+  parseBenchOptions,
+  SCALE_ETCD_QUOTA_GIB,
+  SCALE_SHARDED_NAMESPACES,
+  scaleNamespaceCount,
+  scaleTimeoutMs,
+  type BenchOptions,
+} from '../bench/options.js';
+import { combined, kubeByVerbAndResource } from '../bench/phases/scale-sharded.js';
 import type { ColdResult, ControllerFigures } from '../bench/report.js';
 import {
   controllerPeak,
   evaluateScaleTargets,
+  leaseRequests,
   nonWatch,
+  pollingRequests,
   renderScaleMarkdown,
   scaleCommand,
+  shardPeaks,
   type ScaleReport,
   type ScaleResult,
+  type ShardedScale,
+  type ShardFigures,
 } from '../bench/scale-report.js';
+import { groupsIn, placeOf, rotationTargets } from '../bench/spread.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -298,5 +314,276 @@ describe('apiserver counts for the scale phase', () => {
       ].join('\n'),
     );
     expect(storedObjects(older)).toEqual({ usergroups: 7, secrets: 8 });
+  });
+});
+
+describe('sharded scale options', () => {
+  it('runs one replica in one namespace unless asked, and 100 namespaces with several replicas', () => {
+    const plain = options(['--phases', 'scale']);
+    expect([plain.scaleShards, plain.scaleNamespaces, scaleNamespaceCount(plain)]).toEqual([1, undefined, 1]);
+    const sharded = options(['--phases', 'scale', '--scale-shards', '3']);
+    expect([sharded.scaleShards, scaleNamespaceCount(sharded)]).toEqual([3, SCALE_SHARDED_NAMESPACES]);
+    const given = options(['--phases', 'scale', '--scale-n', '2000', '--scale-shards', '2', '--scale-namespaces', '20']);
+    expect([given.scaleShards, scaleNamespaceCount(given)]).toEqual([2, 20]);
+    // One replica over several namespaces (a cluster-wide watch, no sharding).
+    expect(scaleNamespaceCount(options(['--scale-namespaces', '7']))).toBe(7);
+  });
+
+  it('refuses bad values, and more namespaces than UserGroups', () => {
+    for (const argv of [
+      ['--scale-shards', '0'],
+      ['--scale-shards', '1.5'],
+      ['--scale-namespaces', '0'],
+      ['--scale-namespaces', 'x'],
+      ['--scale-n', '50', '--scale-namespaces', '51'],
+      ['--scale-n', '50', '--scale-shards', '2'],
+    ])
+      expect(parseBenchOptions(argv), argv.join(' ')).toMatchObject({ ok: false });
+    expect(parseBenchOptions(['--scale-n', '50', '--scale-namespaces', '50'])).toMatchObject({ ok: true });
+  });
+
+  it('puts replicas and namespaces in the command only when they are not one and one', () => {
+    expect(scaleCommand(options(['--phases', 'scale', '--scale-n', '2000', '--scale-shards', '2', '--scale-namespaces', '20']), DEFAULTS)).toBe(
+      'npm run bench -- --phases scale --scale-n 2000 --scale-steady-minutes 3 --rotations 100 --latency-ms 20 --concurrency 16 --apply-parallelism 16 --scale-shards 2 --scale-namespaces 20',
+    );
+    expect(scaleCommand(options(['--phases', 'scale', '--scale-shards', '4']), DEFAULTS)).toContain('--scale-shards 4 --scale-namespaces 100');
+    expect(scaleCommand(options(['--phases', 'scale', '--scale-shards', '1']), DEFAULTS)).not.toContain('--scale-shards');
+  });
+
+  it('gives sharded replicas their Lease flags instead of --leader-elect=false', () => {
+    const base = { concurrency: 16, serviceQps: 10000, logLevel: 'info', scheduledRotationsPerMinute: 6000 };
+    expect(controllerFlags(base)).toContain('--leader-elect=false');
+    const flags = controllerFlags({ ...base, shard: { leaseNamespace: 'bench-scale-control-abc', group: 'usergroup-bench-scale' } });
+    expect(flags).not.toContain('--leader-elect=false');
+    expect(flags.join(' ')).toContain('--shard-by-namespace --leader-election-namespace bench-scale-control-abc --leader-election-id usergroup-bench-scale');
+  });
+});
+
+describe('the spread over namespaces', () => {
+  const ns = ['a', 'b', 'c'];
+
+  it('places group g in namespace g mod M, evenly', () => {
+    expect([0, 1, 2, 3, 4].map((g) => placeOf(g, ns))).toEqual([
+      { namespace: 'a', index: 0 },
+      { namespace: 'b', index: 0 },
+      { namespace: 'c', index: 0 },
+      { namespace: 'a', index: 1 },
+      { namespace: 'b', index: 1 },
+    ]);
+    expect([0, 1, 2].map((j) => groupsIn(10, 3, j))).toEqual([4, 3, 3]);
+    // Every group of N lands on a distinct (namespace, index) within its namespace's count.
+    const n = 2000;
+    const m = 20;
+    const names = Array.from({ length: m }, (_, j) => `ns${j}`);
+    const seen = new Set(Array.from({ length: n }, (_, g) => placeOf(g, names)).map((p) => `${p.namespace}/${p.index}`));
+    expect(seen.size).toBe(n);
+    for (let g = 0; g < n; g++) {
+      const p = placeOf(g, names);
+      expect(p.index).toBeLessThan(groupsIn(n, m, names.indexOf(p.namespace)));
+    }
+  });
+
+  it('picks rotation targets as the one-namespace world does, and spread over several', () => {
+    // One namespace: every ⌊N / count⌋-th group, as before namespaces.
+    expect(rotationTargets(100_000, ['x'], 100).map((t) => t.index)).toEqual(Array.from({ length: 100 }, (_, i) => i * 1000));
+    const names = Array.from({ length: 20 }, (_, j) => `ns${j}`);
+    const targets = rotationTargets(2000, names, 100);
+    expect(targets).toHaveLength(100);
+    expect(new Set(targets.map((t) => `${t.namespace}/${t.index}`)).size).toBe(100);
+    for (const name of names) expect(targets.filter((t) => t.namespace === name)).toHaveLength(5);
+    expect(targets.filter((t) => t.namespace === 'ns0').map((t) => t.index)).toEqual([0, 20, 40, 60, 80]);
+    // Uneven: every target exists, none twice, never more than N.
+    for (const [n, m, k] of [
+      [7, 3, 7],
+      [10, 4, 9],
+      [5, 5, 100],
+      [101, 10, 33],
+    ] as const) {
+      const ns2 = Array.from({ length: m }, (_, j) => `n${j}`);
+      const t = rotationTargets(n, ns2, k);
+      expect(t).toHaveLength(Math.min(n, k));
+      expect(new Set(t.map((x) => `${x.namespace}/${x.index}`)).size).toBe(t.length);
+      for (const x of t) expect(x.index).toBeLessThan(groupsIn(n, m, ns2.indexOf(x.namespace)));
+    }
+  });
+});
+
+const shard = (i: number, over: Partial<ShardFigures> = {}): ShardFigures => ({
+  shard: i,
+  peakRssBytes: 300 * MiB,
+  rssBytes: 280 * MiB,
+  cpuSeconds: 1,
+  userGroups: 50_000,
+  ownedNamespaces: 52,
+  members: 2,
+  rebalances: 0,
+  serviceCalls: 0,
+  reconciles: {},
+  kubeRequests: {},
+  ...over,
+});
+
+/** A 100,000 run on two replicas over 100 namespaces that meets every target, Lease heartbeats in the steady window. */
+function sharded(over: Partial<ScaleResult> = {}, shardingOver: Partial<ShardedScale> = {}): ScaleResult {
+  return scale({
+    controllers: [
+      { process: 'controller, shard 1, cold convergence', peakRssBytes: 310 * MiB, rssBytes: 300 * MiB, shard: 1 },
+      { process: 'controller, shard 2, cold convergence', peakRssBytes: 320 * MiB, rssBytes: 300 * MiB, shard: 2 },
+      { process: 'controller, shard 1, restarted (restart, steady, rotation)', peakRssBytes: 330 * MiB, rssBytes: 300 * MiB, shard: 1 },
+      { process: 'controller, shard 2, restarted (restart, steady, rotation)', peakRssBytes: 300 * MiB, rssBytes: 290 * MiB, shard: 2 },
+    ],
+    sharding: {
+      shards: 2,
+      namespaces: 100,
+      leaseNamespace: 'bench-scale-control-abc',
+      settledMs: 4200,
+      cold: [shard(1, { userGroups: 50_400, serviceCalls: 50_400 }), shard(2, { userGroups: 49_600, serviceCalls: 49_600 })],
+      restart: [shard(1), shard(2)],
+      steady: [
+        shard(1, { kubeRequests: { 'PUT leases': 90, 'GET leases': 0, 'WATCH usergroups': 1 } }),
+        shard(2, { kubeRequests: { 'PUT leases': 90, 'LIST leases': 3 } }),
+      ],
+      rotation: [shard(1, { serviceCalls: 102 }), shard(2, { serviceCalls: 98 })],
+      ...shardingOver,
+    },
+    ...over,
+  });
+}
+
+describe('sharded scale targets', () => {
+  it('judges the targets per shard, Lease heartbeats apart from polling', () => {
+    const verdicts = evaluateScaleTargets(sharded(), 20);
+    expect(verdicts.map((v) => v.target)).toEqual([
+      '100,000 UserGroups converge on 2 replicas sharing 100 namespaces',
+      'restart of every replica over the synced groups: 0 service calls',
+      'steady state: 0 service calls',
+      "steady state, shard 1: no polling (only watches; its Lease's heartbeats counted apart)",
+      "steady state, shard 2: no polling (only watches; its Lease's heartbeats counted apart)",
+      'steady state: no polling at the apiserver (all replicas; UserGroups, Secrets, Events, the usergroup.dev kinds)',
+      'shard 1: controller peak RSS ≤ 400 MiB over the whole run',
+      'shard 2: controller peak RSS ≤ 400 MiB over the whole run',
+      'rotation p99 ≤ 2 s during steady state',
+    ]);
+    expect(verdicts.map((v) => v.status)).toEqual(['met', 'met', 'met', 'met', 'met', 'met', 'met', 'met', 'met']);
+    expect(verdicts[0]?.figure).toContain("100,000 Secrets hold the service's token (held per shard: 50,400 / 49,600)");
+    expect(verdicts[1]?.figure).toBe('0 service calls (per shard: 0 / 0); caches synced in 20.0 s, all re-observed in 45.0 s');
+    expect(verdicts[3]?.figure).toBe('0 requests besides 1 watch opens; Lease heartbeats: PUT leases 90 (30.0/min) in 3.0 min');
+    expect(verdicts[4]?.figure).toBe('0 requests besides 0 watch opens; Lease heartbeats: LIST leases 3, PUT leases 90 (31.0/min) in 3.0 min');
+    expect(verdicts[6]?.figure).toBe(
+      '330 MiB (controller, shard 1, cold convergence 310 MiB, controller, shard 1, restarted (restart, steady, rotation) 330 MiB)',
+    );
+    expect(verdicts[8]?.figure).toBe(
+      'p99 1.50 s, p50 0.90 s, max 1.60 s over 100 rotations requested at once in 100 namespaces (service calls per shard: 102 / 98)',
+    );
+  });
+
+  it('misses no polling on the shard that polls, and the RSS target on the shard over it', () => {
+    const statuses = (r: ScaleResult): string[] => evaluateScaleTargets(r, 20).map((v) => v.status);
+    const polling = sharded(
+      {},
+      { steady: [shard(1, { kubeRequests: { 'PUT leases': 90 } }), shard(2, { kubeRequests: { 'LIST usergroups': 1, 'PUT leases': 90 } })] },
+    );
+    expect(statuses(polling).slice(3, 5)).toEqual(['met', 'missed']);
+    const base = sharded();
+    const steady = base.steady;
+    if (!steady) throw new Error('fixture');
+    expect(statuses(sharded({ steady: { ...steady, apiserverRequests: { 'GET secrets': 2 } } }))[5]).toBe('missed');
+    const heavy = sharded({
+      controllers: [
+        { process: 'controller, shard 1, cold convergence', peakRssBytes: 390 * MiB, rssBytes: 300 * MiB, shard: 1 },
+        { process: 'controller, shard 2, cold convergence', peakRssBytes: 420 * MiB, rssBytes: 300 * MiB, shard: 2 },
+      ],
+    });
+    expect(statuses(heavy).slice(6, 8)).toEqual(['met', 'missed']);
+    expect(shardPeaks(heavy)).toEqual(
+      new Map([
+        [1, 390 * MiB],
+        [2, 420 * MiB],
+      ]),
+    );
+    const restart = base.restart;
+    if (!restart) throw new Error('fixture');
+    const called = sharded({ restart: { ...restart, result: { ...restart.result, serviceCalls: 4 } } }, { restart: [shard(1, { serviceCalls: 4 }), shard(2)] });
+    expect(evaluateScaleTargets(called, 20)[1]).toMatchObject({
+      status: 'missed',
+      figure: expect.stringContaining('4 service calls (per shard: 4 / 0)') as unknown,
+    });
+  });
+
+  it('leaves the steps after a failed cold start not run, for every shard', () => {
+    const failed = coldOnly(
+      sharded({ ok: false, cold: cold({ ok: false, error: 'a replica exited' }) }, { restart: undefined, steady: undefined, rotation: undefined }),
+    );
+    expect(evaluateScaleTargets(failed, 20).map((v) => v.status)).toEqual([
+      'failed',
+      'not run',
+      'not run',
+      'not run',
+      'not run',
+      'not run',
+      'met',
+      'met',
+      'not run',
+    ]);
+  });
+
+  it('keeps the one-replica targets for one replica over several namespaces', () => {
+    const one = scale({ sharding: { shards: 1, namespaces: 20 } });
+    expect(evaluateScaleTargets(one, 20).map((v) => v.target)).toEqual(evaluateScaleTargets(scale(), 20).map((v) => v.target));
+  });
+
+  it('counts Lease requests apart from polling', () => {
+    expect(pollingRequests({ 'PUT leases': 90, 'GET leases': 2, 'WATCH secrets': 1 })).toBe(0);
+    expect(pollingRequests({ 'PUT leases': 90, 'GET secrets': 2, LIST: 1 })).toBe(3);
+    expect(leaseRequests({ 'PUT leases': 90, 'GET secrets': 2 })).toEqual({ 'PUT leases': 90 });
+  });
+
+  it('reads requests by verb and resource from the controller, and by verb alone from one without the label', () => {
+    const m = parsePrometheus(
+      [
+        'usergroup_kube_requests_total{verb="PUT",code="200",resource="leases"} 30',
+        'usergroup_kube_requests_total{verb="PUT",code="409",resource="leases"} 1',
+        'usergroup_kube_requests_total{verb="WATCH",code="200",resource="usergroups"} 2',
+        'usergroup_kube_requests_total{verb="GET",code="200"} 5',
+      ].join('\n'),
+    );
+    expect(kubeByVerbAndResource(m)).toEqual({ 'PUT leases': 31, 'WATCH usergroups': 2, GET: 5 });
+    // The one-replica figures still sum by verb.
+    expect(m.by('usergroup_kube_requests_total', 'verb')).toEqual({ PUT: 31, WATCH: 2, GET: 5 });
+  });
+
+  it('combines the replicas as one controller: sums, and the highest peak', () => {
+    const c = combined([
+      shard(1, { cpuSeconds: 2, peakRssBytes: 100 * MiB, kubeRequests: { 'PUT leases': 3, 'GET secrets': 1 }, reconciles: { success: 4 } }),
+      shard(2, { cpuSeconds: 3, peakRssBytes: 200 * MiB, kubeRequests: { 'PUT leases': 2 }, reconciles: { success: 1 } }),
+    ]);
+    expect(c).toEqual({ peakRssBytes: 200 * MiB, cpuSeconds: 5, kubeRequests: { PUT: 5, GET: 1 }, reconciles: { success: 5 } });
+  });
+});
+
+describe('sharded scale.md', () => {
+  it('names the replicas and namespaces, and has a row per shard and step', () => {
+    const md = renderScaleMarkdown(report(sharded()));
+    expect(md).toContain('# Scale: 100,000 UserGroups on 2 replicas sharded by namespace (100 namespaces)');
+    expect(md).toContain('2 controller replicas, each with its own Lease in bench-scale-control-abc, sharing 100 namespaces (rendezvous hashing)');
+    expect(md).toContain('settled (each seeing all 2) in 4.20 s before the first UserGroup');
+    expect(md).toContain(
+      'Cold convergence: 100 fresh namespaces and 2 idle replicas, settled, then the UserGroups applied concurrently, spread over the namespaces;',
+    );
+    expect(md).toMatch(/\| shard 1: controller peak RSS ≤ 400 MiB over the whole run \| 330 MiB .* \| met \|/);
+    expect(md).toContain(
+      '| step | shard | UserGroups held | namespaces owned | members | rebalances | service calls | CPU | peak RSS | RSS at end | reconciles | apiserver requests | of them Lease |',
+    );
+    expect(md).toContain('| cold | 1 | 50,400 | 52 | 2 | 0 | 50,400 | 1.0 s | 300 MiB | 280 MiB | 0 | 0 | 0 |');
+    expect(md).toContain(
+      '| steady | 2 | 50,000 | 52 | 2 | 0 | 0 | 1.0 s | 300 MiB | 280 MiB | 0 | LIST leases 3, PUT leases 90 | LIST leases 3, PUT leases 90 |',
+    );
+    expect(md).toContain('| controller, shard 2, restarted (restart, steady, rotation) | 300 MiB | 290 MiB | – |');
+  });
+
+  it('says one replica over several namespaces when not sharded', () => {
+    const md = renderScaleMarkdown(report(scale({ sharding: { shards: 1, namespaces: 20 } })));
+    expect(md).toContain('# Scale: 100,000 UserGroups on one replica (20 namespaces)');
+    expect(md).toContain('one controller replica watching the whole cluster, leader election off, the groups spread over 20 namespaces');
   });
 });

@@ -6,6 +6,7 @@ import { BenchController, deltaBy, type BenchControllerOptions, type PromSamples
 import { MiB } from '../proc.js';
 import { startProgress } from '../progress.js';
 import type { ColdResult, ControllerFigures } from '../report.js';
+import { groupsIn } from '../spread.js';
 import { pollUntil } from '../stats.js';
 
 /** How every bench controller runs; each spawn adds its namespace, connection and log file. */
@@ -44,20 +45,25 @@ export async function spawnBenchController(
 }
 
 /**
- * After convergence: every Secret holds the token the service has now for its group (one paged list, one
- * look-up; each page is checked and dropped, so 100,000 Secrets are never held at once).
+ * After convergence: every Secret holds the token the service has now for its group (one paged list per namespace,
+ * one look-up; each page is checked and dropped, so 100,000 Secrets are never held at once). Several namespaces:
+ * the N groups spread over them as spread.ts places them.
  */
-async function verifySecrets(cluster: BenchCluster, namespace: string, n: number): Promise<number> {
+export async function verifySecrets(cluster: BenchCluster, namespace: string | readonly string[], n: number): Promise<number> {
+  const namespaces = typeof namespace === 'string' ? [namespace] : namespace;
   const current = new Map(cluster.sim.groups(cluster.controllerKey).map((g) => [g.userGroupId, g.tokenSha256]));
-  const idOf = new Map(Array.from({ length: n }, (_, i) => [userGroupName(i), userGroupId(namespace, i)] as const));
   let verified = 0;
-  await cluster.eachPage(paths.secrets(namespace), OWNED_SECRETS, (secrets) => {
-    for (const secret of secrets) {
-      const id = idOf.get(meta(secret).name);
-      const token = secretData(secret, 'token');
-      if (id !== undefined && token && createHash('sha256').update(token).digest('hex') === current.get(id)) verified++;
-    }
-  });
+  for (const [j, ns] of namespaces.entries()) {
+    const count = groupsIn(n, namespaces.length, j);
+    const idOf = new Map(Array.from({ length: count }, (_, i) => [userGroupName(i), userGroupId(ns, i)] as const));
+    await cluster.eachPage(paths.secrets(ns), OWNED_SECRETS, (secrets) => {
+      for (const secret of secrets) {
+        const id = idOf.get(meta(secret).name);
+        const token = secretData(secret, 'token');
+        if (id !== undefined && token && createHash('sha256').update(token).digest('hex') === current.get(id)) verified++;
+      }
+    });
+  }
   return verified;
 }
 

@@ -4,34 +4,43 @@ import { OWNED_SECRETS, isRecord, meta, userGroupName, type BenchCluster } from 
 import type { BenchController } from '../controller.js';
 import { startProgress } from '../progress.js';
 import type { RotationResult } from '../report.js';
+import { rotationTargets } from '../spread.js';
 import { forEachBounded, percentile, pollUntil } from '../stats.js';
 
 /**
- * Rotation latency: `count` UserGroups spread over the namespace get a new rotate-requested-at value, all at once
- * (parallel merge patches). Each latency runs from sending that patch to the watch event of its Secret carrying a
- * new token-sha256 and rotation-handled = the requested value.
+ * Rotation latency: `count` UserGroups spread over the namespace (or, given several, over the namespaces in turn:
+ * spread.ts) get a new rotate-requested-at value, all at once (parallel merge patches). Each latency runs from
+ * sending that patch to the watch event of its Secret carrying a new token-sha256 and rotation-handled = the
+ * requested value. `controllers`: the replicas serving them; any of them exiting fails the phase.
  */
 export async function runRotation(
   cluster: BenchCluster,
-  namespace: string,
+  namespace: string | readonly string[],
   n: number,
-  controller: BenchController,
+  controllers: BenchController | readonly BenchController[],
   count: number,
   timeoutMs: number,
 ): Promise<RotationResult> {
-  const k = Math.min(count, n);
-  const step = Math.max(1, Math.floor(n / k));
-  const names = Array.from({ length: k }, (_, i) => userGroupName(i * step));
-  const secretPath = paths.secrets(namespace);
+  const namespaces = typeof namespace === 'string' ? [namespace] : namespace;
+  const running = controllers instanceof Array ? controllers : [controllers];
+  const targets = rotationTargets(n, namespaces, count);
+  const k = targets.length;
+  // One namespace: its own Secrets, as ever; several: the Secrets of the whole cluster, keyed "namespace/name".
+  const scope = namespaces.length === 1 ? namespaces[0] : undefined;
+  const keyOf = (ns: string, name: string): string => (scope !== undefined ? name : `${ns}/${name}`);
+  const names = targets.map((t) => keyOf(t.namespace, userGroupName(t.index)));
+  const secretPath = paths.secrets(scope);
   const rotationsBefore = totalRotations(cluster);
 
   // The token each Secret holds now.
   const before = new Map<string, string>();
   await forEachBounded(k, 16, async (i) => {
-    const name = names[i] ?? '';
-    const res = await cluster.client.request('GET', paths.secret(namespace, name));
-    if (res.status !== 200 || !isRecord(res.body)) throw new Error(`reading Secret ${name}: HTTP ${res.status}`);
-    before.set(name, meta(res.body).annotations[TOKEN_SHA256_ANNOTATION] ?? '');
+    const t = targets[i];
+    if (!t) return;
+    const name = userGroupName(t.index);
+    const res = await cluster.client.request('GET', paths.secret(t.namespace, name));
+    if (res.status !== 200 || !isRecord(res.body)) throw new Error(`reading Secret ${t.namespace}/${name}: HTTP ${res.status}`);
+    before.set(keyOf(t.namespace, name), meta(res.body).annotations[TOKEN_SHA256_ANNOTATION] ?? '');
   });
 
   const requested = new Map<string, string>();
@@ -42,11 +51,12 @@ export async function runRotation(
     secretPath,
     await cluster.collectionVersion(secretPath, OWNED_SECRETS),
     (event) => {
-      const { name, annotations } = meta(event.object);
+      const m = meta(event.object);
+      const name = keyOf(m.namespace, m.name);
       const value = requested.get(name);
       if (value === undefined || doneAt.has(name) || event.type === 'DELETED') return;
-      const sha = annotations[TOKEN_SHA256_ANNOTATION];
-      if (annotations[ROTATION_HANDLED_ANNOTATION] === value && sha && sha !== before.get(name)) doneAt.set(name, performance.now());
+      const sha = m.annotations[TOKEN_SHA256_ANNOTATION];
+      if (m.annotations[ROTATION_HANDLED_ANNOTATION] === value && sha && sha !== before.get(name)) doneAt.set(name, performance.now());
     },
     {
       labelSelector: OWNED_SECRETS,
@@ -61,22 +71,24 @@ export async function runRotation(
   let error: string | undefined;
   try {
     await Promise.all(
-      names.map(async (name, i) => {
+      targets.map(async (t, i) => {
+        const name = names[i] ?? '';
         const value = `bench-${stamp}-${i}`;
         requested.set(name, value);
         sentAt.set(name, performance.now());
-        const res = await cluster.client.request('PATCH', `${paths.userGroups(namespace)}/${name}`, {
+        const res = await cluster.client.request('PATCH', `${paths.userGroups(t.namespace)}/${userGroupName(t.index)}`, {
           body: { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } },
           contentType: 'application/merge-patch+json',
         });
-        if (res.status !== 200) throw new Error(`annotating ${name}: HTTP ${res.status}`);
+        if (res.status !== 200) throw new Error(`annotating ${t.namespace}/${userGroupName(t.index)}: HTTP ${res.status}`);
       }),
     );
     await pollUntil(
       `${k} rotations to reach their Secrets`,
       () => {
         if (watchError) throw new Error(watchError);
-        if (controller.exited()) throw new Error(`the controller exited:\n${controller.logTail()}`);
+        const exited = running.find((c) => c.exited());
+        if (exited) throw new Error(`the controller exited:\n${exited.logTail()}`);
         return doneAt.size >= k ? true : undefined;
       },
       timeoutMs,

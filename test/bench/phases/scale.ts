@@ -169,13 +169,13 @@ export async function runScale(cluster: BenchCluster, o: ScalePhaseOptions): Pro
 /**
  * The controller's memory when it stopped: VmHWM and RSS of its last reading (stop() reads it once more).
  */
-function memoryOf(process: string, c: BenchController): ProcessMemory {
+export function memoryOf(process: string, c: BenchController): ProcessMemory {
   const p = c.proc.latest;
   return { process, peakRssBytes: p?.peakRssBytes, rssBytes: p?.rssBytes, cpuSeconds: p?.cpuSeconds };
 }
 
 /** The apiserver's requests on the operator's resources since `before`, and the watches opened since. */
-async function windowCounts(
+export async function windowCounts(
   cluster: BenchCluster,
   before: PromSamples,
 ): Promise<{ apiserverRequests: Record<string, number>; openedWatches: Record<string, number> }> {
