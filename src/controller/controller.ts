@@ -29,6 +29,7 @@ import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
 import { KeyMultimap } from './key-multimap.js';
 import { UserGroupIdIndex } from './usergroup-index.js';
+import { relevantChange } from './relevant-change.js';
 import { sleep } from '../platform/sleep.js';
 
 /** What the controller does with each of its caches alike, whatever they hold. */
@@ -294,7 +295,11 @@ export class Controller {
       patchStatus: async (ug, status, clear) => {
         this.fence();
         const updated = await statusWriter.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
-        if (updated) this.userGroups.upsertLocal(updated);
+        if (!updated) return;
+        this.userGroups.upsertLocal(updated);
+        // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
+        // patch would reach the cache older than this and so never look like news. Ours to notice, then.
+        if (relevantChange(ug, updated)) this.enqueue(objectKey(ug.metadata));
       },
       resolveConnection: (ns, ref, id) => this.connections.resolve(ns, ref, id),
       invalidateConnection: (connection) => this.connections.forgetSecret(connection.apiKeySecret),
@@ -587,16 +592,6 @@ export class Controller {
       queue.done(key);
     }
   }
-}
-
-/** Changes that can need work: spec (generation), the rotation annotation, deletion. Our own status writes are not. */
-function relevantChange(old: UserGroup, ug: UserGroup): boolean {
-  return (
-    old.metadata.generation !== ug.metadata.generation ||
-    old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION] ||
-    old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
-    old.metadata.uid !== ug.metadata.uid
-  );
 }
 
 /** The PartialObjectMetadata shape of a Secret we read or wrote whole, for the metadata-only cache. */
