@@ -9,7 +9,7 @@ import { expectChurnHeld, outcomeRow } from './support/churn-outcome.js';
 import { RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
 import { sized, SCALE } from './support/scale.js';
-import { analyseShardLogs, timeOf } from './support/shard-log.js';
+import { analyseShardLogs, timeOf, withOverlap } from './support/shard-log.js';
 import { SpreadChurn } from './support/spread-churn.js';
 
 /*
@@ -227,6 +227,10 @@ describe('4b. sharded replicas', () => {
     const views = new Set(processes.flatMap((p) => p.logs.filter(msgIs('shard view settled')).map((l) => String(l.json?.['view']))));
     const idle = [...analysis.linesPerNamespace].filter(([, n]) => n === 0).map(([ns]) => ns);
     const handovers = analysis.switches.map((s) => s.firstToAt - s.lastFromAt);
+    const settleToWork = analysis.switches.flatMap((s) => (s.settledAt === undefined ? [] : [s.firstToAt - s.settledAt]));
+    // The check must be able to see an overlap: one more line of an old owner after its successor's first.
+    const probeSwitch = analysis.switches[0];
+    const probe = probeSwitch === undefined ? undefined : analyseShardLogs(withOverlap(processes, probeSwitch), namespaces).unexplained.length;
 
     const kills = changes.filter((c) => c.kind === 'SIGKILL');
     const leave = changes.find((c) => c.kind === 'SIGTERM');
@@ -240,7 +244,7 @@ describe('4b. sharded replicas', () => {
       `${aimedHits} of ${Math.ceil(KILLS / 2)} kills hit on "token rotated"`,
       `SIGTERM → others settled: ${ms(leave?.settleMs)} (bound ${ms(LEAVE_GAP_BOUND_MS)}), ${ms(leave?.afterLeaveMs)} after it left`,
       `${views.size} views settled; ${takenForGone.size} gone members' Leases deleted`,
-      `ownership from ${analysis.reconcileLines} reconcile lines: ${analysis.switches.length} owner switches over ${NAMESPACES} namespaces, ${analysis.unexplained.length} without a settled view between (must be 0), hand-over max ${ms(handovers.length > 0 ? Math.max(...handovers) : undefined)}; ${analysis.outsideShare.length} lines outside the replica's settled share (must be 0)`,
+      `ownership from ${analysis.reconcileLines} reconcile lines: ${analysis.switches.length} owner switches over ${NAMESPACES} namespaces, ${analysis.unexplained.length} without a settled view between (must be 0), hand-over (old owner's last line → new owner's first) max ${ms(handovers.length > 0 ? Math.max(...handovers) : undefined)}, settle → first line max ${ms(settleToWork.length > 0 ? Math.max(...settleToWork) : undefined)}; an overlap planted in the logs is ${probe === undefined ? 'not tried (no switch)' : probe > analysis.unexplained.length ? 'seen' : 'NOT seen'}; ${analysis.outsideShare.length} lines outside the replica's settled share (must be 0)`,
       `rotations requested ${ledger.total}, ${churn.counts.specUpdates} spec updates`,
       `service calls: PUT ${calls.upsert.created + calls.upsert.updated} (created ${calls.upsert.created}; minimum ${TOTAL}), POST ${calls.rotate.ok} (minimum ${ledger.total})`,
       `${completedAfterRestart} rotations found done at the service by the next owner`,
@@ -271,6 +275,7 @@ describe('4b. sharded replicas', () => {
     for (const k of kills) expect(k.settleMs, 'SIGKILL → survivors settled').toBeLessThanOrEqual(KILL_GAP_BOUND_MS);
     expect(leave?.settleMs ?? Infinity, 'SIGTERM → others settled').toBeLessThanOrEqual(LEAVE_GAP_BOUND_MS);
     expect(analysis.unexplained, 'owner switches without a settled view between').toEqual([]);
+    expect(probe, 'an overlap planted in the logs is seen').toBeGreaterThan(analysis.unexplained.length);
     expect(analysis.outsideShare, 'reconcile lines outside the replica’s settled share').toEqual([]);
     expect(analysis.unresolvedViews).toEqual([]);
     expect(idle, 'namespaces nobody worked on').toEqual([]);

@@ -141,3 +141,19 @@ export function analyseShardLogs(replicas: readonly Replica[], namespaces: reado
     unresolvedViews: [...unresolvedViews],
   };
 }
+
+/**
+ * The logs with one line added that a real overlap would leave: the old owner of `s` logging one more reconcile
+ * line in that namespace 1 ms after the new owner's first. The scenario checks that the analysis sees it (so an
+ * empty result is not the analysis seeing nothing).
+ */
+export function withOverlap(replicas: readonly Replica[], s: Switch): Replica[] {
+  return replicas.map((r) => {
+    if (r.pid !== s.from) return r;
+    const template = r.logs.filter((l) => isReconcile(l) && namespaceOf(l) === s.namespace).at(-1);
+    if (!template) return r;
+    const at = s.firstToAt + 1;
+    const line: LogEntry = { ...template, json: { ...template.json, time: new Date(at).toISOString() } };
+    return { pid: r.pid, logs: [...r.logs, line] };
+  });
+}
