@@ -218,7 +218,9 @@ describe('4b. sharded replicas', () => {
     const { result, calls, completedAfterRestart } = outcome;
 
     const analysis = analyseShardLogs(processes, namespaces);
-    const lostLease = processes.flatMap((p) => p.logs.filter(msgIs('shard Lease not renewed within the renew deadline; stopping work')).map(() => `pid ${p.pid}`));
+    const lostLease = processes.flatMap((p) =>
+      p.logs.filter(msgIs('shard Lease not renewed within the renew deadline; stopping work')).map(() => `pid ${p.pid}`),
+    );
     // Two survivors may both delete a gone member's Lease (the second finds it gone): count the members.
     const takenForGone = new Set(
       processes.flatMap((p) => p.logs.filter(msgIs('a shard member stopped renewing its Lease; its namespaces move')).map((l) => String(l.json?.['member']))),

@@ -36,7 +36,10 @@ export async function settleChurn(env: TestEnv, churn: Churn, ledger: RotationLe
 }
 
 /** The summary-row fields that come from the outcome (-1: not measured, the scenario aborted). */
-export function outcomeRow(outcome: ChurnOutcome, churn: Pick<Churn, 'groups'>): Pick<ScenarioRow, 'objects' | 'converged' | 'tokensLost' | 'duplicateRotations' | 'wallMs'> {
+export function outcomeRow(
+  outcome: ChurnOutcome,
+  churn: Pick<Churn, 'groups'>,
+): Pick<ScenarioRow, 'objects' | 'converged' | 'tokensLost' | 'duplicateRotations' | 'wallMs'> {
   return {
     objects: outcome.result?.objects ?? churn.groups.length,
     converged: outcome.result?.converged ?? false,

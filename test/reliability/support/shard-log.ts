@@ -113,7 +113,8 @@ export function analyseShardLogs(replicas: readonly Replica[], namespaces: reado
         continue;
       }
       const owner = ownerOf(ns, view);
-      if (owner !== self) outsideShare.push(`pid ${r.pid} worked on ${ns} at ${new Date(at).toISOString()}, which its settled view ${settled.view} gives to ${owner}`);
+      if (owner !== self)
+        outsideShare.push(`pid ${r.pid} worked on ${ns} at ${new Date(at).toISOString()}, which its settled view ${settled.view} gives to ${owner}`);
     }
   }
 

@@ -34,7 +34,9 @@ export class SpreadChurn {
   ) {
     this.views = namespaces.map((ns) => namespaceView(env, ns));
     // Distinct prefixes: the userGroupIds (one id space at the simulator) never collide across namespaces.
-    this.churns = this.views.map((v, i) => new Churn(v, ledger, mulberry32((rng.seed ^ (0x9e3779b9 * (i + 1))) >>> 0), { prefix: `t${i}g`, total: perNamespace }));
+    this.churns = this.views.map(
+      (v, i) => new Churn(v, ledger, mulberry32((rng.seed ^ (0x9e3779b9 * (i + 1))) >>> 0), { prefix: `t${i}g`, total: perNamespace }),
+    );
   }
 
   /** Starts a SecretWatch in every namespace first (nothing may be missed). */
