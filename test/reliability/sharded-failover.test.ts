@@ -9,7 +9,7 @@ import { expectChurnHeld, outcomeRow } from './support/churn-outcome.js';
 import { RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
 import { sized, SCALE } from './support/scale.js';
-import { analyseShardLogs, timeOf, withOverlap } from './support/shard-log.js';
+import { analyseShardLogs, sharesOf, timeOf, withOverlap } from './support/shard-log.js';
 import { SpreadChurn } from './support/spread-churn.js';
 
 /*
@@ -113,6 +113,8 @@ describe('4b. sharded replicas', () => {
     const signalled = new Map<number, number>();
     let failure: Error | undefined;
     let aimedHits = 0;
+    /** Namespaces owned by each replica killed or stopped. */
+    const moved: number[] = [];
 
     const spawn = (): ControllerProcess => {
       const c = e.spawnController(SHARD_ARGS(e, namespaces));
@@ -127,6 +129,15 @@ describe('4b. sharded replicas', () => {
     const marks = (): { c: ControllerProcess; from: number }[] => live.map((c) => ({ c, from: c.logs.length }));
     const remove = (c: ControllerProcess): void => {
       live.splice(live.indexOf(c), 1);
+    };
+    /** A live replica that owns namespaces now (a kill of one that owns none would move nothing), picked by the seed. */
+    const pickOwner = (): ControllerProcess => {
+      const shares = sharesOf(live, namespaces);
+      const owners = live.filter((c) => (shares.get(c.pid)?.length ?? 0) > 0);
+      const chosen = owners[Math.floor(rng() * owners.length)];
+      if (!chosen) throw new Error(`no live replica owns a namespace (${live.length} live)`);
+      moved.push(shares.get(chosen.pid)?.length ?? 0);
+      return chosen;
     };
     const join = async (kind: 'join' | 'restart'): Promise<void> => {
       const others = marks();
@@ -153,8 +164,7 @@ describe('4b. sharded replicas', () => {
 
       for (let k = 0; k < KILLS; k++) {
         await sleep(between(rng, 2_000, 5_000));
-        const victim = live[Math.floor(rng() * live.length)] ?? live[0];
-        if (!victim) throw new Error('no replica left');
+        const victim = pickOwner();
         // Every other kill (the first among them) is aimed at a rotation's crash window: the moment the victim
         // logs "token rotated" (the POST answered, the new token not yet stored).
         const aimed = k % 2 === 0;
@@ -191,8 +201,7 @@ describe('4b. sharded replicas', () => {
 
       // A graceful leave: in-flight work finishes, the Lease is deleted.
       await sleep(between(rng, 2_000, 4_000));
-      const leaver = live[Math.floor(rng() * live.length)] ?? live[0];
-      if (!leaver) throw new Error('no replica left');
+      const leaver = pickOwner();
       remove(leaver);
       const survivors = marks();
       const termAt = Date.now();
@@ -242,6 +251,7 @@ describe('4b. sharded replicas', () => {
       `seed ${seed}`,
       `${NAMESPACES} namespaces, lease ${LEASE_MS / 1000} s, renew ${RENEW_MS / 1000} s, retry ${RETRY_MS / 1000} s`,
       `joins (spawn → all settled): ${joins.map((c) => `${c.kind} ${ms(c.settleMs)}`).join(', ')}`,
+      `namespaces owned by the replicas killed / stopped: ${moved.join(', ')}`,
       `SIGKILL → survivors settled without it: ${kills.map((c) => ms(c.settleMs)).join(', ')} (bound ${ms(KILL_GAP_BOUND_MS)} = lease + 2 × retry + ${MARGIN_MS / 1000} s margin)`,
       `${aimedHits} of ${Math.ceil(KILLS / 2)} kills hit on "token rotated"`,
       `SIGTERM → others settled: ${ms(leave?.settleMs)} (bound ${ms(LEAVE_GAP_BOUND_MS)}), ${ms(leave?.afterLeaveMs)} after it left`,

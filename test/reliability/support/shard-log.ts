@@ -158,3 +158,15 @@ export function withOverlap(replicas: readonly Replica[], s: Switch): Replica[] 
     return { pid: r.pid, logs: [...r.logs, line] };
   });
 }
+
+/** The namespaces each of `replicas` owns once they all are the view (rendezvous hashing, as the replicas decide). */
+export function sharesOf(replicas: readonly Replica[], namespaces: readonly string[]): Map<number, string[]> {
+  const ids = new Map(replicas.map((r) => [identityOf(r), r.pid]));
+  const view = [...ids.keys()].filter((id): id is string => id !== undefined).sort((a, b) => a.localeCompare(b));
+  const shares = new Map<number, string[]>(replicas.map((r) => [r.pid, []]));
+  for (const ns of namespaces) {
+    const pid = ids.get(ownerOf(ns, view));
+    if (pid !== undefined) shares.get(pid)?.push(ns);
+  }
+  return shares;
+}
