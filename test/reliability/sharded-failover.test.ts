@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess, type LogEntry } from '../support/controller-process.js';
@@ -275,6 +278,13 @@ describe('4b. sharded replicas', () => {
         `[sharded replicas] unexplained switch in ${s.namespace}: pid ${s.from} last at ${new Date(s.lastFromAt).toISOString()}, pid ${s.to} first at ${new Date(s.firstToAt).toISOString()}`,
       );
     for (const line of analysis.outsideShare.slice(0, 10)) console.log(`[sharded replicas] outside its share: ${line}`);
+    if (failure !== undefined || result?.converged !== true || analysis.unexplained.length > 0 || analysis.outsideShare.length > 0) {
+      // Kept for the post-mortem: every replica's log, one file each, with the membership changes in order.
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ug-sharded-failover-'));
+      for (const p of processes) fs.writeFileSync(path.join(dir, `${p.pid}.log`), p.logs.map((l) => l.text).join('\n') + '\n');
+      fs.writeFileSync(path.join(dir, 'changes.json'), JSON.stringify({ namespaces, changes, signalled: [...signalled] }, null, 2));
+      console.log(`[sharded replicas] replica logs kept in ${dir}`);
+    }
     recordRow({
       scenario: '4b. sharded replicas',
       faults: `3 replicas over ${NAMESPACES} namespaces; 1 join, ${kills.length} SIGKILLs with comeback, 1 SIGTERM; continuous load`,
