@@ -36,7 +36,10 @@ export async function settleChurn(env: TestEnv, churn: Churn, ledger: RotationLe
 }
 
 /** The summary-row fields that come from the outcome (-1: not measured, the scenario aborted). */
-export function outcomeRow(outcome: ChurnOutcome, churn: Churn): Pick<ScenarioRow, 'objects' | 'converged' | 'tokensLost' | 'duplicateRotations' | 'wallMs'> {
+export function outcomeRow(
+  outcome: ChurnOutcome,
+  churn: Pick<Churn, 'groups'>,
+): Pick<ScenarioRow, 'objects' | 'converged' | 'tokensLost' | 'duplicateRotations' | 'wallMs'> {
   return {
     objects: outcome.result?.objects ?? churn.groups.length,
     converged: outcome.result?.converged ?? false,
@@ -47,7 +50,13 @@ export function outcomeRow(outcome: ChurnOutcome, churn: Churn): Pick<ScenarioRo
 }
 
 /** What every churn scenario must end with: the invariant, nothing lost or drifted, exactly the minimum of calls. */
-export function expectChurnHeld(outcome: ChurnOutcome, churn: Churn, secrets: SecretWatch, ledger: RotationLedger, groups: number): void {
+export function expectChurnHeld(
+  outcome: ChurnOutcome,
+  churn: Pick<Churn, 'errors'>,
+  secrets: Pick<SecretWatch, 'deleted'>,
+  ledger: RotationLedger,
+  groups: number,
+): void {
   const { result } = outcome;
   expect(result?.problems ?? [], 'invariant problems').toEqual([]);
   expect(result?.converged).toBe(true);
