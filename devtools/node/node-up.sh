@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Exploration for issue 19: a one-node cluster without Docker, built from source.
+#   devtools/node/node-up.sh [ROOT] [containerd|kubelet]
+# ROOT (default /tmp/ugo-e2e-node) holds every file; the daemons keep running after the
+# script ends, their PIDs in ROOT/pids: stop everything with devtools/node/node-down.sh ROOT.
+#
+# containerd  builds/caches the binaries (devtools/node/build.sh), creates a network
+#             namespace (lo + a veth pair, eth0 10.250.0.2/24; nothing leaves it) and a private
+#             mount namespace (tmpfs on /run, bind of ROOT/var-lib-cni on /var/lib/cni)
+#             held by a sleeping process, starts containerd there (runc from Debian,
+#             cgroupfs, overlayfs snapshotter, CNI bridge 10.244.0.0/24), imports the
+#             busybox and pause OCI images (devtools/node/busybox-image.sh) and runs a
+#             container with `ctr run`.
+# kubelet     (after containerd) also starts the project's control plane inside the same
+#             network namespace (test/support/controlplane-cli.ts), a kubelet (cgroup v1,
+#             cgroupfs, failCgroupV1: false) registering node ugo-e2e-node, a static Pod
+#             and an API-created Pod, and waits for them to be Running.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+root=${1:-/tmp/ugo-e2e-node}
+phase=${2:-containerd}
+ns=ugo-e2e
+cg=ugo-e2e
+log() { echo "node-up: [$SECONDS s] $*" >&2; }
+die() { echo "node-up: FAILED: $*" >&2; exit 1; }
+record() { echo "$1 $2" >> "$root/pids"; }
+# Run a command inside our network + mount namespaces.
+inns() { nsenter -t "$(cat "$root/holder.pid")" -n -m -- "$@"; }
+# The same for a daemon started with `&`: exec, so that $! is the daemon's own PID.
+inns_exec() { exec nsenter -t "$(cat "$root/holder.pid")" -n -m -- "$@"; }
+
+start_containerd() {
+  [ -e "$root/holder.pid" ] && die "$root is in use: run devtools/node/node-down.sh $root first"
+  command -v runc >/dev/null || die "runc not found: apt-get install runc"
+  mkdir -p "$root"
+  bins=$(nice -n 19 "$here/build.sh" | tail -n1)
+  echo "$bins" > "$root/bins"
+  echo "$ns" > "$root/netns"; echo "$cg" > "$root/cgroup"
+
+  log "network namespace $ns"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  # No dummy driver in this kernel: a veth pair with both ends inside the namespace.
+  ip -n "$ns" link add eth0 type veth peer name eth1
+  ip -n "$ns" link set eth1 up
+  ip -n "$ns" addr add 10.250.0.2/24 dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" route add default via 10.250.0.1 dev eth0
+
+  # Mount points that must exist on the host for the private mount namespace to cover.
+  : > "$root/host-dirs"
+  for d in /var/lib/cni; do [ -d "$d" ] || { mkdir -p "$d"; echo "$d" >> "$root/host-dirs"; }; done
+  mkdir -p "$root/var-lib-cni" "$root/containerd" "$root/cni/net.d" "$root/logs"
+
+  log "private mount namespace (held by a sleeping process)"
+  nsenter --net="/run/netns/$ns" -- unshare --mount --propagation slave -- sh -c "
+    mount --make-rshared / &&
+    mount -t tmpfs -o mode=755 tmpfs /run && mkdir -p /run/netns /run/containerd &&
+    mount --bind '$root/var-lib-cni' /var/lib/cni &&
+    exec sleep infinity" &
+  echo $! > "$root/holder.pid"; record $! holder
+  for _ in $(seq 1 50); do
+    [ "$(readlink "/proc/$(cat "$root/holder.pid")/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] &&
+      inns mountpoint -q /var/lib/cni 2>/dev/null && break
+    sleep 0.1
+  done
+  inns mountpoint -q /var/lib/cni || die "the private mount namespace did not come up"
+
+  # Cgroup v1: a parent of our own in every hierarchy, for the kubelet's cgroupRoot.
+  for h in /sys/fs/cgroup/*/; do
+    case $h in */unified/) continue;; esac
+    mkdir -p "$h$cg"
+    [ -f "$h/cpuset.cpus" ] && { cat "$h/cpuset.cpus" > "$h$cg/cpuset.cpus"; cat "$h/cpuset.mems" > "$h$cg/cpuset.mems"; }
+  done
+
+  cat > "$root/cni/net.d/10-ugo-e2e.conflist" <<EOF
+{"cniVersion":"1.0.0","name":"ugo-e2e","plugins":[
+ {"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":true,"hairpinMode":true,
+  "ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]],"routes":[{"dst":"0.0.0.0/0"}]}},
+ {"type":"portmap","capabilities":{"portMappings":true}}]}
+EOF
+  snapshotter=${UGO_SNAPSHOTTER:-overlayfs}
+  cat > "$root/containerd/config.toml" <<EOF
+version = 4
+root = "$root/containerd/root"
+state = "$root/containerd/state"
+imports = []
+[plugins."io.containerd.server.v1.grpc"]
+  address = "$root/containerd/containerd.sock"
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = "$root/containerd/containerd.sock.ttrpc"
+[plugins."io.containerd.cri.v1.runtime"]
+  enable_selinux = false
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$bins/cni"]
+    conf_dir = "$root/cni/net.d"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "$snapshotter"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "usergroup-operator.dev/e2e/pause:1"
+EOF
+  log "containerd ($("$bins/containerd" --version)), snapshotter $snapshotter"
+  inns_exec env PATH="$bins:$PATH" "$bins/containerd" --config "$root/containerd/config.toml" --log-level info \
+    > "$root/logs/containerd.log" 2>&1 &
+  record $! containerd
+  for _ in $(seq 1 100); do [ -S "$root/containerd/containerd.sock" ] && break; sleep 0.1; done
+  ctr() { inns "$bins/ctr" --address "$root/containerd/containerd.sock" "$@"; }
+  ctr version >&2 || die "containerd did not answer; see $root/logs/containerd.log"
+
+  log "images"
+  "$here/busybox-image.sh" "$root/images" >/dev/null
+  for n in default k8s.io; do
+    for i in busybox pause; do ctr -n "$n" images import --snapshotter "$snapshotter" "$root/images/$i.tar" >&2; done
+  done
+  ctr -n k8s.io images ls -q >&2
+
+  log "ctr run (namespace default)"
+  out=$(ctr -n default run --rm --cgroup "/$cg/ctr-run" --snapshotter "$snapshotter" usergroup-operator.dev/e2e/busybox:1 ugo-e2e-ctr-run \
+    sh -c 'echo hello from busybox; id; cat /proc/self/cgroup | head -4; mount | head -3' 2>&1) ||
+    die "ctr run: $out"
+  echo "$out" | sed 's/^/    /' >&2
+  log "containerd can run a container"
+}
+
+start_kubelet() {
+  bins=$(cat "$root/bins")
+  cpbins=$(nice -n 19 "$repo/devtools/controlplane/build.sh" | tail -n1)
+  kubectl() { "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" "$@"; }
+
+  log "control plane (test/support/controlplane-cli.ts) inside netns $ns"
+  (cd "$repo" && exec nsenter --net="/run/netns/$ns" -- env PATH="$repo/node_modules/node/bin:$repo/node_modules/.bin:$PATH" \
+    tsx test/support/controlplane-cli.ts --kubeconfig "$root/admin.kubeconfig") > "$root/logs/controlplane.log" 2>&1 &
+  record $! controlplane
+  for _ in $(seq 1 240); do grep -q 'Ctrl-C' "$root/logs/controlplane.log" && break; sleep 0.5; done
+  grep -q 'Ctrl-C' "$root/logs/controlplane.log" || die "control plane did not start: $(tail -5 "$root/logs/controlplane.log")"
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" version >&2
+
+  mkdir -p "$root/kubelet" "$root/manifests" "$root/pod-logs"
+  cat > "$root/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /$cg
+containerRuntimeEndpoint: unix://$root/containerd/containerd.sock
+failSwapOn: false
+staticPodPath: $root/manifests
+podLogsDir: $root/pod-logs
+address: 0.0.0.0
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: ""
+EOF
+  cat > "$root/manifests/static-busybox.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: static-busybox, namespace: default}
+spec:
+  containers:
+  - name: sh
+    image: usergroup-operator.dev/e2e/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, 'echo static pod up; ip addr; while :; do sleep 5; done']
+EOF
+  log "kubelet ($("$bins/kubelet" --version))"
+  inns_exec "$bins/kubelet" --config "$root/kubelet.yaml" --kubeconfig "$root/admin.kubeconfig" \
+    --root-dir "$root/kubelet" --hostname-override ugo-e2e-node --node-ip 10.250.0.2 --v=2 \
+    > "$root/logs/kubelet.log" 2>&1 &
+  record $! kubelet
+  for _ in $(seq 1 120); do
+    inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" get node ugo-e2e-node >/dev/null 2>&1 && break
+    kill -0 "$(tail -n1 "$root/pids" | cut -d' ' -f1)" 2>/dev/null || die "kubelet exited: $(tail -5 "$root/logs/kubelet.log")"
+    sleep 1
+  done
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" get node -o wide >&2 || die "node did not register"
+
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" apply -f - >&2 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: api-busybox, namespace: default}
+spec:
+  nodeName: ugo-e2e-node
+  containers:
+  - name: sh
+    image: usergroup-operator.dev/e2e/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, 'echo api pod up; while :; do sleep 5; done']
+EOF
+  for _ in $(seq 1 90); do
+    phases=$(inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" get pods -A -o jsonpath='{range .items[*]}{.status.phase}{" "}{end}' 2>/dev/null || true)
+    [ "$phases" = "Running Running " ] && break
+    sleep 2
+  done
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" get pods -A -o wide >&2
+  [ "$phases" = "Running Running " ] || die "pods not Running (phases: $phases); see $root/logs/kubelet.log"
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" logs api-busybox >&2
+  log "both pods Running"
+}
+
+case $phase in
+  containerd) start_containerd ;;
+  kubelet) [ -e "$root/holder.pid" ] || start_containerd; start_kubelet ;;
+  *) die "unknown phase $phase (containerd|kubelet)" ;;
+esac
