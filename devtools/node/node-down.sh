@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Tears down what devtools/node/node-up.sh started under ROOT (default /tmp/ugo-e2e-node):
-# kills only the PIDs it recorded in ROOT/pids (newest first), plus the containerd shims
-# and container processes that live in its network namespace, removes its cgroups, the
+# kills only the PIDs it recorded in ROOT/pids (newest first), the containerd shims that
+# live in its network namespace and the container processes left in its cgroup subtree, removes its cgroups, the
 # network namespace and the mount points it created on the host. Safe to run twice.
 #   devtools/node/node-down.sh [ROOT]
 set -uo pipefail
 root=${1:-/tmp/ugo-e2e-node}
 ns=$(cat "$root/netns" 2>/dev/null || echo ugo-e2e)
-cg=$(cat "$root/cgroup" 2>/dev/null || true)
+cg=$(cat "$root/cgroup" 2>/dev/null || echo ugo-e2e)
 
 # Processes in our network namespace (shims, pods, anything a daemon forked): all ours.
 if [ -e "/run/netns/$ns" ]; then
@@ -29,6 +29,14 @@ done
 [ -e "/run/netns/$ns" ] && { pids=$(ip netns pids "$ns" 2>/dev/null); [ -n "$pids" ] && kill -9 $pids 2>/dev/null; }
 [ -f "$root/pids" ] && while read -r pid _; do kill -9 "$pid" 2>/dev/null; done < "$root/pids"
 rm -f "$root/pids" "$root/holder.pid"
+
+# Containers live in pod network namespaces of their own, but all in our cgroup subtree:
+# whatever is left there (a shim killed before its container, say) is ours.
+ours() { [ -n "$cg" ] && [ -d "/sys/fs/cgroup/pids/$cg" ] && find "/sys/fs/cgroup/pids/$cg" -name cgroup.procs -exec cat {} + 2>/dev/null; }
+for _ in 1 2 3 4 5; do
+  left=$(ours); [ -z "$left" ] && break
+  kill -9 $left 2>/dev/null; sleep 0.3
+done
 
 # Cgroups made by us or by the kubelet/runc below our cgroup root (deepest first).
 if [ -n "$cg" ]; then

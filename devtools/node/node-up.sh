@@ -12,7 +12,7 @@
 #             busybox and pause OCI images (devtools/node/busybox-image.sh) and runs a
 #             container with `ctr run`.
 # kubelet     (after containerd) also starts the project's control plane inside the same
-#             network namespace (test/support/controlplane-cli.ts), a kubelet (cgroup v1,
+#             namespaces (test/support/controlplane-cli.ts), a kubelet (cgroup v1,
 #             cgroupfs, failCgroupV1: false) registering node ugo-e2e-node, a static Pod
 #             and an API-created Pod, and waits for them to be Running.
 set -euo pipefail
@@ -26,13 +26,14 @@ log() { echo "node-up: [$SECONDS s] $*" >&2; }
 die() { echo "node-up: FAILED: $*" >&2; exit 1; }
 record() { echo "$1 $2" >> "$root/pids"; }
 # Run a command inside our network + mount namespaces.
-inns() { nsenter -t "$(cat "$root/holder.pid")" -n -m -- "$@"; }
+inns() { nsenter -t "$(cat "$root/holder.pid")" -n -m --wd="$PWD" -- "$@"; }
 # The same for a daemon started with `&`: exec, so that $! is the daemon's own PID.
-inns_exec() { exec nsenter -t "$(cat "$root/holder.pid")" -n -m -- "$@"; }
+inns_exec() { exec nsenter -t "$(cat "$root/holder.pid")" -n -m --wd="$PWD" -- "$@"; }
 
 start_containerd() {
   [ -e "$root/holder.pid" ] && die "$root is in use: run devtools/node/node-down.sh $root first"
-  command -v runc >/dev/null || die "runc not found: apt-get install runc"
+  runtime=${UGO_RUNC:-$(command -v runc || true)}
+  [ -x "$runtime" ] || die "runc not found: apt-get install runc (or UGO_RUNC=/path/to/runc-or-crun)"
   mkdir -p "$root"
   bins=$(nice -n 19 "$here/build.sh" | tail -n1)
   echo "$bins" > "$root/bins"
@@ -53,11 +54,16 @@ start_containerd() {
   for d in /var/lib/cni; do [ -d "$d" ] || { mkdir -p "$d"; echo "$d" >> "$root/host-dirs"; }; done
   mkdir -p "$root/var-lib-cni" "$root/containerd" "$root/cni/net.d" "$root/logs"
 
+  # Name resolution inside: the node's name, and no resolver outside the namespace.
+  printf '127.0.0.1 localhost\n10.250.0.2 ugo-e2e-node\n' > "$root/hosts"
+  printf 'nameserver 127.0.0.1\n' > "$root/resolv.conf"
+
   log "private mount namespace (held by a sleeping process)"
   nsenter --net="/run/netns/$ns" -- unshare --mount --propagation slave -- sh -c "
     mount --make-rshared / &&
     mount -t tmpfs -o mode=755 tmpfs /run && mkdir -p /run/netns /run/containerd &&
     mount --bind '$root/var-lib-cni' /var/lib/cni &&
+    mount --bind '$root/hosts' /etc/hosts && mount --bind '$root/resolv.conf' /etc/resolv.conf &&
     exec sleep infinity" &
   echo $! > "$root/holder.pid"; record $! holder
   for _ in $(seq 1 50); do
@@ -92,12 +98,15 @@ imports = []
   address = "$root/containerd/containerd.sock.ttrpc"
 [plugins."io.containerd.cri.v1.runtime"]
   enable_selinux = false
+  # root here lacks CAP_SYS_RESOURCE (CapEff 000001fffeffffff), so runc cannot lower
+  # oom_score_adj (the pause container asks for -998): clamp to containerd's own.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-        BinaryName = "$(command -v runc)"
+        BinaryName = "$runtime"
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = ["$bins/cni"]
@@ -108,7 +117,7 @@ imports = []
     sandbox = "usergroup-operator.dev/e2e/pause:1"
 EOF
   log "containerd ($("$bins/containerd" --version)), snapshotter $snapshotter"
-  inns_exec env PATH="$bins:$PATH" "$bins/containerd" --config "$root/containerd/config.toml" --log-level info \
+  inns_exec env PATH="$bins:$(dirname "$runtime"):$PATH" "$bins/containerd" --config "$root/containerd/config.toml" --log-level info \
     > "$root/logs/containerd.log" 2>&1 &
   record $! containerd
   for _ in $(seq 1 100); do [ -S "$root/containerd/containerd.sock" ] && break; sleep 0.1; done
@@ -135,8 +144,8 @@ start_kubelet() {
   cpbins=$(nice -n 19 "$repo/devtools/controlplane/build.sh" | tail -n1)
   kubectl() { "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" "$@"; }
 
-  log "control plane (test/support/controlplane-cli.ts) inside netns $ns"
-  (cd "$repo" && exec nsenter --net="/run/netns/$ns" -- env PATH="$repo/node_modules/node/bin:$repo/node_modules/.bin:$PATH" \
+  log "control plane (test/support/controlplane-cli.ts) inside the node's namespaces"
+  (cd "$repo" && inns_exec env PATH="$repo/node_modules/node/bin:$repo/node_modules/.bin:$PATH" \
     tsx test/support/controlplane-cli.ts --kubeconfig "$root/admin.kubeconfig") > "$root/logs/controlplane.log" 2>&1 &
   record $! controlplane
   for _ in $(seq 1 240); do grep -q 'Ctrl-C' "$root/logs/controlplane.log" && break; sleep 0.5; done
