@@ -14,7 +14,9 @@
 # kubelet     (after containerd) also starts the project's control plane inside the same
 #             namespaces (test/support/controlplane-cli.ts), a kubelet (cgroup v1,
 #             cgroupfs, failCgroupV1: false) registering node ugo-e2e-node, a static Pod
-#             and an API-created Pod, and waits for them to be Running.
+#             and an API-created Pod, and waits for them to be Running; then kube-proxy
+#             (nftables) and a ClusterIP Service in front of a busybox httpd Pod, called
+#             from another Pod.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -219,6 +221,47 @@ EOF
   [ "$phases" = "Running Running " ] || die "pods not Running (phases: $phases); see $root/logs/kubelet.log"
   inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" logs api-busybox >&2
   log "both pods Running"
+
+  log "kube-proxy (nftables) and a ClusterIP Service"
+  inns_exec "$bins/kube-proxy" --kubeconfig "$root/admin.kubeconfig" --hostname-override ugo-e2e-node \
+    --proxy-mode nftables --cluster-cidr 10.244.0.0/24 --conntrack-max-per-core 0 \
+    --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256 --v=2 \
+    > "$root/logs/kube-proxy.log" 2>&1 &
+  record $! kube-proxy
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" apply -f - >&2 <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default, labels: {app: web}}
+spec:
+  nodeName: ugo-e2e-node
+  automountServiceAccountToken: false
+  containers:
+  - name: httpd
+    image: usergroup-operator.dev/e2e/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, 'mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www']
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+EOF
+  inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" wait --for=condition=Ready pod/web --timeout=90s >&2
+  ip=$(inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" get svc web -o jsonpath='{.spec.clusterIP}')
+  # Debian's static busybox wget segfaults (also outside containers): talk HTTP with nc.
+  got=""
+  for _ in $(seq 1 30); do
+    got=$(inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" exec api-busybox -- \
+      sh -c "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 $ip 80 | tail -n1" 2>/dev/null || true)
+    [ "$got" = hello-from-web ] && break
+    sleep 1
+  done
+  [ "$got" = hello-from-web ] || die "Service web ($ip:80) not reachable from a pod (got '$got'); see $root/logs/kube-proxy.log"
+  log "pod -> Service $ip:80 -> pod answered: $got"
 }
 
 case $phase in
