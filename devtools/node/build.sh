@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pieces of a one-node cluster that the test control plane lacks (issue 19):
-# kubelet and kube-proxy (same pinned Kubernetes as devtools/controlplane), containerd
+# kubelet, kube-proxy and kube-scheduler (same pinned Kubernetes as devtools/controlplane), containerd
 # with its runc shim and ctr, and the CNI plugins bridge, host-local, loopback and
 # portmap, from the Go helper modules beside this script. Caches the binaries outside
 # the checkout, keyed by everything that decides their bytes, like
@@ -33,7 +33,7 @@ cni_ldflags="-s -w -X github.com/containernetworking/plugins/pkg/utils/buildvers
 key=$( { go version; echo "$GOFLAGS $CGO_ENABLED -trimpath $containerd_tags"; echo "$kube_ldflags"; echo "$containerd_ldflags"; echo "$cni_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
 root=${USERGROUP_OPERATOR_CACHE:-${XDG_CACHE_HOME:-${HOME:?HOME is not set (or set USERGROUP_OPERATOR_CACHE)}/.cache}/usergroup-operator}
 dir="$root/node/$k8s-$key"
-bins=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback cni/portmap)
+bins=(kubelet kube-proxy kube-scheduler containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback cni/portmap)
 
 complete() { for b in "${bins[@]}"; do [ -x "$dir/bin/$b" ] || return 1; done; }
 if complete; then echo "$dir/bin"; exit 0; fi
@@ -48,7 +48,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/cni"
 started=$SECONDS
 step() { echo "node: [$(( SECONDS - started ))s] $*" >&2; }
-step "building kubernetes $k8s (kubelet, kube-proxy), containerd $containerd, CNI plugins $cni into $dir"
+step "building kubernetes $k8s (kubelet, kube-proxy, kube-scheduler), containerd $containerd, CNI plugins $cni into $dir"
 build() { # module package output ldflags [tags]
   local t=$SECONDS
   step "go build $2"
@@ -57,6 +57,7 @@ build() { # module package output ldflags [tags]
 }
 build kube k8s.io/kubernetes/cmd/kubelet kubelet "$kube_ldflags"
 build kube k8s.io/kubernetes/cmd/kube-proxy kube-proxy "$kube_ldflags"
+build kube k8s.io/kubernetes/cmd/kube-scheduler kube-scheduler "$kube_ldflags"
 for c in containerd containerd-shim-runc-v2 ctr; do
   build containerd "github.com/containerd/containerd/v2/cmd/$c" "$c" "$containerd_ldflags" "$containerd_tags"
 done

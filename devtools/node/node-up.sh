@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Exploration for issue 19: a one-node cluster without Docker, built from source.
-#   devtools/node/node-up.sh [ROOT] [containerd|kubelet]
+#   devtools/node/node-up.sh [ROOT] [containerd|kubelet|chart]
 # ROOT (default /tmp/ugo-e2e-node) holds every file; the daemons keep running after the
 # script ends, their PIDs in ROOT/pids: stop everything with devtools/node/node-down.sh ROOT.
 #
@@ -17,6 +17,9 @@
 #             and an API-created Pod, and waits for them to be Running; then kube-proxy
 #             (nftables) and a ClusterIP Service in front of a busybox httpd Pod, called
 #             from another Pod.
+# chart       (after kubelet) also starts kube-scheduler, packs the operator image
+#             (devtools/node/operator-image.sh), imports it and installs the Helm chart
+#             with pullPolicy Never, and waits for its Deployment to be available.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -264,8 +267,59 @@ EOF
   log "pod -> Service $ip:80 -> pod answered: $got"
 }
 
+start_chart() {
+  bins=$(cat "$root/bins")
+  cpbins=$(nice -n 19 "$repo/devtools/controlplane/build.sh" | tail -n1)
+  k() { inns "$cpbins/kubectl" --kubeconfig "$root/admin.kubeconfig" "$@"; }
+
+  # The test control plane has no scheduler; a Deployment's Pods need one.
+  log "kube-scheduler"
+  inns_exec "$bins/kube-scheduler" --kubeconfig "$root/admin.kubeconfig" \
+    --authentication-kubeconfig "$root/admin.kubeconfig" --authorization-kubeconfig "$root/admin.kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --v=1 > "$root/logs/kube-scheduler.log" 2>&1 &
+  record $! kube-scheduler
+
+  # Pods reach the apiserver as the default/kubernetes Service (10.0.0.1:443). The test
+  # control plane listens on 127.0.0.1 only and runs with --endpoint-reconciler-type=none:
+  # relay the node address to it, and give the Service an EndpointSlice by hand.
+  command -v socat >/dev/null || die "socat not found: apt-get install socat"
+  apiport=$(sed -n 's#.*server: https://127.0.0.1:\([0-9]*\).*#\1#p' "$root/admin.kubeconfig")
+  [ -n "$apiport" ] || die "no apiserver port in $root/admin.kubeconfig"
+  log "relay 10.250.0.2:6443 -> 127.0.0.1:$apiport, EndpointSlice for default/kubernetes"
+  inns_exec socat TCP-LISTEN:6443,bind=10.250.0.2,fork,reuseaddr "TCP:127.0.0.1:$apiport" \
+    > "$root/logs/apiserver-relay.log" 2>&1 &
+  record $! apiserver-relay
+  k apply -f - >&2 <<EOF
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes-node-up
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: node-up.usergroup-operator.dev}
+addressType: IPv4
+endpoints: [{addresses: [10.250.0.2], conditions: {ready: true}}]
+ports: [{name: https, port: 6443, protocol: TCP}]
+EOF
+
+  log "operator image (devtools/node/operator-image.sh)"
+  nice -n 19 "$here/operator-image.sh" "$root/images/operator.tar" >/dev/null
+  inns "$bins/ctr" --address "$root/containerd/containerd.sock" -n k8s.io images import "$root/images/operator.tar" >&2
+
+  log "helm install deploy/helm/usergroup-operator (image pullPolicy Never)"
+  inns "$cpbins/helm" --kubeconfig "$root/admin.kubeconfig" install ugo "$repo/deploy/helm/usergroup-operator" \
+    --namespace usergroup-system --create-namespace \
+    --set image.repository=usergroup-operator.dev/e2e/usergroup-operator --set image.tag=dev \
+    --set image.pullPolicy=Never >&2
+  k -n usergroup-system rollout status deployment --timeout=180s >&2 ||
+    { k -n usergroup-system get pods -o wide >&2; k -n usergroup-system describe pods | tail -30 >&2;
+      die "the chart's Deployment did not become available"; }
+  k -n usergroup-system get pods -o wide >&2
+  log "the chart's pods are Running and Ready on ugo-e2e-node"
+}
+
 case $phase in
   containerd) start_containerd ;;
   kubelet) [ -e "$root/holder.pid" ] || start_containerd; start_kubelet ;;
-  *) die "unknown phase $phase (containerd|kubelet)" ;;
+  chart) [ -e "$root/holder.pid" ] || { start_containerd; start_kubelet; }; start_chart ;;
+  *) die "unknown phase $phase (containerd|kubelet|chart)" ;;
 esac
