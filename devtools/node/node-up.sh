@@ -19,7 +19,8 @@
 #             from another Pod.
 # chart       (after kubelet) also starts kube-scheduler, packs the operator image
 #             (devtools/node/operator-image.sh), imports it and installs the Helm chart
-#             with pullPolicy Never, and waits for its Deployment to be available.
+#             with pullPolicy Never, connected to the project's service simulator on the node
+#             address, waits for its Deployment to be available and for a UserGroup to be Ready.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -305,16 +306,37 @@ EOF
   nice -n 19 "$here/operator-image.sh" "$root/images/operator.tar" >/dev/null
   inns "$bins/ctr" --address "$root/containerd/containerd.sock" -n k8s.io images import "$root/images/operator.tar" >&2
 
-  log "helm install deploy/helm/usergroup-operator (image pullPolicy Never)"
+  # The service the operator syncs to: the project's simulator, on the node address.
+  log "service simulator on 10.250.0.2:8089 (usergroup-operator sim)"
+  inns_exec "$repo/node_modules/node/bin/node" "$repo/dist/cli/main.js" sim --host 10.250.0.2 --port 8089 \
+    --api-key e2e-node-key > "$root/logs/sim.log" 2>&1 &
+  record $! sim
+  k create namespace team-a >&2
+
+  log "helm install deploy/helm/usergroup-operator (image pullPolicy Never, connection to the simulator)"
   inns "$cpbins/helm" --kubeconfig "$root/admin.kubeconfig" install ugo "$repo/deploy/helm/usergroup-operator" \
     --namespace usergroup-system --create-namespace \
     --set image.repository=usergroup-operator.dev/e2e/usergroup-operator --set image.tag=dev \
-    --set image.pullPolicy=Never >&2
+    --set image.pullPolicy=Never --set 'watchNamespaces={team-a}' \
+    --set connection.url=http://10.250.0.2:8089 --set connection.allowInsecure=true \
+    --set connection.apiKey.value=e2e-node-key >&2
   k -n usergroup-system rollout status deployment --timeout=180s >&2 ||
     { k -n usergroup-system get pods -o wide >&2; k -n usergroup-system describe pods | tail -30 >&2;
       die "the chart's Deployment did not become available"; }
   k -n usergroup-system get pods -o wide >&2
   log "the chart's pods are Running and Ready on ugo-e2e-node"
+
+  log "a UserGroup synced through the operator pod to the simulator"
+  k apply -f - >&2 <<EOF
+apiVersion: usergroup.dev/v1alpha1
+kind: UserGroup
+metadata: {name: acme, namespace: team-a}
+spec: {userGroupId: team-a.acme, name: Acme Corporation}
+EOF
+  k -n team-a wait --for=condition=Ready usergroup/acme --timeout=90s >&2 ||
+    { k -n team-a get usergroup acme -o yaml | tail -30 >&2; die "UserGroup team-a/acme not Ready"; }
+  k -n team-a get usergroups,secrets >&2
+  log "UserGroup team-a/acme Ready"
 }
 
 case $phase in
