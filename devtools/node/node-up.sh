@@ -2,7 +2,9 @@
 # Exploration for issue 19: a one-node cluster without Docker, built from source.
 #   devtools/node/node-up.sh [ROOT] [containerd|kubelet|chart]
 # ROOT (default /tmp/ugo-e2e-node) holds every file; the daemons keep running after the
-# script ends, their PIDs in ROOT/pids: stop everything with devtools/node/node-down.sh ROOT.
+# script ends, their PIDs in ROOT/pids: stop everything with devtools/node/node-down.sh ROOT
+# (also after a failure, which leaves everything up for inspection; logs in ROOT/logs).
+# Needs root, Debian's runc, busybox-static, socat and iptables. Findings: docs/e2e-node-findings.md.
 #
 # containerd  builds/caches the binaries (devtools/node/build.sh), creates a network
 #             namespace (lo + a veth pair, eth0 10.250.0.2/24; nothing leaves it) and a private
