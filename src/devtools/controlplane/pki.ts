@@ -37,7 +37,9 @@ export function createPki(dir: string): Pki {
       'basicConstraints = critical,CA:FALSE',
       'keyUsage = critical,digitalSignature,keyEncipherment',
       'extendedKeyUsage = serverAuth',
-      'subjectAltName = IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc',
+      // IP:10.0.0.1 is the default/kubernetes Service (first address of --service-cluster-ip-range): what Pods on a
+      // node (devtools/node, issue 19) dial through kube-proxy.
+      'subjectAltName = IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc',
     ],
     ca: { cert: caCert, key: caKey },
   });
