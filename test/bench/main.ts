@@ -24,7 +24,7 @@ import { spawnedPeers } from './peer-operator.js';
 import { peerCharts, peerSummary, type PeerResult, type PeerSeries } from './peer-report.js';
 import { say, startProgress } from './progress.js';
 import { renderScaleMarkdown, scaleCommand, type ScaleReport, type ScaleResult } from './scale-report.js';
-import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
+import { imageEnv, imageNodeFlags } from '../../src/devtools/image/dockerfile.js';
 import {
   renderMarkdown,
   type BenchResults,

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { parseCopy, parseDockerfile } from '../support/dockerfile.js';
+import { parseCopy, parseDockerfile } from '../../src/devtools/image/dockerfile.js';
 import { createNamespace, deleteNamespace, eventually, run } from '../support/kube.js';
 
 // Without a Docker engine, the runtime stage is rebuilt as a directory: the files its COPY lines name,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProcWatcher } from '../bench/proc.js';
-import { imageEnv, imageNodeFlags } from '../support/dockerfile.js';
+import { imageEnv, imageNodeFlags } from '../../src/devtools/image/dockerfile.js';
 import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';

@@ -2,7 +2,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { dockerIgnored, imageEnv, imageNodeFlags, parseCopy, parseDockerfile, readDockerignore, type Instruction } from '../support/dockerfile.js';
+import {
+  dockerIgnored,
+  imageEnv,
+  imageNodeFlags,
+  parseCopy,
+  parseDockerfile,
+  readDockerignore,
+  type Instruction,
+} from '../../src/devtools/image/dockerfile.js';
 
 // No Docker engine here: these check what can be checked without one. The image's entry point itself is
 // started from a copy of the runtime stage's files in test/integration/image.test.ts.
