@@ -124,17 +124,33 @@ describe('the chart on a one-node cluster', () => {
     expect(standby).toBeDefined();
     const tokenBefore = sim.groups(API_KEY)[0]?.tokenSha256;
 
-    await kubectl(['-n', SYSTEM, 'delete', 'pod', leader ?? '', '--wait=false']);
-    await waitFor('the standby holding the Lease', async () => ((await leaderPod(SYSTEM, FULLNAME)) === standby ? true : undefined), 60_000);
+    // Cordoned first, as a drain does: otherwise the Deployment's replacement Pod, which tries for the Lease as
+    // soon as its caches are synced, may win the race for the released Lease against the standby's next retry.
+    const node = inject('nodeName');
+    await kubectl(['cordon', node]);
+    try {
+      const deleted = Date.now();
+      await kubectl(['-n', SYSTEM, 'delete', 'pod', leader ?? '', '--wait=false']);
+      await waitFor('the standby holding the Lease', async () => ((await leaderPod(SYSTEM, FULLNAME)) === standby ? true : undefined), 60_000).catch(
+        async (err: unknown) => {
+          const lease = await kubectl(['-n', SYSTEM, 'get', 'lease', FULLNAME, '-o', 'yaml']).catch(String);
+          const logs = await kubectl(['-n', SYSTEM, 'logs', standby ?? '', '--tail=30']).catch(String);
+          throw new Error(`${String(err)}\n${await podSummary()}\n${lease}\nstandby ${standby ?? ''}:\n${logs}`);
+        },
+      );
 
-    const request = `e2e-${Date.now()}`;
-    await kubectl(['-n', TENANT, 'annotate', 'usergroup', 'acme', `usergroup.dev/rotate-requested-at=${request}`, '--overwrite']);
-    await readyUserGroup('acme', (ug) => ug.status?.rotation?.lastHandledRequest === request);
-    const after = sim.groups(API_KEY)[0];
-    expect(after?.tokenSha256).not.toBe(tokenBefore);
-    expect(after?.rotations).toBeGreaterThan(0);
+      process.stderr.write(`[e2e] the standby took the Lease ${Date.now() - deleted} ms after the leader Pod's deletion\n`);
 
-    // The Deployment replaces the deleted Pod; both are Ready again.
+      const request = `e2e-${Date.now()}`;
+      await kubectl(['-n', TENANT, 'annotate', 'usergroup', 'acme', `usergroup.dev/rotate-requested-at=${request}`, '--overwrite']);
+      await readyUserGroup('acme', (ug) => ug.status?.rotation?.lastHandledRequest === request);
+      const after = sim.groups(API_KEY)[0];
+      expect(after?.tokenSha256).not.toBe(tokenBefore);
+      expect(after?.rotations).toBeGreaterThan(0);
+    } finally {
+      // The Deployment's replacement Pod, Pending on the cordoned node, starts once it is schedulable again.
+      await kubectl(['uncordon', node]);
+    }
     await waitFor(
       'two Ready Pods again',
       async () => {
@@ -144,6 +160,7 @@ describe('the chart on a one-node cluster', () => {
       180_000,
     );
   });
+
   it('rolls the Pods on helm upgrade with a changed value: each old controller exits 0 on SIGTERM and releases the Lease', async () => {
     const old = new Set((await pods(SYSTEM, SELECTOR)).map((p) => p.metadata.name));
     const oldLeader = await leaderPod(SYSTEM, FULLNAME);
