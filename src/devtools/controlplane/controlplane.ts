@@ -27,6 +27,13 @@ export interface ControlPlaneOptions {
    * 100,000 UserGroups with their Secrets, UserGroupClaims, Events and the history between compactions outgrow 2 GiB.
    */
   readonly etcdQuotaBackendBytes?: number;
+  /**
+   * A node's address (issue 19, src/devtools/node): kube-apiserver then serves on every address of its network
+   * namespace (the kubeconfig still names 127.0.0.1), advertises this one with the default lease endpoint
+   * reconciler, so that the default/kubernetes Service gets real endpoints and Pods reach the apiserver as on any
+   * cluster, and its serving certificate names it. Without it: loopback only, no endpoints (as envtest).
+   */
+  readonly nodeAddress?: string;
 }
 
 /**
@@ -55,7 +62,7 @@ export class ControlPlane {
     const watchdog = new Watchdog(workDir);
     const processes: ManagedProcess[] = [];
     try {
-      const pki = createPki(path.join(workDir, 'pki'));
+      const pki = createPki(path.join(workDir, 'pki'), options.nodeAddress !== undefined ? [options.nodeAddress] : []);
       const [etcdPort, etcdPeerPort, apiPort] = await freePorts(3);
       const etcdUrl = `http://127.0.0.1:${etcdPort}`;
       const serverUrl = `https://127.0.0.1:${apiPort}`;
@@ -95,11 +102,15 @@ export class ControlPlane {
           `--tls-private-key-file=${pki.serverKey}`,
           `--client-ca-file=${pki.caCert}`,
           `--secure-port=${apiPort}`,
-          '--bind-address=127.0.0.1',
-          '--advertise-address=127.0.0.1',
-          // Since 1.37 the endpoint reconciler refuses a loopback advertise address; nothing here reaches the
-          // apiserver through the default/kubernetes Service, so its endpoints are not maintained (as envtest).
-          '--endpoint-reconciler-type=none',
+          ...(options.nodeAddress !== undefined
+            ? ['--bind-address=0.0.0.0', `--advertise-address=${options.nodeAddress}`]
+            : [
+                '--bind-address=127.0.0.1',
+                '--advertise-address=127.0.0.1',
+                // Since 1.37 the endpoint reconciler refuses a loopback advertise address; nothing here reaches the
+                // apiserver through the default/kubernetes Service, so its endpoints are not maintained (as envtest).
+                '--endpoint-reconciler-type=none',
+              ]),
           '--service-cluster-ip-range=10.0.0.0/24',
           '--allow-privileged=true',
           '--authorization-mode=RBAC',

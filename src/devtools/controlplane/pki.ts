@@ -17,10 +17,10 @@ export interface Pki {
 
 /**
  * Node's crypto can make keys but not X.509 certificates, so certificates come
- * from openssl: a throwaway CA, a serving certificate for 127.0.0.1 and an admin
+ * from openssl: a throwaway CA, a serving certificate for 127.0.0.1 (and extraIps) and an admin
  * client certificate in system:masters (as envtest does).
  */
-export function createPki(dir: string): Pki {
+export function createPki(dir: string, extraIps: readonly string[] = []): Pki {
   fs.mkdirSync(dir, { recursive: true });
   const file = (name: string): string => path.join(dir, name);
 
@@ -39,7 +39,8 @@ export function createPki(dir: string): Pki {
       'extendedKeyUsage = serverAuth',
       // IP:10.0.0.1 is the default/kubernetes Service (first address of --service-cluster-ip-range): what Pods on a
       // node (devtools/node, issue 19) dial through kube-proxy.
-      'subjectAltName = IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc',
+      // extraIps: a node's address, where the apiserver serves too (ControlPlaneOptions.nodeAddress).
+      `subjectAltName = IP:127.0.0.1,IP:10.0.0.1,${extraIps.map((ip) => `IP:${ip},`).join('')}DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc`,
     ],
     ca: { cert: caCert, key: caKey },
   });
