@@ -20,7 +20,7 @@
 #             (nftables) and a ClusterIP Service in front of a busybox httpd Pod, called
 #             from another Pod.
 # chart       (after kubelet) also starts kube-scheduler, packs the operator image
-#             (devtools/node/operator-image.sh), imports it and installs the Helm chart
+#             (src/devtools/image, from the Dockerfile's stages), imports it and installs the Helm chart
 #             with pullPolicy Never, connected to the project's service simulator on the node
 #             address, waits for its Deployment to be available and for a UserGroup to be Ready.
 set -euo pipefail
@@ -304,8 +304,8 @@ endpoints: [{addresses: [10.250.0.2], conditions: {ready: true}}]
 ports: [{name: https, port: 6443, protocol: TCP}]
 EOF
 
-  log "operator image (devtools/node/operator-image.sh)"
-  nice -n 19 "$here/operator-image.sh" "$root/images/operator.tar" >/dev/null
+  log "operator image (src/devtools/image, from the Dockerfile's stages)"
+  (cd "$here/../.." && nice -n 19 npx tsx src/devtools/image/build-cli.ts "$root/images/operator.tar" usergroup-operator.dev/e2e/usergroup-operator:dev >/dev/null)
   inns "$bins/ctr" --address "$root/containerd/containerd.sock" -n k8s.io images import "$root/images/operator.tar" >&2
 
   # The service the operator syncs to: the project's simulator, on the node address.

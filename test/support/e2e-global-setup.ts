@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
 import { ensureNodeBinaries } from '../../src/devtools/node/binaries.js';
-import { buildBaseImages, buildOperatorImage, OPERATOR_IMAGE } from '../../src/devtools/node/images.js';
+import { buildBaseImages, operatorImageTarball, OPERATOR_IMAGE } from '../../src/devtools/node/images.js';
 import { layoutFromEnv } from '../../src/devtools/node/layout.js';
 import { Node } from '../../src/devtools/node/node.js';
 
@@ -28,9 +28,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const binaries = ensureNodeBinaries();
   log(`node binaries: ${binaries.dir}`);
   const images = path.join(layout.root, 'images');
-  // The operator image (npm run build and packing, ~10–20 s) while the control plane starts.
-  const operatorImage = buildOperatorImage(path.join(images, 'operator.tar'));
-  operatorImage.catch(() => undefined);
+  const operator = operatorImageTarball();
   const cp = await ControlPlane.start({
     // No CRDs here: the chart installs them (and its uninstall must leave them).
     nodeAddress: layout.address,
@@ -40,8 +38,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let node: Node | undefined;
   try {
     const base = await buildBaseImages(images);
-    log('operator image: waiting for devtools/node/operator-image.sh');
-    const operator = await operatorImage;
     node = await Node.start({
       layout,
       binaries,

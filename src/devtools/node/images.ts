@@ -18,14 +18,16 @@ export async function buildBaseImages(dir: string): Promise<string[]> {
   return [path.join(dir, 'busybox.tar'), path.join(dir, 'pause.tar')];
 }
 
+/** Where `npm run test:e2e` puts the operator image before it enters the node's namespaces (which have no network). */
+export const OPERATOR_IMAGE_ENV = 'UGO_E2E_OPERATOR_IMAGE';
+
 /**
- * The operator packed without Docker (devtools/node/operator-image.sh: npm run build, the pinned Node binary
- * with its shared libraries, /app with the production packages; ENTRYPOINT, CMD and ENV from the Dockerfile,
- * user 65532). A stand-in for the distroless image until the Dockerfile's stages can be built here.
+ * The operator image as an OCI layout tarball, built from the Dockerfile's own stages by src/devtools/image
+ * (`npm run image`): `npm run test:e2e` builds it outside the node (its build stage runs npm ci, its base comes
+ * from Debian packages: both need the network the node's namespace does not have) and names it here.
  */
-export async function buildOperatorImage(out: string, tag: string = OPERATOR_IMAGE.tag): Promise<string> {
-  fs.mkdirSync(path.dirname(out), { recursive: true });
-  const env = { ...process.env, PATH: `${path.join(repoRoot, 'node_modules/node/bin')}:${process.env['PATH'] ?? ''}` };
-  await run('bash', [path.join(scripts, 'operator-image.sh'), out, `${OPERATOR_IMAGE.repository}:${tag}`], { timeoutMs: 600_000, env, cwd: repoRoot });
-  return out;
+export function operatorImageTarball(): string {
+  const file = process.env[OPERATOR_IMAGE_ENV];
+  if (!file || !fs.existsSync(file)) throw new Error(`${OPERATOR_IMAGE_ENV} names no image tarball: run the e2e tests with \`npm run test:e2e\``);
+  return file;
 }
