@@ -4,6 +4,7 @@ import { microTime } from './events.js';
 import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
 import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
+import { Pause } from '../platform/sleep.js';
 
 export interface LeaderElectionOptions {
   readonly client: KubeClient;
@@ -50,7 +51,7 @@ export class LeaderElector {
   private current: ObservedLease | undefined;
   private readonly now: () => number;
   private stopped = false;
-  private wake: (() => void) | undefined;
+  private readonly pause = new Pause();
   private loop: Promise<void> | undefined;
 
   constructor(private readonly options: LeaderElectionOptions) {
@@ -68,7 +69,7 @@ export class LeaderElector {
   /** Stops campaigning; a leader gives the Lease up so a standby can take over at once. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.pause.cut();
     await this.loop;
     if (this.leading) {
       this.setLeading(false);
@@ -97,7 +98,7 @@ export class LeaderElector {
         log.error({ lease: this.options.name, sinceRenewMs: now - this.lastRenew }, 'could not renew the lease within the renew deadline; stopping work');
         this.setLeading(false);
       }
-      await this.sleep(this.leading ? retryPeriodMs : retryPeriodMs * (1 + Math.random() * 0.2));
+      await this.pause.for(this.leading ? retryPeriodMs : retryPeriodMs * (1 + Math.random() * 0.2));
     }
   }
 
@@ -226,17 +227,6 @@ export class LeaderElector {
         leaseTransitions: record.leaseTransitions,
       },
     };
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
   }
 }
 

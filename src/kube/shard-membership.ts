@@ -7,6 +7,7 @@ import { microTime } from './events.js';
 import { call, type KubeClient } from './http.js';
 import { Informer } from './informer.js';
 import { paths } from './paths.js';
+import { Pause } from '../platform/sleep.js';
 
 /** On a member's Lease: which shard group it belongs to (--leader-election-id), for the members' watch. */
 export const SHARD_GROUP_LABEL = 'usergroup.dev/shard-group';
@@ -60,7 +61,7 @@ export class ShardMembership {
   private wanted: string | undefined;
   private lastEmitted = '';
   private stopped = false;
-  private wake: (() => void) | undefined;
+  private readonly pause = new Pause();
   private loop: Promise<void> | undefined;
   private evaluating: Promise<void> | undefined;
   private evaluateAgain = false;
@@ -93,13 +94,13 @@ export class ShardMembership {
   acknowledge(viewId: string): void {
     if (this.wanted === viewId) return;
     this.wanted = viewId;
-    this.wake?.();
+    this.pause.cut();
   }
 
   /** Leaves the group: the Lease is deleted, so the others take our namespaces over without waiting it out. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.pause.cut();
     await this.loop;
     if (this.deadline) clearTimeout(this.deadline);
     await this.leases.stop();
@@ -125,7 +126,7 @@ export class ShardMembership {
         this.options.log.warn({ lease: this.leaseName, err: String(err) }, 'shard Lease request failed');
       }
       this.evaluate();
-      await this.sleep(this.options.retryPeriodMs);
+      await this.pause.for(this.options.retryPeriodMs);
     }
   }
 
@@ -244,17 +245,6 @@ export class ShardMembership {
     if (!deleted.ok && !isNotFound(deleted.error)) throw deleted.error;
     this.options.log.info({ lease: name, member: lease.identity }, 'a shard member stopped renewing its Lease; its namespaces move');
     return false;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
   }
 }
 

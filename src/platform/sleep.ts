@@ -17,3 +17,33 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', done, { once: true });
   });
 }
+
+/**
+ * A loop's pause that another part of the program can cut short: stop(), or news the loop must act on now. A cut
+ * that arrives while the loop is busy ends its next pause at once, so the news is never left for a whole period.
+ */
+export class Pause {
+  private end: (() => void) | undefined;
+  private cutEarly = false;
+
+  for(ms: number): Promise<void> {
+    if (this.cutEarly) {
+      this.cutEarly = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.end = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.end = done;
+    });
+  }
+
+  cut(): void {
+    if (this.end) this.end();
+    else this.cutEarly = true;
+  }
+}

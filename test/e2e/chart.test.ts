@@ -1,14 +1,16 @@
+import fs from 'node:fs';
 import path from 'node:path';
-import { Watch } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiException, AuthenticationV1Api, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { adminKubeConfig } from '../support/kube.js';
+import { adminKubeConfig, tokenKubeConfig } from '../support/kube.js';
 import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
 import { getJson, helm, kubectl, leaderPod, podReady, pods, waitFor, type LeaseView, type PodView } from './support/cluster.js';
 
 // The Helm chart's pods on a real node (issue 19): kubelet, containerd, runc, the CNI bridge and kube-proxy of
-// src/devtools/node, the operator image packed without Docker (devtools/node/operator-image.sh). The controller
-// in the Pods talks to the apiserver through the default/kubernetes Service and to the service simulator on
+// src/devtools/node, the operator image built without Docker from the Dockerfile's stages (src/devtools/image).
+// The controller in the Pods talks to the apiserver through the default/kubernetes Service and to the service simulator on
 // the node's address.
 
 const RELEASE = 'ugo';
@@ -18,6 +20,11 @@ const API_KEY = 'e2e-node-key';
 const FULLNAME = `${RELEASE}-usergroup-operator`;
 const SELECTOR = `app.kubernetes.io/instance=${RELEASE}`;
 const chart = path.join(repoRoot, 'deploy/helm/usergroup-operator');
+// The TokenRequest API's minimum: the kubelet replaces the token at ~80% (~8 min), and the first one expires
+// at 10 min, within the run.
+const TOKEN_SECONDS = 600;
+/** go-jose's DefaultLeeway, which kube-apiserver's service account token validation applies to `exp`. */
+const JWT_LEEWAY_SECONDS = 60;
 
 interface UserGroupView {
   metadata: { annotations?: Record<string, string> };
@@ -46,6 +53,53 @@ async function readyUserGroup(name: string, check: (ug: UserGroupView) => boolea
     },
     90_000,
   );
+}
+
+interface ProjectedToken {
+  raw: string;
+  claims: { iat: number; exp: number; 'kubernetes.io'?: { pod?: { name: string } } };
+}
+
+/**
+ * The token the kubelet wrote into a Pod's projected volume, read on the node (the image has no shell to `cat`
+ * it with). Only its claims are ever printed.
+ */
+function projectedToken(pod: PodView): ProjectedToken {
+  const file = path.join(inject('nodeRoot'), 'kubelet/root/pods', pod.metadata.uid, 'volumes/kubernetes.io~projected/kube-api-access/token');
+  const raw = fs.readFileSync(file, 'utf8').trim();
+  const payload = raw.split('.')[1] ?? '';
+  return { raw, claims: JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as ProjectedToken['claims'] };
+}
+
+/** Who the apiserver takes a bearer token for (a SelfSubjectReview), or the HTTP status it refuses it with. */
+async function whoAmI(token: string): Promise<string | number> {
+  try {
+    const review = await tokenKubeConfig(token).makeApiClient(AuthenticationV1Api).createSelfSubjectReview({ body: {} });
+    return review.status?.userInfo?.username ?? '';
+  } catch (err) {
+    if (err instanceof ApiException) return err.code;
+    throw err;
+  }
+}
+
+/** Applies UserGroup `name` in the tenant namespace with id `<tenant>.<name>`. */
+async function applyUserGroup(name: string, displayName: string): Promise<void> {
+  await kubectl(
+    ['apply', '-f', '-'],
+    JSON.stringify({
+      apiVersion: 'usergroup.dev/v1alpha1',
+      kind: 'UserGroup',
+      metadata: { name, namespace: TENANT },
+      spec: { userGroupId: `${TENANT}.${name}`, name: displayName },
+    }),
+  );
+}
+
+/** Asks for a rotation of `acme`'s token and waits until the controller reports it handled. */
+async function rotateAcme(tag: string): Promise<void> {
+  const request = `e2e-${tag}-${Date.now()}`;
+  await kubectl(['-n', TENANT, 'annotate', 'usergroup', 'acme', `usergroup.dev/rotate-requested-at=${request}`, '--overwrite']);
+  await readyUserGroup('acme', (ug) => ug.status?.rotation?.lastHandledRequest === request);
 }
 
 describe('the chart on a one-node cluster', () => {
@@ -78,6 +132,8 @@ describe('the chart on a one-node cluster', () => {
       // Short leader election timings: a takeover within seconds.
       '--set',
       'leaderElection.leaseDuration=6s,leaderElection.renewDeadline=4s,leaderElection.retryPeriod=1s',
+      '--set',
+      `serviceAccount.tokenExpirationSeconds=${TOKEN_SECONDS}`,
     ]);
     const running = await waitFor(
       'both chart Pods Running and Ready',
@@ -98,15 +154,7 @@ describe('the chart on a one-node cluster', () => {
   });
 
   it('syncs a UserGroup through the in-cluster controller to the simulator', async () => {
-    await kubectl(
-      ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'usergroup.dev/v1alpha1',
-        kind: 'UserGroup',
-        metadata: { name: 'acme', namespace: TENANT },
-        spec: { userGroupId: `${TENANT}.acme`, name: 'Acme Corporation' },
-      }),
-    );
+    await applyUserGroup('acme', 'Acme Corporation');
     const ug = await readyUserGroup('acme');
     const groups = sim.groups(API_KEY);
     expect(groups.map((g) => g.userGroupId)).toEqual([`${TENANT}.acme`]);
@@ -141,9 +189,7 @@ describe('the chart on a one-node cluster', () => {
 
       process.stderr.write(`[e2e] the standby took the Lease ${Date.now() - deleted} ms after the leader Pod's deletion\n`);
 
-      const request = `e2e-${Date.now()}`;
-      await kubectl(['-n', TENANT, 'annotate', 'usergroup', 'acme', `usergroup.dev/rotate-requested-at=${request}`, '--overwrite']);
-      await readyUserGroup('acme', (ug) => ug.status?.rotation?.lastHandledRequest === request);
+      await rotateAcme('failover');
       const after = sim.groups(API_KEY)[0];
       expect(after?.tokenSha256).not.toBe(tokenBefore);
       expect(after?.rotations).toBeGreaterThan(0);
@@ -219,10 +265,72 @@ describe('the chart on a one-node cluster', () => {
     const oldIndex = holders.findLastIndex((h) => oldLeader !== undefined && h.startsWith(`${oldLeader}_`));
     expect(holders.slice(oldIndex + 1)[0], `Lease holders seen: ${holders.join(' -> ')}`).toBe('');
     // The controller keeps working after the rollout.
-    const request = `e2e-upgrade-${Date.now()}`;
-    await kubectl(['-n', TENANT, 'annotate', 'usergroup', 'acme', `usergroup.dev/rotate-requested-at=${request}`, '--overwrite']);
-    await readyUserGroup('acme', (ug) => ug.status?.rotation?.lastHandledRequest === request);
+    await rotateAcme('upgrade');
   });
+
+  it(
+    "keeps working after the kubelet replaced the Pods' projected tokens and the first ones expired",
+    async () => {
+      const running = await pods(SYSTEM, SELECTOR);
+      const leader = await leaderPod(SYSTEM, FULLNAME);
+      const lease = await getJson<LeaseView>(['-n', SYSTEM, 'get', 'lease', FULLNAME]);
+      const first = new Map(running.map((p) => [p.metadata.name, projectedToken(p)]));
+      for (const [name, token] of first) {
+        // What the apiserver issued for this Pod, as the chart asked.
+        expect(token.claims.exp - token.claims.iat, name).toBe(TOKEN_SECONDS);
+        expect(token.claims['kubernetes.io']?.pod?.name).toBe(name);
+      }
+      const expiry = Math.max(...[...first.values()].map((t) => t.claims.exp));
+      process.stderr.write(
+        `[e2e] waiting for the kubelet to replace the tokens and for the first ones to expire (${expiry - Math.floor(Date.now() / 1000)} s)\n`,
+      );
+
+      // The kubelet writes a new token into the volume at ~80% of its lifetime (plus up to its sync period).
+      const replaced = await waitFor(
+        "every Pod's token replaced by the kubelet",
+        async () => {
+          const now = running.map((p) => ({ name: p.metadata.name, token: projectedToken(p) }));
+          return now.every(({ name, token }) => token.claims.iat > (first.get(name)?.claims.iat ?? Infinity)) ? now : undefined;
+        },
+        (expiry - Date.now() / 1000 + 30) * 1000,
+      );
+      for (const { name, token } of replaced) {
+        const old = first.get(name);
+        process.stderr.write(`[e2e] ${name}: token replaced ${token.claims.iat - (old?.claims.iat ?? 0)} s after it was issued\n`);
+        expect(token.claims.exp).toBeGreaterThan(old?.claims.exp ?? Infinity);
+      }
+
+      // Past the first tokens' expiry (and the minute of leeway the apiserver's JWT validation allows for clock
+      // skew) the apiserver refuses them: whatever the controllers do from here, they do with the kubelet's new ones.
+      await sleep(Math.max(0, (expiry + JWT_LEEWAY_SECONDS + 2) * 1000 - Date.now()));
+      for (const [name, token] of first) {
+        const refused = await waitFor(`${name}'s first token refused`, () => whoAmI(token.raw).then((r) => (r === 401 ? r : undefined)), 30_000);
+        expect(refused).toBe(401);
+      }
+      for (const { token } of replaced) {
+        expect(await whoAmI(token.raw)).toBe(`system:serviceaccount:${SYSTEM}:${FULLNAME}`);
+      }
+
+      // The leader's watches reconnect and its writes go through: a rotation and a new UserGroup.
+      await rotateAcme('token');
+      await applyUserGroup('globex', 'Globex');
+      await readyUserGroup('globex');
+      expect(sim.groups(API_KEY).map((g) => g.userGroupId)).toContain(`${TENANT}.globex`);
+
+      // Nobody lost the Lease (renewals every second throughout), no container restarted, and neither
+      // controller met a refusal.
+      const after = await getJson<LeaseView>(['-n', SYSTEM, 'get', 'lease', FULLNAME]);
+      expect(await leaderPod(SYSTEM, FULLNAME)).toBe(leader);
+      expect(after.spec.leaseTransitions).toBe(lease.spec.leaseTransitions);
+      for (const pod of await pods(SYSTEM, SELECTOR)) {
+        expect(first.has(pod.metadata.name)).toBe(true);
+        expect(pod.status.containerStatuses?.[0]?.restartCount).toBe(0);
+        const logs = await kubectl(['-n', SYSTEM, 'logs', pod.metadata.name]);
+        expect(logs).not.toMatch(/Unauthorized|"(code|status|statusCode)":401\b/);
+      }
+    },
+    (TOKEN_SECONDS + JWT_LEEWAY_SECONDS + 300) * 1000,
+  );
 
   it('helm uninstall leaves the CRDs, the UserGroups and their Secrets', async () => {
     const ug = await getJson<UserGroupView>(['-n', TENANT, 'get', 'usergroup', 'acme']);

@@ -113,6 +113,8 @@ describe('Helm chart', () => {
     // The only token in the pod: the projected, expiring one, mounted where in-cluster config looks.
     const token = pod.volumes.find((v) => v.name === 'kube-api-access');
     expect(token?.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken?.expirationSeconds).toBe(3600);
+    const shortToken = deploymentOf(await template('serviceAccount.tokenExpirationSeconds=600')).pod.volumes.find((v) => v.name === 'kube-api-access');
+    expect(shortToken?.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken?.expirationSeconds).toBe(600);
     expect(container?.volumeMounts.map((m) => m.mountPath)).toEqual(['/var/run/secrets/kubernetes.io/serviceaccount']);
     const env = envOf(pod);
     expect(env.get('USERGROUP_LEADER_ELECT')).toBe('true');
@@ -390,6 +392,8 @@ describe('Helm chart', () => {
     [['networkPolicy.serviceEgress[0].ports={443}', 'networkPolicy.serviceEgress[0].cidrs={10.0.0.0}'], '/networkPolicy/serviceEgress/0/cidrs/0'],
     [['networkPolicy.apiServer.ports={0}'], '/networkPolicy/apiServer/ports/0'],
     [['metrics.serviceMonitor.authorization.credentials.name=x'], '/metrics/serviceMonitor/authorization/credentials'],
+    // The TokenRequest API's minimum: a shorter one would leave the Pod without a token.
+    [['serviceAccount.tokenExpirationSeconds=599'], '/serviceAccount/tokenExpirationSeconds'],
   ])('refuses %j with a clear message', async (sets, message) => {
     const res = await helm(['template', 'ugo', CHART_DIR, ...sets.flatMap((s) => ['--set', s])]);
     expect(res.code).not.toBe(0);

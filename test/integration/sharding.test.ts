@@ -10,6 +10,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess, type LogEntry } from '../support/controller-process.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from '../support/kube.js';
+import { SHARD_ARGS } from '../support/leader-lease.js';
 import { group, TestEnv, version } from '../support/operator.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { ifAssigned } from '../support/teardown.js';
@@ -22,21 +23,6 @@ import { ifAssigned } from '../support/teardown.js';
  */
 const SHARD_GROUP = 'ug-shard';
 const TENANT_NAMESPACES = 8;
-const SHARD_ARGS = (env: TestEnv, namespaces: readonly string[]): string[] => [
-  '--namespaces',
-  namespaces.join(','),
-  '--shard-by-namespace',
-  '--leader-election-namespace',
-  env.namespace,
-  '--leader-election-id',
-  SHARD_GROUP,
-  '--lease-duration',
-  '6s',
-  '--renew-deadline',
-  '4s',
-  '--retry-period',
-  '1s',
-];
 
 interface ReadyView {
   readonly status?: { observedGeneration?: number; conditions?: { type: string; status: string; reason: string }[] };
@@ -73,7 +59,7 @@ describe('replicas sharing the namespaces', () => {
     return r;
   };
   const spawn = (): ControllerProcess => {
-    const c = env.spawnController(SHARD_ARGS(env, namespaces));
+    const c = env.spawnController(SHARD_ARGS(env, SHARD_GROUP, namespaces));
     replicas.push(c);
     return c;
   };

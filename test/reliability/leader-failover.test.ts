@@ -3,8 +3,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, msgMatches, signalAndWait, waitLog, type ControllerProcess, type LogEntry } from '../support/controller-process.js';
 import { asError } from '../support/errors.js';
 import { eventually } from '../support/kube.js';
+import { LEADER_ARGS, LEASE_MS, RENEW_MS, RETRY_MS } from '../support/leader-lease.js';
 import { TestEnv } from '../support/operator.js';
-import { between, Churn, mulberry32, scenarioSeed, SecretWatch } from './support/churn.js';
+import { between, CHURN_RATE_ARGS, Churn, mulberry32, scenarioSeed, SecretWatch } from './support/churn.js';
 import { expectChurnHeld, outcomeRow, settleChurn } from './support/churn-outcome.js';
 import { RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
@@ -21,9 +22,6 @@ const GROUPS = sized(200, 40);
 const KILLS = sized(5, 2);
 const INITIAL = Math.ceil(GROUPS / 2);
 
-const LEASE_MS = 6_000;
-const RENEW_MS = 4_000;
-const RETRY_MS = 1_000;
 /** A candidate retries every retryPeriod × (1..1.2) (jitter). */
 const JITTERED_RETRY_MS = RETRY_MS * 1.2;
 /**
@@ -39,26 +37,6 @@ const MARGIN_MS = 2_000;
 const KILL_GAP_BOUND_MS = LEASE_MS + 2 * JITTERED_RETRY_MS + MARGIN_MS;
 /** Graceful handover: the Lease is released, so the standby takes it at its next attempt. */
 const HANDOVER_GAP_BOUND_MS = JITTERED_RETRY_MS + MARGIN_MS;
-
-const LEADER_ARGS = (env: TestEnv): string[] => [
-  '--leader-elect',
-  '--leader-election-namespace',
-  env.namespace,
-  '--leader-election-id',
-  'ug-failover',
-  '--lease-duration',
-  `${LEASE_MS / 1000}s`,
-  '--renew-deadline',
-  `${RENEW_MS / 1000}s`,
-  '--retry-period',
-  `${RETRY_MS / 1000}s`,
-  '--service-qps',
-  '200',
-  '--service-burst',
-  '400',
-  '--concurrency',
-  '8',
-];
 
 interface Failover {
   readonly kind: 'SIGKILL' | 'SIGTERM';
@@ -105,7 +83,7 @@ describe('4. leader failover', () => {
     let aimedHits = 0;
 
     const spawn = (): ControllerProcess => {
-      const c = e.spawnController(LEADER_ARGS(e));
+      const c = e.spawnController([...LEADER_ARGS(e, 'ug-failover'), ...CHURN_RATE_ARGS]);
       processes.push(c);
       return c;
     };

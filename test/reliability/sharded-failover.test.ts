@@ -6,8 +6,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess, type LogEntry } from '../support/controller-process.js';
 import { asError } from '../support/errors.js';
 import { adminKubeConfig, createNamespace, deleteNamespace } from '../support/kube.js';
+import { LEASE_MS, RENEW_MS, RETRY_MS, SHARD_ARGS } from '../support/leader-lease.js';
 import { TestEnv } from '../support/operator.js';
-import { between, mulberry32, scenarioSeed } from './support/churn.js';
+import { between, CHURN_RATE_ARGS, mulberry32, scenarioSeed } from './support/churn.js';
 import { expectChurnHeld, outcomeRow } from './support/churn-outcome.js';
 import { RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
@@ -30,9 +31,6 @@ const TOTAL = PER_NAMESPACE * NAMESPACES;
 const KILLS = sized(2, 1);
 const SHARD_GROUP = 'ug-shard-failover';
 
-const LEASE_MS = 6_000;
-const RENEW_MS = 4_000;
-const RETRY_MS = 1_000;
 /** Slack for this shared 2-core machine, as in scenario 4: stated, not tuned. */
 const MARGIN_MS = 2_000;
 /**
@@ -43,28 +41,6 @@ const MARGIN_MS = 2_000;
 const KILL_GAP_BOUND_MS = LEASE_MS + 2 * RETRY_MS + MARGIN_MS;
 /** SIGTERM → the survivors' settle: the leaver deletes its Lease once its in-flight reconciles finished. */
 const LEAVE_GAP_BOUND_MS = RETRY_MS + MARGIN_MS;
-
-const SHARD_ARGS = (env: TestEnv, namespaces: readonly string[]): string[] => [
-  '--namespaces',
-  namespaces.join(','),
-  '--shard-by-namespace',
-  '--leader-election-namespace',
-  env.namespace,
-  '--leader-election-id',
-  SHARD_GROUP,
-  '--lease-duration',
-  `${LEASE_MS / 1000}s`,
-  '--renew-deadline',
-  `${RENEW_MS / 1000}s`,
-  '--retry-period',
-  `${RETRY_MS / 1000}s`,
-  '--service-qps',
-  '200',
-  '--service-burst',
-  '400',
-  '--concurrency',
-  '8',
-];
 
 const settledWith =
   (members: number) =>
@@ -120,7 +96,7 @@ describe('4b. sharded replicas', () => {
     const moved: number[] = [];
 
     const spawn = (): ControllerProcess => {
-      const c = e.spawnController(SHARD_ARGS(e, namespaces));
+      const c = e.spawnController([...SHARD_ARGS(e, SHARD_GROUP, namespaces), ...CHURN_RATE_ARGS]);
       processes.push(c);
       live.push(c);
       return c;

@@ -1,24 +1,35 @@
 import { ApiException, CoordinationV1Api } from '@kubernetes/client-node';
 import type { TestEnv } from './operator.js';
 
-/** Leader election flags for a controller of the env's namespace: short timings (lease 6 s, renew 4 s, retry 1 s) so tests fail over quickly. */
-export const LEADER_ARGS = (env: TestEnv, id = 'ug-test'): string[] => [
-  '--leader-elect',
+/** Short Lease timings, so tests fail over within seconds: lease 6 s, renew deadline 4 s, retry 1 s. */
+export const LEASE_MS = 6_000;
+export const RENEW_MS = 4_000;
+export const RETRY_MS = 1_000;
+
+/** The Lease flags with those timings, for a leader election or shard group `id` in the env's namespace. */
+const leaseArgs = (env: TestEnv, id: string): string[] => [
   '--leader-election-namespace',
   env.namespace,
   '--leader-election-id',
   id,
   '--lease-duration',
-  '6s',
+  `${LEASE_MS / 1000}s`,
   '--renew-deadline',
-  '4s',
+  `${RENEW_MS / 1000}s`,
   '--retry-period',
-  '1s',
+  `${RETRY_MS / 1000}s`,
 ];
-/** --lease-duration of LEADER_ARGS. */
-export const LEASE_MS = 6_000;
-/** --retry-period of LEADER_ARGS. */
-export const RETRY_MS = 1_000;
+
+/** One leader among the controllers started with the same `id`. */
+export const LEADER_ARGS = (env: TestEnv, id = 'ug-test'): string[] => ['--leader-elect', ...leaseArgs(env, id)];
+
+/** Every controller started with the same `id` works, each on its share of `namespaces`. */
+export const SHARD_ARGS = (env: TestEnv, id: string, namespaces: readonly string[]): string[] => [
+  '--namespaces',
+  namespaces.join(','),
+  '--shard-by-namespace',
+  ...leaseArgs(env, id),
+];
 
 export interface LeaseView {
   holder: string;

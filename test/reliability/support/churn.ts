@@ -42,6 +42,9 @@ export function scenarioSeed(): number {
 
 /** An integer in [min, max]. */
 export const between = (rng: Rng, min: number, max: number): number => min + Math.floor(rng() * (max - min + 1));
+
+/** Controller flags for churn scenarios: service rates and workers high enough that churn never waits on them. */
+export const CHURN_RATE_ARGS = ['--service-qps', '200', '--service-burst', '400', '--concurrency', '8'];
 const pick = <T>(rng: Rng, items: readonly T[]): T | undefined => items[Math.floor(rng() * items.length)];
 
 const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
