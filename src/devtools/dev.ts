@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
+import { ROTATE_ANNOTATION } from '../api/constants.js';
 import { parseRunConfig } from '../cli/config.js';
 import { renderStatusTable } from '../cli/kubectl/status-table.js';
 import { loadKubeConfig, startOperator, type Io, type RunningOperator } from '../cli/run.js';
@@ -94,12 +95,17 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     operator = running;
     say(`controller running, default connection: ClusterUserGroupService ${manifests.defaultService ?? '(none)'} (logs: ${logFile})\n`);
 
+    // Commands to try against the examples (deploy/examples: UserGroup team-a/acme, its Secret acme, key token).
     const hints = [
       `export KUBECONFIG=${cp.kubeconfigPath}   # a kubectl of this version: ${cp.binaries.kubectl}`,
       'kubectl get usergroups -A; kubectl get clusterusergroupservices,usergroupclaims',
-      'kubectl -n team-a annotate usergroup acme usergroup.dev/rotate-requested-at="$(date +%s)" --overwrite',
+      `kubectl -n team-a annotate usergroup acme ${ROTATE_ANNOTATION}="$(date +%s)" --overwrite`,
       "kubectl -n team-a get secret acme -o jsonpath='{.data.token}' | base64 -d",
     ];
+    const tryText = `try:\n${hints.map((h) => `  ${h}`).join('\n')}\n`;
+    // Once, whatever stdout is (a log or a pipe shows only the table's changes after this); a terminal also keeps
+    // them in its redrawn view below.
+    io.out(`${tryText}\n`);
     const interactive = process.stdout.isTTY;
     let last = '';
     const render = (): void => {
@@ -107,7 +113,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
       const table = renderStatusTable(groups, { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
       const { upsert, rotate } = simulator.stats().operations;
       const calls = `PUT created ${upsert.created}, updated ${upsert.updated}; POST rotated ${rotate.ok}`;
-      const text = `${table}\n\nservice calls so far: ${calls}\n\ntry:\n${hints.map((h) => `  ${h}`).join('\n')}\n\nCtrl-C stops everything.\n`;
+      const text = `${table}\n\nservice calls so far: ${calls}\n\n${tryText}\nCtrl-C stops everything.\n`;
       // The AGE column changes every second: a terminal redraws for it, a log prints only real changes.
       const changed = interactive ? text : `${groups.map((g) => `${g.metadata.uid}@${g.metadata.resourceVersion}`).join(',')}|${calls}`;
       if (changed === last) return;
