@@ -77,7 +77,7 @@ export interface UserGroup {
 
 /**
  * Size limits on what a tenant writes into a UserGroup. The controller caches every UserGroup it watches,
- * so each must have a bound for its memory to have one (README "Limits"). The CRD refuses at admission
+ * so each must have a bound for its memory to have one (docs/usergroup-reference.md "Limits"). The CRD refuses at admission
  * what its schema can see; the rest, and everything again for CRDs older than these limits (Helm never
  * upgrades CRDs), is checked here: an object over a limit parses to an invalid spec (Ready=False,
  * InvalidSpec) and keeps none of its payload.

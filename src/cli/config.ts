@@ -2,20 +2,11 @@ import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
 import { parseGoDuration } from '../platform/go-duration.js';
 import { lastValue, scanArgv, type FlagSpec } from '../platform/argv.js';
+import type { ControllerSettings } from '../controller/settings.js';
 
-/** The controller's configuration, parsed and validated once at start. */
-export interface RunConfig {
+/** `usergroup-operator run`'s configuration, parsed and validated once at start: the controller's settings, and how this process runs it. */
+export interface RunConfig extends ControllerSettings {
   readonly kubeconfig: string | undefined;
-  readonly defaultService: string | undefined;
-  readonly namespaces: readonly string[];
-  readonly concurrency: number;
-  readonly resyncPeriodMs: number;
-  readonly scheduledRotationsPerMinute: number;
-  readonly minTokenAgeMs: number;
-  readonly workloadRestartsPerMinute: number;
-  readonly serviceQps: number;
-  readonly serviceBurst: number;
-  readonly serviceTimeoutMs: number;
   readonly leaderElect: boolean;
   /** Replicas share the namespaces (a Lease each, rendezvous hashing) instead of electing one leader. */
   readonly shardByNamespace: boolean;
@@ -28,17 +19,12 @@ export interface RunConfig {
   readonly healthAddr: string;
   readonly logLevel: LogLevel;
   readonly shutdownGracePeriodMs: number;
-  readonly watchInactivityTimeoutMs: number | undefined;
-  /** Hosts a namespaced UserGroupService may point at (patterns, see service/egress-policy.ts); empty = none. */
-  readonly allowedServiceHosts: readonly string[];
-  /** Whether a namespaced UserGroupService may use plain http at all (its spec.allowInsecure cannot exceed this). */
-  readonly allowHttpServices: boolean;
   /** Whether /metrics requires a bearer token allowed to `get` the non-resource URL /metrics (TokenReview + SubjectAccessReview). */
   readonly metricsAuth: boolean;
 }
 
 const DEFAULT_CONNECTION_MOVED =
-  'the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service (README: Upgrading from 0.1)';
+  'the default connection is a ClusterUserGroupService now, with tenant rules: create one and pass its name with --default-service (docs/tenancy.md: upgrading from 0.1)';
 
 /** Flags of earlier versions, and why they are gone. */
 const REMOVED_FLAGS: Readonly<Record<string, string>> = {

@@ -4,13 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { Controller } from '../controller/controller.js';
+import { createRunner, type NewController, type RunMode, type Runner } from '../controller/runner.js';
+import { shareOf } from '../controller/settings.js';
 import { KubeClient } from '../kube/http.js';
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';
-import { LeaderElector } from '../kube/leader-election.js';
-import { ShardedController } from '../controller/sharded-controller.js';
 import { serve, type Handler } from '../observability/http-server.js';
 import { MetricsAuthorizer } from '../observability/metrics-auth.js';
-import { Metrics } from '../observability/metrics.js';
+import { Metrics, type MetricsSource } from '../observability/metrics.js';
 import { createLogger } from '../observability/log.js';
 import { packageVersion } from './version.js';
 import { parseRunConfig, usage, type RunConfig } from './config.js';
@@ -28,6 +28,8 @@ export function loadKubeConfig(file: string | undefined, env: Readonly<Record<st
 }
 
 export interface RunningOperator {
+  /** How this replica runs the controller (alone, leader-elected, or sharded). */
+  readonly runner: Runner;
   /** The controller at work now (with --shard-by-namespace, the one over this replica's current share). */
   readonly controller: Controller;
   readonly metrics: Metrics;
@@ -35,8 +37,6 @@ export interface RunningOperator {
   /** Bound ports (tests use port 0). */
   readonly metricsPort: number | undefined;
   readonly healthPort: number | undefined;
-  readonly elector: LeaderElector | undefined;
-  readonly shards: ShardedController | undefined;
   stop(): Promise<void>;
 }
 
@@ -45,7 +45,10 @@ const WATCH_FAILURE_TOLERANCE_MS = 5 * 60_000;
 
 /** Starts the controller from a parsed configuration (also used by `dev` and the tests). */
 export async function startOperator(config: RunConfig, log: Logger, access: KubeAccess): Promise<RunningOperator> {
-  const metrics = new Metrics(packageVersion());
+  const metrics = new Metrics(
+    packageVersion(),
+    metricsSource(() => runner, config),
+  );
   const client = await KubeClient.create(access, 'usergroup-operator', (verb, code, resource) => metrics.observeKubeRequest(verb, code, resource));
   const identity = `${process.env['POD_NAME'] ?? os.hostname()}_${randomBytes(4).toString('hex')}`;
   /**
@@ -53,56 +56,34 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
    * on scheduled rotations and workload restarts are the operator's, cluster-wide: one of `members` replicas at
    * work takes its part of each.
    */
-  const newController = (owns?: (namespace: string) => boolean, members = 1): Controller =>
-    new Controller(
+  const newController: NewController = (lease, owns, members) =>
+    new Controller({
       client,
-      {
-        namespaces: config.namespaces,
-        concurrency: config.concurrency,
-        resyncPeriodMs: config.resyncPeriodMs,
-        scheduledRotationsPerMinute: config.scheduledRotationsPerMinute / members,
-        minTokenAgeMs: config.minTokenAgeMs,
-        workloadRestartsPerMinute: config.workloadRestartsPerMinute / members,
-        defaultService: config.defaultService,
-        serviceQps: config.serviceQps / members,
-        serviceBurst: Math.max(1, Math.floor(config.serviceBurst / members)),
-        serviceClient: {
-          timeoutMs: config.serviceTimeoutMs,
-          userAgent: `usergroup-operator/${packageVersion()}`,
-          observe: (sample) => metrics.observeService(sample),
-        },
-        instance: identity,
-        egress: { allowedHosts: config.allowedServiceHosts, allowHttp: config.allowHttpServices },
-        ...(config.watchInactivityTimeoutMs !== undefined ? { watchInactivityMs: config.watchInactivityTimeoutMs } : {}),
-        ...(owns ? { owns } : {}),
-      },
+      settings: shareOf(config, members),
       log,
-      {
+      lease,
+      instance: identity,
+      owns,
+      serviceClient: { userAgent: `usergroup-operator/${packageVersion()}`, observe: (sample) => metrics.observeService(sample) },
+      hooks: {
         queue: metrics.queueHooks('usergroup'),
-        reconciled: (result, seconds) => metrics.observeReconcile(result, seconds),
+        reconciled: (verdict, seconds) => metrics.observeReconcile(verdict, seconds),
         tokenRotated: (trigger) => metrics.tokensRotated.inc({ trigger }),
         rotationFailed: (trigger) => metrics.rotationFailures.inc({ trigger }),
         workloadRestarted: (kind, outcome) => metrics.workloadRestarts.inc({ kind, outcome }),
         event: (type, reason) => metrics.events.inc({ type, reason }),
         eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
       },
-    );
-  const shards = config.shardByNamespace ? shardedController(config, client, identity, log, metrics, newController) : undefined;
-  const single = shards ? undefined : newController();
-  const current = (): Controller => {
-    const controller = shards?.controller ?? single;
-    if (!controller) throw new Error('no controller: neither sharded nor single');
-    return controller;
-  };
-  metrics.userGroupCounts = () => current().countByReadyReason();
-  metrics.queueInFlight = () => current().queueInFlight();
-  metrics.informerStats = () => current().informerStats();
-  metrics.tokenSchedules = () => current().tokenSchedules();
+    });
+  const runner = createRunner({
+    mode: runMode(config, client, identity, metrics),
+    create: newController,
+    graceMs: config.shutdownGracePeriodMs,
+    log,
+    onWorking: (working) => metrics.leader.set(working ? 1 : 0),
+  });
 
-  const health = await serve(
-    config.healthAddr,
-    healthRoutes(current, () => shards?.synced ?? current().synced),
-  );
+  const health = await serve(config.healthAddr, healthRoutes(runner));
   const serveMetrics: Handler = async () => ({ status: 200, contentType: metrics.registry.contentType, body: await metrics.registry.metrics() });
   // Metrics reveal the managed namespaces and the operator's activity; like controller-runtime, only callers allowed to
   // `get` /metrics by the cluster's RBAC see them. The health port stays open: the kubelet's probes carry no token.
@@ -117,84 +98,67 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
       : serveMetrics,
   });
 
-  let elector: LeaderElector | undefined;
-  if (shards) {
-    metrics.leader.set(0);
-    shards.start();
-    log.info({ identity, group: config.leaderElectionId }, 'sharing the namespaces with the other replicas');
-  } else if (single) {
-    await single.start();
-    if (config.leaderElect) {
-      elector = leaderElector(config, client, identity, log, single, metrics);
-      log.info({ identity, lease: config.leaderElectionId }, 'waiting to become leader');
-      elector.start();
-    } else {
-      metrics.leader.set(1);
-      single.startWorkers();
-    }
-  }
+  await runner.start();
   return {
+    runner,
     get controller() {
-      return current();
+      return runner.controller;
     },
     metrics,
     log,
     metricsPort: metricsServer.port,
     healthPort: health.port,
-    elector,
-    shards,
     stop: async () => {
-      if (shards) {
-        await shards.stop();
-      } else {
-        // Finish in-flight work before giving up the Lease, so a standby never overlaps with us.
-        await single?.stopWorkers(config.shutdownGracePeriodMs);
-        await elector?.stop();
-        await single?.stop(0);
-      }
+      await runner.stop();
       await Promise.all([health.close(), metricsServer.close()]);
       client.close();
     },
   };
 }
 
-/** Replicas sharing the namespaces: a Lease each in the operator's namespace, which tenants cannot write to. */
-function shardedController(
-  config: RunConfig,
-  client: KubeClient,
-  identity: string,
-  log: Logger,
-  metrics: Metrics,
-  create: (owns: (namespace: string) => boolean, members: number) => Controller,
-): ShardedController {
-  const shards = new ShardedController({
+/** Alone, leader-elected, or sharded; the Leases live in the operator's namespace, which tenants cannot write to. */
+function runMode(config: RunConfig, client: KubeClient, identity: string, metrics: Metrics): RunMode {
+  const lease = {
+    client,
+    namespace: config.leaderElectionNamespace ?? podNamespace(),
     identity,
-    create,
-    membership: {
-      client,
-      namespace: config.leaderElectionNamespace ?? podNamespace(),
-      group: config.leaderElectionId,
-      leaseDurationMs: config.leaseDurationMs,
-      renewDeadlineMs: config.renewDeadlineMs,
-      retryPeriodMs: config.retryPeriodMs,
-      log,
-    },
-    graceMs: config.shutdownGracePeriodMs,
-    log,
-    onMembers: (count) => metrics.shardMembers.set(count),
-    onRebalanced: () => metrics.shardRebalances.inc(),
-    onWorking: (working) => metrics.leader.set(working ? 1 : 0),
-  });
+    leaseDurationMs: config.leaseDurationMs,
+    renewDeadlineMs: config.renewDeadlineMs,
+    retryPeriodMs: config.retryPeriodMs,
+  };
+  if (config.shardByNamespace) {
+    return {
+      kind: 'sharded',
+      membership: { ...lease, group: config.leaderElectionId },
+      onMembers: (count) => metrics.shardMembers.set(count),
+      onRebalanced: () => metrics.shardRebalances.inc(),
+    };
+  }
+  return config.leaderElect ? { kind: 'leader-elected', election: { ...lease, name: config.leaderElectionId } } : { kind: 'single' };
+}
+
+/** What the metrics read at scrape time: the controller at work now. */
+function metricsSource(runner: () => Runner, config: RunConfig): MetricsSource {
   const listed = (name: string): boolean => config.namespaces.length === 0 || config.namespaces.includes(name);
-  metrics.ownedNamespaces = () => shards.controller.namespaces.list().filter((ns) => listed(ns.metadata.name)).length;
-  return shards;
+  return {
+    tokenSchedules: () => runner().controller.tokenSchedules(),
+    userGroupCounts: () => runner().controller.countByReadyReason(),
+    queueInFlight: () => runner().controller.queueInFlight(),
+    informerStats: () => runner().controller.informerStats(),
+    ownedNamespaces: () =>
+      config.shardByNamespace
+        ? runner()
+            .controller.caches.namespaces.list()
+            .filter((ns) => listed(ns.metadata.name)).length
+        : undefined,
+  };
 }
 
 /** /healthz fails only after the watches have failed for long (a restart may help); a synced standby is ready too. */
-function healthRoutes(controller: () => Controller, synced: () => boolean): Record<string, Handler> {
+function healthRoutes(runner: Runner): Record<string, Handler> {
   return {
     '/healthz': () => {
-      const failing = controller().watchFailingForMs();
+      const failing = runner.controller.watchFailingForMs();
       return Promise.resolve(
         failing < WATCH_FAILURE_TOLERANCE_MS
           ? { status: 200, contentType: 'text/plain', body: 'ok\n' }
@@ -204,33 +168,9 @@ function healthRoutes(controller: () => Controller, synced: () => boolean): Reco
     // A standby with synced caches is ready too: it can take over at once.
     '/readyz': () =>
       Promise.resolve(
-        synced() ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
+        runner.synced ? { status: 200, contentType: 'text/plain', body: 'ok\n' } : { status: 503, contentType: 'text/plain', body: 'caches not synced\n' },
       ),
   };
-}
-
-/** Only the leader's workers run; every effect first asks the elector whether the Lease is still held by the clock. */
-function leaderElector(config: RunConfig, client: KubeClient, identity: string, log: Logger, controller: Controller, metrics: Metrics): LeaderElector {
-  const elector = new LeaderElector({
-    client,
-    namespace: config.leaderElectionNamespace ?? podNamespace(),
-    name: config.leaderElectionId,
-    identity,
-    leaseDurationMs: config.leaseDurationMs,
-    renewDeadlineMs: config.renewDeadlineMs,
-    retryPeriodMs: config.retryPeriodMs,
-    log,
-    onStartedLeading: () => {
-      metrics.leader.set(1);
-      controller.startWorkers();
-    },
-    onStoppedLeading: () => {
-      metrics.leader.set(0);
-      void controller.stopWorkers(0);
-    },
-  });
-  controller.holdsLease = () => elector.holdsLease();
-  return elector;
 }
 
 function podNamespace(): string {

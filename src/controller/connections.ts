@@ -102,7 +102,7 @@ export interface ConnectionsOptions {
   readonly beforeCall?: () => void;
 }
 
-/** The Secret type that lets a Secret serve as a UserGroupService's API key (see README: Connections). */
+/** The Secret type that lets a Secret serve as a UserGroupService's API key (see docs/tenancy.md). */
 export const API_KEY_SECRET_TYPE = 'usergroup.dev/api-key';
 
 /** Per-URL-and-key state. Idle ones are dropped after a while, so tenants cannot grow it without bound. */
@@ -388,11 +388,6 @@ export class Connections {
     }
     const wall = Date.now();
     for (const [key, cached] of this.apiKeys) if (wall - cached.at >= API_KEY_SECRET_TTL_MS) this.apiKeys.delete(key);
-  }
-
-  /** Endpoints held now (for tests: per-URL state stays bounded). */
-  get endpointCount(): number {
-    return this.endpoints.size;
   }
 
   private async readApiKeySecret(namespace: string, name: string): Promise<ObservedSecret | undefined> {

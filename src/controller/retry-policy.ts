@@ -48,12 +48,25 @@ export type FailureCause =
   /** The apiserver refused to restart a spec.rolloutRestartTargets workload (RBAC, validation, an outage). */
   | 'restart-refused';
 
+/**
+ * When a converged UserGroup needs its next reconcile: wall-clock times at which something falls due (the periodic
+ * resync, a scheduled rotation), and slots a global cap keeps for this key.
+ */
+export interface Wake {
+  /** Milliseconds since the epoch. */
+  readonly dueAt: readonly number[];
+  /** Milliseconds from now: the slot is the key's at that very time only. */
+  readonly slotInMs: readonly number[];
+}
+
 /** What a reconcile came to, like controller-runtime's Result / error and kube-rs's Action. */
 export type ReconcileResult =
-  /** Converged; come back for the periodic resync after `resyncAfterMs`, if any. */
-  | { readonly kind: 'done'; readonly resyncAfterMs?: number }
-  /** Not now: the connection said when (Retry-After, its rate limit, its breaker). Not a failure of the key. */
+  /** Converged; come back at the wake-up, if any. */
+  | { readonly kind: 'done'; readonly wake?: Wake }
+  /** Not now: the connection said when (its rate limit, its breaker). Not a failure of the key. */
   | { readonly kind: 'wait'; readonly afterMs: number }
+  /** The service answered 429 with Retry-After: the whole account waits that long (connections.ts). */
+  | { readonly kind: 'retry-after'; readonly afterMs: number }
   | { readonly kind: 'failed'; readonly cause: FailureCause };
 
 /** The retry of each cause: which backoff counts it, and a floor under the delay. */
@@ -78,16 +91,36 @@ export type Requeue =
   /** One more failure of its class: the queue's backoff, but not sooner than `atLeastMs`. */
   | { readonly kind: 'backoff'; readonly retryClass: RetryClass; readonly atLeastMs: number };
 
-export function requeueFor(result: ReconcileResult): Requeue {
+/** A wake-up due by the clock comes no sooner than this: clocks differ, and a schedule is never early. */
+const CLOCK_WAKE_FLOOR_MS = 1_000;
+/**
+ * Keys a Retry-After turned away come back at its end plus up to this much, as the connection spreads the keys it
+ * defers (connections.ts): else the key that met the 429 would take every next slot before them.
+ */
+const RETRY_AFTER_SPREAD_MS = 1_000;
+
+/** The one switch from a reconcile's result to what the queue does with its key. `now`: ms since the epoch. */
+export function requeueFor(result: ReconcileResult, now: number, random: () => number = Math.random): Requeue {
   switch (result.kind) {
-    case 'done':
-      return result.resyncAfterMs === undefined ? { kind: 'forget' } : { kind: 'forget', afterMs: result.resyncAfterMs };
+    case 'done': {
+      const afterMs = result.wake && wakeAfterMs(result.wake, now);
+      return afterMs === undefined ? { kind: 'forget' } : { kind: 'forget', afterMs };
+    }
     case 'wait':
       // Replaces our guess and resets it, as controller-runtime's RequeueAfter does.
       return { kind: 'forget', afterMs: result.afterMs };
+    case 'retry-after':
+      return { kind: 'forget', afterMs: result.afterMs + random() * RETRY_AFTER_SPREAD_MS };
     case 'failed':
       return { kind: 'backoff', ...RETRY_TABLE[result.cause] };
   }
+}
+
+/** The earliest of the wake-ups: a due time (not sooner than the floor), or a slot (at that very time). */
+function wakeAfterMs(wake: Wake, now: number): number | undefined {
+  const due = wake.dueAt.length === 0 ? undefined : Math.max(CLOCK_WAKE_FLOOR_MS, Math.min(...wake.dueAt) - now);
+  const waits = [...(due === undefined ? [] : [due]), ...wake.slotInMs];
+  return waits.length === 0 ? undefined : Math.min(...waits);
 }
 
 /** The work queue's rate limiter: one jittered exponential backoff per retry class. */

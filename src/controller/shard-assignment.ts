@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Member } from '../kube/shard-membership.js';
 
 /**
  * Which replica owns which namespace when replicas share the work (--shard-by-namespace), decided without I/O.
@@ -13,12 +14,6 @@ import { createHash } from 'node:crypto';
  * newcomer waits, the others give up the newcomer's share first. Two members can then never act on one namespace
  * at once (their constraints share a view, which names one owner), however views change while others catch up.
  */
-
-/** A live member as its Lease shows it: who, and which view it last acknowledged (its viewId). */
-export interface Member {
-  readonly identity: string;
-  readonly acknowledged: string | undefined;
-}
 
 /** What a member keeps between decisions. */
 export interface ShardState {

@@ -1,22 +1,20 @@
 import type { Logger } from 'pino';
-import { ShardMembership, type ShardMembershipOptions } from '../kube/shard-membership.js';
+import { ShardMembership, type Member, type ShardMembershipOptions } from '../kube/shard-membership.js';
 import type { Controller } from './controller.js';
-import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownership, viewId, type Member, type ShardState } from './shard-assignment.js';
+import type { NewController, Runner } from './runner.js';
+import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownership, viewId, type ShardState } from './shard-assignment.js';
 
-export interface ShardedControllerOptions {
-  readonly identity: string;
-  /**
-   * A controller over the namespaces `owns` admits (its informers drop the rest before caching them), one of
-   * `members` replicas at work: the operator's cluster-wide rates are shared out among them.
-   */
-  readonly create: (owns: (namespace: string) => boolean, members: number) => Controller;
-  readonly membership: Omit<ShardMembershipOptions, 'onChange' | 'onLost' | 'identity'>;
+export interface ShardedRunnerOptions {
+  readonly mode: {
+    readonly membership: Omit<ShardMembershipOptions, 'onChange' | 'onLost' | 'log'>;
+    readonly onMembers?: (count: number) => void;
+    readonly onRebalanced?: () => void;
+  };
+  /** A controller over the namespaces `owns` admits (its informers drop the rest before caching them). */
+  readonly create: NewController;
   /** How long in-flight reconciles may finish when namespaces move away (and on shutdown). */
   readonly graceMs: number;
   readonly log: Logger;
-  readonly onMembers?: (count: number) => void;
-  readonly onRebalanced?: () => void;
-  /** Whether this replica is at work on a share now (usergroup_leader: some replica must be). */
   readonly onWorking?: (working: boolean) => void;
 }
 
@@ -30,7 +28,7 @@ const LOST = 'lost';
  * that controller — letting in-flight reconciles finish — before it says so in its Lease, then starts one over the
  * new share. A replica whose Lease lapses stops all work at once.
  */
-export class ShardedController {
+export class ShardedRunner implements Runner {
   private current: Controller;
   private state: ShardState = INITIAL_SHARD_STATE;
   private applied = constraintsKey([]);
@@ -40,17 +38,18 @@ export class ShardedController {
   private syncedOnce = false;
   private settledView: string | undefined;
   private stopped = false;
+  private hasShare = false;
 
-  constructor(private readonly options: ShardedControllerOptions) {
+  constructor(private readonly options: ShardedRunnerOptions) {
     this.membership = new ShardMembership({
-      ...options.membership,
-      identity: options.identity,
+      ...options.mode.membership,
+      log: options.log,
       onChange: (live) => this.onMembers(live),
       onLost: () => {
         // At once, not after the queue of decisions: in-flight service calls are aborted. Whatever comes next is
         // decided afresh, as by a newcomer (the others may have moved on without us).
-        void this.current.stopWorkers(0);
-        this.options.onWorking?.(false);
+        void this.current.abortWorkers();
+        this.setWorking(false);
         this.state = INITIAL_SHARD_STATE;
         this.applied = LOST;
       },
@@ -68,14 +67,19 @@ export class ShardedController {
     return this.syncedOnce || this.current.synced;
   }
 
-  /** This replica's Lease is renewed within the renew deadline. */
-  holdsLease(): boolean {
-    return this.membership.holdsLease();
+  get working(): boolean {
+    return this.hasShare;
   }
 
   /** Joins the group; caches are filled once a share is ours (a replica that owns nothing watches nothing). */
-  start(): void {
+  start(): Promise<void> {
+    this.setWorking(false);
     this.membership.start();
+    this.options.log.info(
+      { identity: this.options.mode.membership.identity, group: this.options.mode.membership.group },
+      'sharing the namespaces with the other replicas',
+    );
+    return Promise.resolve();
   }
 
   /** Finishes in-flight work, then leaves the group (the others take our namespaces without waiting). */
@@ -89,7 +93,7 @@ export class ShardedController {
   }
 
   private onMembers(live: readonly Member[]): void {
-    this.options.onMembers?.(live.length);
+    this.options.mode.onMembers?.(live.length);
     this.pending = live;
     this.processing ??= this.process().finally(() => {
       this.processing = undefined;
@@ -101,7 +105,7 @@ export class ShardedController {
     while (this.pending && !this.stopped) {
       const live = this.pending;
       this.pending = undefined;
-      const decision = decideShards(this.state, this.options.identity, live);
+      const decision = decideShards(this.state, this.options.mode.membership.identity, live);
       this.state = decision.state;
       const settled = decision.state.settled;
       if (settled && viewId(settled) !== this.settledView) {
@@ -110,22 +114,25 @@ export class ShardedController {
       }
       const key = constraintsKey(decision.constraints);
       if (key !== this.applied) {
-        await this.rebuild(decision.constraints.length > 0 ? ownership(this.options.identity, decision.constraints) : NOTHING, decision.view.length);
+        await this.rebuild(
+          decision.constraints.length > 0 ? ownership(this.options.mode.membership.identity, decision.constraints) : NOTHING,
+          decision.view.length,
+        );
         this.applied = key;
       }
       // Only now that nothing outside the constraints runs any more may the others count on it.
-      if (decision.view.includes(this.options.identity)) this.membership.acknowledge(viewId(decision.view));
+      if (decision.view.includes(this.options.mode.membership.identity)) this.membership.acknowledge(viewId(decision.view));
     }
   }
 
   /** Stops the controller of the old share (its reconciles may finish), then starts one over the new share. */
   private async rebuild(owns: (namespace: string) => boolean, members: number): Promise<void> {
     const old = this.current;
-    this.options.onWorking?.(false);
+    this.setWorking(false);
     await old.stop(this.options.graceMs);
     if (this.stopped) return;
     this.current = this.build(owns, members);
-    this.options.onRebalanced?.();
+    this.options.mode.onRebalanced?.();
     if (owns === NOTHING) {
       this.options.log.info('shard share is empty; no caches kept');
       return;
@@ -135,9 +142,7 @@ export class ShardedController {
   }
 
   private build(owns: (namespace: string) => boolean, members: number): Controller {
-    const controller = this.options.create(owns, members);
-    controller.holdsLease = () => this.membership.holdsLease();
-    return controller;
+    return this.options.create(this.membership, owns, members);
   }
 
   private async launch(controller: Controller): Promise<void> {
@@ -145,6 +150,11 @@ export class ShardedController {
     if (controller !== this.current || this.stopped) return;
     this.syncedOnce = true;
     controller.startWorkers();
-    this.options.onWorking?.(true);
+    this.setWorking(true);
+  }
+
+  private setWorking(working: boolean): void {
+    this.hasShare = working;
+    this.options.onWorking?.(working);
   }
 }

@@ -109,7 +109,7 @@ export async function devCommand(argv: readonly string[], io: Io): Promise<numbe
     const interactive = process.stdout.isTTY;
     let last = '';
     const render = (): void => {
-      const groups = running.controller.userGroups.list();
+      const groups = running.controller.caches.userGroups.list();
       const table = renderStatusTable(groups, { allNamespaces: true, wide: false, now: Date.now() }).trimEnd();
       const { upsert, rotate } = simulator.stats().operations;
       const calls = `PUT created ${upsert.created}, updated ${upsert.updated}; POST rotated ${rotate.ok}`;

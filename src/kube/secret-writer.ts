@@ -1,17 +1,20 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../api/constants.js';
-import { parseSecret, type ObservedSecret } from '../api/secret.js';
-import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
-import { call, type KubeClient } from './http.js';
+import { sameStringMap } from '../api/meta.js';
+import { metadataDigest, parseSecret, type ObservedSecret } from '../api/secret.js';
+import { isAlreadyExists, isConflict, isNotFound, type ApiError } from './api-error.js';
+import { call, type ApiResult, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
-export type SecretWriteResult =
-  | { readonly ok: true; readonly secret: ObservedSecret }
-  /**
-   * Someone else wrote first: 'exists' — a create found a Secret of that name that no cache knew of;
-   * 'changed' — a replace found a newer version. Either way: re-read and decide again.
-   */
-  | { readonly ok: false; readonly conflict: 'exists' | 'changed'; readonly message: string };
+/**
+ * What apply() did, like controller-runtime's CreateOrUpdate and its OperationResult: the Secret already was the
+ * desired one (no request), was created, or replaced; someone else wrote first (decide again on what won); or the
+ * apiserver refused the write (validation, quota, RBAC: the caller reports it on its object).
+ */
+export type SecretApplyResult =
+  | { readonly kind: 'unchanged' | 'created' | 'updated'; readonly secret: ObservedSecret }
+  | { readonly kind: 'conflict'; readonly conflict: 'exists' | 'changed'; readonly message: string }
+  | { readonly kind: 'refused'; readonly error: ApiError };
 
 /** Creates or replaces token Secrets, with optimistic concurrency on replace. */
 export class SecretWriter {
@@ -31,28 +34,56 @@ export class SecretWriter {
     if (!res.ok && !isNotFound(res.error) && !isConflict(res.error)) throw res.error;
   }
 
-  /** Creates the Secret when `resourceVersion` is undefined, else replaces that exact version. */
-  async write(desired: V1Secret, resourceVersion: string | undefined): Promise<SecretWriteResult> {
+  /**
+   * Makes the Secret `desired` unless `current` (what is stored now, as far as the caller knows) already is: no
+   * request then. Creates it when there is none, else replaces exactly the version `current` names.
+   */
+  async apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult> {
+    if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
+    const resourceVersion = current?.metadata.resourceVersion;
+    const res = await this.send(desired, resourceVersion);
+    if (res.ok) return { kind: resourceVersion === undefined ? 'created' : 'updated', secret: parsed(res.body) };
+    if (isAlreadyExists(res.error) || isConflict(res.error)) return { kind: 'conflict', ...conflictOf(desired, resourceVersion) };
+    return { kind: 'refused', error: res.error };
+  }
+
+  private send(desired: V1Secret, resourceVersion: string | undefined): Promise<ApiResult> {
     const namespace = desired.metadata?.namespace ?? '';
     const name = desired.metadata?.name ?? '';
     const query = { fieldManager: FIELD_MANAGER };
     // The error of a refused write holds the apiserver's Status only, never this request's body: it holds the token.
-    const res =
-      resourceVersion === undefined
-        ? await call(this.client, 'POST', paths.secrets(namespace), { query, body: desired })
-        : await call(this.client, 'PUT', paths.secret(namespace, name), {
-            query,
-            // client-node's V1Secret is a plain data class: the spread copy is what goes on the wire.
-            // eslint-disable-next-line @typescript-eslint/no-misused-spread
-            body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
-          });
-    if (res.ok) return { ok: true, secret: parsed(res.body) };
-    // A 409 of either reason means someone wrote first (AlreadyExists answers a create, Conflict a replace).
-    if (!isAlreadyExists(res.error) && !isConflict(res.error)) throw res.error;
     return resourceVersion === undefined
-      ? { ok: false, conflict: 'exists', message: `Secret ${namespace}/${name} already exists` }
-      : { ok: false, conflict: 'changed', message: `Secret ${namespace}/${name} changed underneath us` };
+      ? call(this.client, 'POST', paths.secrets(namespace), { query, body: desired })
+      : call(this.client, 'PUT', paths.secret(namespace, name), {
+          query,
+          // client-node's V1Secret is a plain data class: the spread copy is what goes on the wire.
+          // eslint-disable-next-line @typescript-eslint/no-misused-spread
+          body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
+        });
   }
+}
+
+/**
+ * True when the observed Secret already is the desired one (no write needed). A Secret seen as metadata only is
+ * compared by its digest of labels and annotations; its data is then taken as intact, which the caller vouches for
+ * (a token Secret's annotations hold its token's digest, sealed: see controller/token-secret.ts).
+ */
+export function secretMatches(observed: ObservedSecret, desired: V1Secret): boolean {
+  const meta = desired.metadata ?? {};
+  return (
+    (observed.type === undefined || observed.type === desired.type) &&
+    observed.metaDigest === metadataDigest(meta.labels ?? {}, meta.annotations ?? {}) &&
+    (observed.data === undefined || (desired.data !== undefined && sameStringMap(observed.data, desired.data))) &&
+    observed.metadata.ownerReferences.length === 1
+  );
+}
+
+/** A 409 of either reason means someone wrote first (AlreadyExists answers a create, Conflict a replace). */
+function conflictOf(desired: V1Secret, resourceVersion: string | undefined): { conflict: 'exists' | 'changed'; message: string } {
+  const where = `${desired.metadata?.namespace ?? ''}/${desired.metadata?.name ?? ''}`;
+  return resourceVersion === undefined
+    ? { conflict: 'exists', message: `Secret ${where} already exists` }
+    : { conflict: 'changed', message: `Secret ${where} changed underneath us` };
 }
 
 function parsed(body: unknown): ObservedSecret {

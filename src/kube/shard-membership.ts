@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Member } from '../controller/shard-assignment.js';
 import { isRecord } from '../platform/json-value.js';
 import { isConflict, isNotFound } from './api-error.js';
 import { microTime } from './events.js';
@@ -13,6 +12,12 @@ import { Pause } from '../platform/sleep.js';
 export const SHARD_GROUP_LABEL = 'usergroup.dev/shard-group';
 /** On a member's Lease: the view (shard-assignment viewId) it has stopped acting outside of. */
 export const SHARD_VIEW_ANNOTATION = 'usergroup.dev/shard-view';
+
+/** A live member as its Lease shows it: who, and which view it last acknowledged (its viewId). */
+export interface Member {
+  readonly identity: string;
+  readonly acknowledged: string | undefined;
+}
 
 export interface ShardMembershipOptions {
   readonly client: KubeClient;

@@ -1,10 +1,18 @@
 import { FIELD_MANAGER } from '../api/constants.js';
 import { parseWorkload, restartedForKey, type ObservedWorkload, type RestartTarget } from '../api/workload.js';
-import { isConflict, isNotFound } from './api-error.js';
+import { isConflict, isNotFound, type ApiError } from './api-error.js';
 import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
 
-export type RestartResult = { readonly ok: true } | { readonly ok: false; readonly conflict: 'changed' | 'gone' };
+/** A workload as far as restarting it needs, or why it cannot be had (the apiserver's refusal: RBAC, an outage). */
+export type WorkloadRead =
+  { readonly kind: 'found'; readonly workload: ObservedWorkload } | { readonly kind: 'missing' } | { readonly kind: 'refused'; readonly error: ApiError };
+
+/** What a restart came to: done; someone wrote first ('changed') or it was deleted ('gone'); or refused. */
+export type RestartResult =
+  | { readonly kind: 'restarted' }
+  | { readonly kind: 'conflict'; readonly conflict: 'changed' | 'gone' }
+  | { readonly kind: 'refused'; readonly error: ApiError };
 
 /**
  * Restarts workloads the way `kubectl rollout restart` does: a pod-template annotation changes, and the
@@ -13,15 +21,12 @@ export type RestartResult = { readonly ok: true } | { readonly ok: false; readon
 export class WorkloadRestarter {
   constructor(private readonly client: KubeClient) {}
 
-  async get(namespace: string, target: RestartTarget): Promise<ObservedWorkload | undefined> {
+  async get(namespace: string, target: RestartTarget): Promise<WorkloadRead> {
     const res = await call(this.client, 'GET', paths.workload(namespace, target.kind, target.name));
-    if (!res.ok) {
-      if (isNotFound(res.error)) return undefined;
-      throw res.error;
-    }
+    if (!res.ok) return isNotFound(res.error) ? { kind: 'missing' } : { kind: 'refused', error: res.error };
     const workload = parseWorkload(res.body);
     if (!workload.ok) throw new Error(`the apiserver returned a ${target.kind} that cannot be parsed: ${workload.error}`);
-    return workload.value;
+    return { kind: 'found', workload: workload.value };
   }
 
   /**
@@ -34,9 +39,9 @@ export class WorkloadRestarter {
       body: { metadata: { resourceVersion }, spec: { template: { metadata: { annotations: { [restartedForKey(userGroupName)]: value } } } } },
       contentType: 'application/merge-patch+json',
     });
-    if (res.ok) return { ok: true };
-    if (isConflict(res.error)) return { ok: false, conflict: 'changed' };
-    if (isNotFound(res.error)) return { ok: false, conflict: 'gone' };
-    throw res.error;
+    if (res.ok) return { kind: 'restarted' };
+    if (isConflict(res.error)) return { kind: 'conflict', conflict: 'changed' };
+    if (isNotFound(res.error)) return { kind: 'conflict', conflict: 'gone' };
+    return { kind: 'refused', error: res.error };
   }
 }

@@ -13,6 +13,28 @@ export interface TokenScheduleSample {
   readonly nextRotationSeconds: number | undefined;
 }
 
+/** What the metrics read from the controller at work now, at scrape time. */
+export interface MetricsSource {
+  /** The token schedule of each UserGroup with scheduled rotation. */
+  tokenSchedules(): Iterable<TokenScheduleSample>;
+  /** Counts of UserGroups per "ready/reason". */
+  userGroupCounts(): ReadonlyMap<string, number>;
+  /** The work queue's in-flight work; undefined while not at work. */
+  queueInFlight(): { readonly unfinishedSeconds: number; readonly longestSeconds: number } | undefined;
+  /** Each cached resource's list and watch counts. */
+  informerStats(): ReadonlyMap<string, InformerStats>;
+  /** With --shard-by-namespace: how many namespaces this replica owns now; undefined otherwise. */
+  ownedNamespaces(): number | undefined;
+}
+
+const NO_SOURCE: MetricsSource = {
+  tokenSchedules: () => [],
+  userGroupCounts: () => new Map(),
+  queueInFlight: () => undefined,
+  informerStats: () => new Map(),
+  ownedNamespaces: () => undefined,
+};
+
 /** Buckets for reconcile and service latency: 1 ms to 60 s. */
 const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -99,8 +121,6 @@ export class Metrics {
     labelNames: ['kind', 'outcome'],
     registers: [this.registry],
   });
-  /** Set by the controller: the token schedule of each UserGroup with scheduled rotation, read at scrape time. */
-  tokenSchedules: () => Iterable<TokenScheduleSample> = () => [];
   // One series per UserGroup with spec.rotation.maxTokenAge (as cert-manager exports one per Certificate).
   readonly tokenIssued = this.scheduleGauge(
     'usergroup_token_issued_timestamp_seconds',
@@ -117,10 +137,8 @@ export class Metrics {
     'When the scheduled rotation falls due; a time in the past means it is overdue.',
     (s) => s.nextRotationSeconds,
   );
-  /** Set by the controller: counts of UserGroups per "ready/reason", read at scrape time. */
-  userGroupCounts: () => ReadonlyMap<string, number> = () => new Map();
   readonly userGroups = (() => {
-    const counts = (): ReadonlyMap<string, number> => this.userGroupCounts();
+    const counts = (): ReadonlyMap<string, number> => this.source.userGroupCounts();
     return new Gauge({
       name: 'usergroup_usergroups',
       help: 'UserGroups by Ready status and reason.',
@@ -135,11 +153,9 @@ export class Metrics {
       },
     });
   })();
-  /** Set by the controller: its work queue's in-flight work, read at scrape time (undefined while not leading). */
-  queueInFlight: () => { readonly unfinishedSeconds: number; readonly longestSeconds: number } | undefined = () => undefined;
   // client-go updates these two from a ticker; here they are read when scraped, so the queue runs no timer.
   readonly queueUnfinished = (() => {
-    const inFlight = (): number => this.queueInFlight()?.unfinishedSeconds ?? 0;
+    const inFlight = (): number => this.source.queueInFlight()?.unfinishedSeconds ?? 0;
     return new Gauge({
       name: 'workqueue_unfinished_work_seconds',
       help: 'Seconds of work in progress not yet done (all in-flight keys together); growing means stuck workers.',
@@ -151,7 +167,7 @@ export class Metrics {
     });
   })();
   readonly queueLongest = (() => {
-    const longest = (): number => this.queueInFlight()?.longestSeconds ?? 0;
+    const longest = (): number => this.source.queueInFlight()?.longestSeconds ?? 0;
     return new Gauge({
       name: 'workqueue_longest_running_processor_seconds',
       help: 'Seconds the longest-running in-flight key has been worked on.',
@@ -162,8 +178,6 @@ export class Metrics {
       },
     });
   })();
-  /** Set by the controller: each cached resource's list and watch counts, read at scrape time. */
-  informerStats: () => ReadonlyMap<string, InformerStats> = () => new Map();
   // Counters kept by the informers themselves (they count without knowing of Prometheus), copied out when scraped.
   // A (re)list (start, 410 Gone, repeated watch failures) is a watch-list, or a paged list where the apiserver refuses
   // watch-lists or one did not finish: the two counters together count every full list.
@@ -183,7 +197,7 @@ export class Metrics {
     (s) => s.watches,
   );
   readonly informerWatchEnds = (() => {
-    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    const stats = (): ReadonlyMap<string, InformerStats> => this.source.informerStats();
     return new Counter({
       name: 'usergroup_informer_watch_ends_total',
       help: 'Watches that ended other than by their server timeout: gone (410, re-listed), silent (no byte for too long), failure.',
@@ -205,7 +219,7 @@ export class Metrics {
     (s) => s.oversizedPages,
   );
   readonly informerLargestPage = (() => {
-    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    const stats = (): ReadonlyMap<string, InformerStats> => this.source.informerStats();
     return new Gauge({
       name: 'usergroup_informer_largest_page_bytes',
       help: 'The largest list page read whole, in bytes.',
@@ -227,10 +241,8 @@ export class Metrics {
     help: 'With --shard-by-namespace: the replicas this one sees live (their Leases renewed), itself included.',
     registers: [this.registry],
   });
-  /** Set with --shard-by-namespace: how many namespaces this replica owns now, read at scrape time. */
-  ownedNamespaces: (() => number) | undefined;
   readonly shardOwnedNamespaces = (() => {
-    const owned = (): number | undefined => this.ownedNamespaces?.();
+    const owned = (): number | undefined => this.source.ownedNamespaces();
     return new Gauge({
       name: 'usergroup_shard_owned_namespaces',
       help: "With --shard-by-namespace: the namespaces in this replica's share now.",
@@ -291,13 +303,16 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(version: string) {
+  constructor(
+    version: string,
+    private readonly source: MetricsSource = NO_SOURCE,
+  ) {
     collectDefaultMetrics({ register: this.registry });
     this.buildInfo.set({ version, node_version: process.version }, 1);
   }
 
   private scheduleGauge(name: string, help: string, value: (sample: TokenScheduleSample) => number | undefined): Gauge {
-    const samples = (): Iterable<TokenScheduleSample> => this.tokenSchedules();
+    const samples = (): Iterable<TokenScheduleSample> => this.source.tokenSchedules();
     return new Gauge({
       name,
       help,
@@ -314,7 +329,7 @@ export class Metrics {
   }
 
   private informerCounter(name: string, help: string, count: (stats: InformerStats) => number): Counter {
-    const stats = (): ReadonlyMap<string, InformerStats> => this.informerStats();
+    const stats = (): ReadonlyMap<string, InformerStats> => this.source.informerStats();
     return new Counter({
       name,
       help,

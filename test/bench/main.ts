@@ -408,7 +408,7 @@ async function cleanUp(cluster: BenchCluster, namespace: string): Promise<void> 
 }
 
 /**
- * The peer phase's charts (SVG, linked from latest.md and the README) and their data (peer-series.json: the
+ * The peer phase's charts (SVG, linked from latest.md and docs/benchmark.md) and their data (peer-series.json: the
  * samples, kept out of latest.json, which stays readable). Resolves with the chart files written.
  */
 async function writePeerCharts(outDir: string, n: number, series: readonly PeerSeries[]): Promise<string[]> {

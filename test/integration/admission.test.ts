@@ -221,7 +221,7 @@ const badUserGroups: BadCase[] = [
     error: 'spec.suspend in body must be of type boolean: "string"',
   },
   { what: 'spec.suspend a number', manifest: userGroup(fresh(), { ...good, suspend: 1 }), error: 'spec.suspend in body must be of type boolean: "integer"' },
-  // ---- size limits (README "Limits"): what the schema can see of properties, and all of mapping ----
+  // ---- size limits (docs/usergroup-reference.md "Limits"): what the schema can see of properties, and all of mapping ----
   {
     what: 'spec.properties with 65 top-level entries',
     manifest: userGroup(fresh(), { ...good, properties: entries(65, (i) => i) }),

@@ -25,7 +25,7 @@ const newKey = (): string => `key-${randomBytes(16).toString('hex')}`;
 const core = adminKubeConfig().makeApiClient(CoreV1Api);
 const custom = adminKubeConfig().makeApiClient(CustomObjectsApi);
 
-/** An API-key Secret a UserGroupService may use: of the opt-in type (see README: Connections). */
+/** An API-key Secret a UserGroupService may use: of the opt-in type (see docs/tenancy.md). */
 async function createApiKeySecret(namespace: string, name: string, data: Record<string, string>, type = API_KEY_SECRET_TYPE): Promise<void> {
   await core.createNamespacedSecret({ namespace, body: { metadata: { name }, type, stringData: data } });
 }

@@ -338,13 +338,13 @@ describe('/metrics, /healthz and /readyz', () => {
   it('a standby with synced caches is ready too, and reports usergroup_leader 0', async () => {
     const args = ['--metrics-addr', '127.0.0.1:0', '--health-addr', '127.0.0.1:0', '--metrics-auth=false', ...LEADER_ARGS(env, 'ug-ready')];
     const first = await env.startOperator({ args });
-    await eventually('the first to lead', async () => (first.operator?.elector?.isLeader ? true : undefined), 20_000, 100);
+    await eventually('the first to lead', async () => (first.operator?.runner.working ? true : undefined), 20_000, 100);
     const second = await env.startOperator({ args });
     const p1 = first.operator;
     const p2 = second.operator;
     if (!p1 || !p2) throw new Error('in-process handles expected');
     await sleep(3 * RETRY_MS);
-    expect(p2.elector?.isLeader).toBe(false);
+    expect(p2.runner.working).toBe(false);
     expect((await httpGet(p2.healthPort ?? 0, '/readyz')).status).toBe(200);
     expect((await httpGet(p2.healthPort ?? 0, '/healthz')).status).toBe(200);
     expect((await scrape(p2.metricsPort ?? 0)).value('usergroup_leader')).toBe(0);

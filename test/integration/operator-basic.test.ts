@@ -34,7 +34,7 @@ describe('operator basics', () => {
     if (!controller) throw new Error('an in-process controller was expected');
     const started = (): number => operator.logs.filter((l) => l.includes('"msg":"workers started"')).length;
     const before = started();
-    const stopped = controller.stopWorkers(0);
+    const stopped = controller.abortWorkers();
     controller.startWorkers();
     // Two generations of workers never run side by side: the start happens once the stop has drained.
     expect(controller.queueInFlight()).toBeUndefined();

@@ -164,7 +164,7 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       expect((await env.eventsFor('acme')).map((e) => e.reason)).toEqual(expect.arrayContaining(['Synced', 'TokenRotated']));
 
       // A UserGroupService in the same namespace: its API-key Secret is read with the same token.
-      // Of the type a UserGroupService may use (README: Connections); the simulator is plain http on loopback.
+      // Of the type a UserGroupService may use (docs/tenancy.md); the simulator is plain http on loopback.
       await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, '--type=usergroup.dev/api-key', `--from-literal=apiKey=${env.apiKey}`]);
       const service = {
         apiVersion: 'usergroup.dev/v1alpha1',

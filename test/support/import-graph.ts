@@ -5,8 +5,11 @@ import ts from 'typescript';
 /** One module specifier a source file names, as the emitted JavaScript will load it. */
 export interface ImportRef {
   readonly specifier: string;
-  /** 'static': `import … from`, `import '…'`, `export … from`, `import x = require(…)`: loaded with the importer. */
-  readonly kind: 'static' | 'dynamic';
+  /**
+   * 'static': `import … from`, `import '…'`, `export … from`, `import x = require(…)`: loaded with the importer.
+   * 'type': `import type` / `export type`, erased (only with `withTypes`: a dependency all the same).
+   */
+  readonly kind: 'static' | 'dynamic' | 'type';
   readonly line: number;
 }
 
@@ -14,8 +17,9 @@ export interface ImportRef {
  * The module specifiers of a TypeScript source, read with TypeScript's own parser (so comments and strings
  * cannot fool it). Statement-level `import type` / `export type` are left out: they are erased. `import { type X }`
  * is kept: under verbatimModuleSyntax it compiles to `import {} from '…'`, which still loads the module.
+ * `withTypes` adds the erased ones as kind 'type' (which layer depends on which, not what loads).
  */
-export function importsOf(fileName: string, text: string): ImportRef[] {
+export function importsOf(fileName: string, text: string, withTypes = false): ImportRef[] {
   const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
   const refs: ImportRef[] = [];
   const add = (node: ts.Node, literal: ts.Expression | undefined, kind: ImportRef['kind']): void => {
@@ -23,9 +27,13 @@ export function importsOf(fileName: string, text: string): ImportRef[] {
     refs.push({ specifier: literal.text, kind, line: source.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
   };
   const visit = (node: ts.Node): void => {
-    if (ts.isImportDeclaration(node) && node.importClause?.phaseModifier !== ts.SyntaxKind.TypeKeyword) add(node, node.moduleSpecifier, 'static');
-    else if (ts.isExportDeclaration(node) && !node.isTypeOnly) add(node, node.moduleSpecifier, 'static');
-    else if (ts.isImportEqualsDeclaration(node) && !node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference)) {
+    if (ts.isImportDeclaration(node)) {
+      if (node.importClause?.phaseModifier !== ts.SyntaxKind.TypeKeyword) add(node, node.moduleSpecifier, 'static');
+      else if (withTypes) add(node, node.moduleSpecifier, 'type');
+    } else if (ts.isExportDeclaration(node)) {
+      if (!node.isTypeOnly) add(node, node.moduleSpecifier, 'static');
+      else if (withTypes) add(node, node.moduleSpecifier, 'type');
+    } else if (ts.isImportEqualsDeclaration(node) && !node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference)) {
       add(node, node.moduleReference.expression, 'static');
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) add(node, node.arguments[0], 'dynamic');
     ts.forEachChild(node, visit);

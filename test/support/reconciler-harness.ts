@@ -6,16 +6,18 @@ import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
-import { Reconciler, type ReconcilerPorts } from '../../src/controller/reconciler.js';
-import type { ReconcileResult } from '../../src/controller/retry-policy.js';
+import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/retry-policy.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
-import type { SecretWriteResult } from '../../src/kube/secret-writer.js';
+import type { ReconcilePorts } from '../../src/controller/usergroup/ports.js';
+import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';
+import type { ApiError } from '../../src/kube/api-error.js';
+import { secretMatches, type SecretApplyResult } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceResult } from '../../src/service/types.js';
 import { SEAL, storedSecret } from './fixtures.js';
 
 /**
- * The reconciler on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
+ * The UserGroup reconcile on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
  * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...), the fake
  * apiserver and service keep just enough state to answer consistently.
  */
@@ -35,6 +37,8 @@ export interface UserGroupInit {
   readonly suspend?: boolean;
   /** spec.rolloutRestartTargets. */
   readonly rolloutRestartTargets?: readonly RestartTarget[];
+  readonly serviceRef?: { readonly kind: 'UserGroupService' | 'ClusterUserGroupService'; readonly name: string };
+  readonly deletionTimestamp?: string;
 }
 
 export function userGroup(init: UserGroupInit = {}): UserGroup {
@@ -49,6 +53,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       resourceVersion: '10',
       generation: init.generation ?? 1,
       creationTimestamp: '2026-11-22T00:00:00Z',
+      ...(init.deletionTimestamp !== undefined ? { deletionTimestamp: init.deletionTimestamp } : {}),
       annotations: init.annotations ?? {},
     },
     spec: {
@@ -57,6 +62,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       ...(init.maxTokenAge !== undefined ? { rotation: { maxTokenAge: init.maxTokenAge } } : {}),
       ...(init.suspend !== undefined ? { suspend: init.suspend } : {}),
       ...(init.rolloutRestartTargets !== undefined ? { rolloutRestartTargets: init.rolloutRestartTargets } : {}),
+      ...(init.serviceRef !== undefined ? { serviceRef: init.serviceRef } : {}),
     },
     status: init.status ?? {},
   });
@@ -144,7 +150,7 @@ export interface World {
   /** What the global cap on workload restarts answers (default 0). */
   restartCapWaitMs?: number;
   /** A workload restart the apiserver refuses with this error. */
-  restartRefusal?: Error;
+  restartRefusal?: ApiError;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
   workloadChangesAfterRead?: boolean;
 }
@@ -158,6 +164,8 @@ export interface Harness {
   /** The token the fake service holds for the group now. */
   serviceToken(): string;
   reconcile(): Promise<ReconcileResult>;
+  /** What the worker does with the key after `result`, at the harness's clock. */
+  requeue(result: ReconcileResult): Requeue;
 }
 
 export function harness(world: World): Harness {
@@ -192,6 +200,7 @@ export function harness(world: World): Harness {
     },
   };
   const all = (): UserGroup[] => [world.ug, ...(world.others ?? [])];
+  const now = world.now ?? Date.parse('2026-11-22T01:00:00Z');
   const writes: Harness['writes'] = [];
   let claimVersion = 5;
   const keep = (spec: ClaimSpec): UserGroupClaim => {
@@ -200,101 +209,115 @@ export function harness(world: World): Harness {
     claims.set(kept.metadata.name, kept);
     return kept;
   };
-  const ports: ReconcilerPorts = {
-    // The harness's Secrets carry their data, so the metadata-only trust question never arises.
-    secretVerified: () => world.verified ?? true,
-    heldToken: () => (world.heldToken === undefined ? undefined : new SecretValue(world.heldToken)),
-    markSecretVerified: () => undefined,
-    userGroup: (key) => all().find((u) => objectKey(u.metadata) === key),
-    userGroupsWithId: (id) => all().filter((u) => u.spec.ok && u.spec.value.userGroupId === id),
-    claim: (name) => (world.claimCache ?? claims).get(name),
-    readClaim: async (name) => {
-      calls.push('GET Claim');
-      return claims.get(name);
+  const ports: ReconcilePorts = {
+    userGroups: {
+      get: (key) => all().find((u) => objectKey(u.metadata) === key),
+      withId: (id) => all().filter((u) => u.spec.ok && u.spec.value.userGroupId === id),
     },
-    createClaim: async (spec) => {
-      calls.push('create Claim');
-      if (claims.has(claimName(spec.account, spec.userGroupId))) return { ok: false };
-      return { ok: true, claim: keep(spec) };
+    claims: {
+      cached: (name) => (world.claimCache ?? claims).get(name),
+      read: async (name) => {
+        calls.push('GET Claim');
+        return claims.get(name);
+      },
+      create: async (spec) => {
+        calls.push('create Claim');
+        if (claims.has(claimName(spec.account, spec.userGroupId))) return { ok: false };
+        return { ok: true, claim: keep(spec) };
+      },
+      replace: async (current, spec) => {
+        calls.push('replace Claim');
+        if (claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion) return { ok: false };
+        return { ok: true, claim: keep(spec) };
+      },
+      release: async (c) => {
+        calls.push('delete Claim');
+        claims.delete(c.metadata.name);
+      },
     },
-    replaceClaim: async (current, spec) => {
-      calls.push('replace Claim');
-      if (claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion) return { ok: false };
-      return { ok: true, claim: keep(spec) };
+    tokenSecrets: {
+      cached: () => world.cached,
+      otherExists: () => world.otherKnown ?? false,
+      read: async () => {
+        calls.push('GET Secret');
+        return world.vanishesOnRead ? undefined : world.live;
+      },
+      owned: () => (world.cached ? [world.cached] : []),
+      // As SecretWriter.apply: no request when the Secret already is the desired one.
+      apply: async (desired, current): Promise<SecretApplyResult> => {
+        if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
+        const resourceVersion = current?.metadata.resourceVersion;
+        calls.push(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
+        const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
+        writes.push({ resourceVersion, annotations: { ...(desired.metadata?.annotations ?? {}) }, token: written });
+        if (resourceVersion === undefined && world.live) return { kind: 'conflict', conflict: 'exists', message: 'already exists' };
+        const parsed = parseSecret(storedSecret(desired, String(30 + writes.length)));
+        if (!parsed.ok) throw new Error(parsed.error);
+        world.live = parsed.value;
+        return { kind: resourceVersion === undefined ? 'created' : 'updated', secret: parsed.value };
+      },
+      delete: async (s) => {
+        calls.push('delete Secret');
+        deleted.push(s.metadata.name);
+      },
+      // The harness's Secrets carry their data, so the metadata-only trust question never arises.
+      known: () => ({ verified: world.verified ?? true, token: world.heldToken === undefined ? undefined : new SecretValue(world.heldToken) }),
+      remember: () => undefined,
     },
-    releaseClaim: async (c) => {
-      calls.push('delete Claim');
-      claims.delete(c.metadata.name);
+    status: {
+      patch: async (_ug, status) => {
+        statuses.push(status);
+        calls.push(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`);
+      },
     },
-    cachedSecret: () => world.cached,
-    otherSecretExists: () => world.otherKnown ?? false,
-    readSecret: async () => {
-      calls.push('GET Secret');
-      return world.vanishesOnRead ? undefined : world.live;
+    connections: {
+      resolve: async () => world.resolution ?? { ok: true, connection },
+      invalidate: () => undefined,
     },
-    writeSecret: async (desired: ReturnType<typeof desiredSecret>, resourceVersion): Promise<SecretWriteResult> => {
-      calls.push(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
-      const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
-      writes.push({ resourceVersion, annotations: { ...(desired.metadata?.annotations ?? {}) }, token: written });
-      if (resourceVersion === undefined && world.live) return { ok: false, conflict: 'exists', message: 'already exists' };
-      const parsed = parseSecret(storedSecret(desired, String(30 + writes.length)));
-      if (!parsed.ok) throw new Error(parsed.error);
-      world.live = parsed.value;
-      return { ok: true, secret: parsed.value };
+    workloads: {
+      read: async (_ns, target) => {
+        calls.push(`GET ${target.kind}/${target.name}`);
+        const key = `${target.kind}/${target.name}`;
+        const read = world.workloads?.get(key);
+        if (read && world.workloadChangesAfterRead) world.workloads?.set(key, { ...read, resourceVersion: `${read.resourceVersion}0` });
+        return read ? { kind: 'found', workload: read } : { kind: 'missing' };
+      },
+      restart: async (_ns, target, resourceVersion, userGroupName, value) => {
+        calls.push(`restart ${target.kind}/${target.name}`);
+        if (world.restartRefusal) return { kind: 'refused', error: world.restartRefusal };
+        const key = `${target.kind}/${target.name}`;
+        const current = world.workloads?.get(key);
+        if (!current) return { kind: 'conflict', conflict: 'gone' };
+        if (current.resourceVersion !== resourceVersion) return { kind: 'conflict', conflict: 'changed' };
+        world.workloads?.set(key, {
+          ...current,
+          resourceVersion: String(Number(current.resourceVersion) + 1),
+          restartedFor: { ...current.restartedFor, [userGroupName]: value },
+        });
+        return { kind: 'restarted' };
+      },
     },
-    ownedSecrets: () => (world.cached ? [world.cached] : []),
-    deleteSecret: async (s) => {
-      calls.push('delete Secret');
-      deleted.push(s.metadata.name);
+    events: { emit: (_ug, event) => calls.push(`Event ${event.type} ${event.reason}`) },
+    metrics: { tokenRotated: () => undefined, rotationFailed: () => undefined, workloadRestarted: () => undefined },
+    caps: {
+      rotation: () => {
+        calls.push('cap');
+        return world.capWaitMs ?? 0;
+      },
+      restart: () => {
+        calls.push('restart cap');
+        return world.restartCapWaitMs ?? 0;
+      },
     },
-    patchStatus: async (_ug, status) => {
-      statuses.push(status);
-      calls.push(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`);
-    },
-    resolveConnection: async () => world.resolution ?? { ok: true, connection },
-    invalidateConnection: () => undefined,
-    event: (_ug, type, reason) => calls.push(`Event ${type} ${reason}`),
-    tokenRotated: () => undefined,
-    rotationFailed: () => undefined,
-    scheduledRotationSlot: () => {
-      calls.push('cap');
-      return world.capWaitMs ?? 0;
-    },
-    readWorkload: async (_ns, target) => {
-      calls.push(`GET ${target.kind}/${target.name}`);
-      const key = `${target.kind}/${target.name}`;
-      const read = world.workloads?.get(key);
-      if (read && world.workloadChangesAfterRead) world.workloads?.set(key, { ...read, resourceVersion: `${read.resourceVersion}0` });
-      return read;
-    },
-    restartWorkload: async (_ns, target, resourceVersion, userGroupName, value) => {
-      calls.push(`restart ${target.kind}/${target.name}`);
-      if (world.restartRefusal) throw world.restartRefusal;
-      const key = `${target.kind}/${target.name}`;
-      const current = world.workloads?.get(key);
-      if (!current) return { ok: false, conflict: 'gone' };
-      if (current.resourceVersion !== resourceVersion) return { ok: false, conflict: 'changed' };
-      world.workloads?.set(key, {
-        ...current,
-        resourceVersion: String(Number(current.resourceVersion) + 1),
-        restartedFor: { ...current.restartedFor, [userGroupName]: value },
-      });
-      return { ok: true };
-    },
-    workloadRestartSlot: () => {
-      calls.push('restart cap');
-      return world.restartCapWaitMs ?? 0;
-    },
-    workloadRestarted: () => undefined,
-    now: () => world.now ?? Date.parse('2026-11-22T01:00:00Z'),
+    clock: { now: () => now },
   };
-  const reconciler = new Reconciler(ports, {
-    resyncPeriodMs: 3_600_000,
-    minTokenAgeMs: 1_000,
-    workloadRestarts: world.workloadRestarts ?? true,
-    log: pino({ level: 'silent' }),
-  });
-  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile: () => reconciler.reconcile(objectKey(world.ug.metadata), 'r1') };
+  const settings = { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, workloadRestarts: world.workloadRestarts ?? true };
+  const reconcile = (): Promise<ReconcileResult> =>
+    reconcileUserGroup(
+      { ports, settings, log: pino({ level: 'silent' }) },
+      { key: objectKey(world.ug.metadata), reconcileId: 'r1', signal: undefined, wake: () => undefined },
+    );
+  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile, requeue: (result) => requeueFor(result, now) };
 }
 
 /** The harness's Secret as the operator writes it for `acme`: `token` and its bookkeeping, sealed (SEAL). */

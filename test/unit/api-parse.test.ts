@@ -160,7 +160,7 @@ describe('parseUserGroup', () => {
     expect(specError({ userGroupId: 'a', name: 'A', properties: nest(100_000) })).toMatch(/nested more than 100/);
   });
 
-  describe('size limits (README "Limits"): an over-limit spec is invalid and keeps none of its payload', () => {
+  describe('size limits (docs/usergroup-reference.md "Limits"): an over-limit spec is invalid and keeps none of its payload', () => {
     const base = { userGroupId: 'a', name: 'A' };
     const entries = (n: number, value: (i: number) => unknown): Record<string, unknown> =>
       Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value(i)]));

@@ -30,7 +30,7 @@ describe('Dockerfile', () => {
     expect(froms[1]).toMatch(/^gcr\.io\/distroless\/nodejs26-debian\d+:nonroot$/);
   });
 
-  it('builds with buildah and kaniko as well as Docker: no BuildKit-only RUN flags, no heredocs (README: The image)', () => {
+  it('builds with buildah and kaniko as well as Docker: no BuildKit-only RUN flags, no heredocs (docs/operations.md: The image)', () => {
     const text = fs.readFileSync(path.join(repoRoot, 'Dockerfile'), 'utf8');
     for (const run of instructions.filter((i) => i.keyword === 'RUN')) expect(run.args).not.toMatch(/^--(mount|network|security)\b/);
     expect(text).not.toMatch(/<<-?\s*["']?[A-Z]+/);

@@ -48,6 +48,31 @@ describe("the controller's static import graph (src/cli/main.ts → run)", () =>
   });
 });
 
+describe('layers point down: what the controller is made of never imports what is built on it', () => {
+  // Lower first; a layer may import itself and any layer before it, types included. src/cli and src/devtools sit on
+  // top of all of them.
+  const LAYERS = ['platform', 'api', 'kube|service', 'observability', 'controller'] as const;
+  const rank = (dir: string): number => LAYERS.findIndex((layer) => layer.split('|').includes(dir));
+  const layerOf = (file: string): string | undefined => {
+    const rel = path.relative(src, file);
+    return rel.startsWith('..') ? undefined : rel.split(path.sep)[0];
+  };
+
+  it.each(LAYERS.flatMap((layer) => layer.split('|')))('src/%s imports only from its own layer and those below it', (dir) => {
+    const found: string[] = [];
+    for (const file of tsSources(path.join(src, dir))) {
+      for (const ref of importsOf(file, fs.readFileSync(file, 'utf8'), true)) {
+        const target = resolveRelative(file, ref.specifier);
+        const layer = target && layerOf(target);
+        if (layer === undefined || layer === dir) continue;
+        const r = rank(layer);
+        if (r < 0 || r >= rank(dir)) found.push(`${path.relative(repoRoot, file)}:${ref.line} imports ${ref.specifier} (src/${layer})`);
+      }
+    }
+    expect(found).toEqual([]);
+  });
+});
+
 describe('src/ does not depend on test/', () => {
   it('imports nothing from test/ and names no path under it', () => {
     const found: string[] = [];

@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { parseClaim, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { ApiError } from '../../src/kube/api-error.js';
 import { ClaimWriter } from '../../src/kube/claim-writer.js';
 import { EventRecorder } from '../../src/kube/events.js';
@@ -62,6 +63,23 @@ function secretObject(resourceVersion = '7'): Record<string, unknown> {
 
 const desired = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acme-token', namespace: NS }, type: 'Opaque', data: { token: TOKEN_B64 } };
 
+/** The Secret as stored at `resourceVersion`, holding `token`, with the one owner reference a token Secret has. */
+function stored(resourceVersion: string, token: string): ObservedSecret {
+  const parsed = parseSecret({
+    ...secretObject(resourceVersion),
+    metadata: {
+      name: 'acme-token',
+      namespace: NS,
+      uid: 'uid-s',
+      resourceVersion,
+      ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-ug', controller: true }],
+    },
+    data: { token: Buffer.from(token).toString('base64') },
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
 describe('SecretWriter', () => {
   it('get: a missing Secret is undefined; any other refusal keeps the apiserver\'s message (was "reading a Secret failed")', async () => {
     expect(await new SecretWriter(scripted(status(404, 'NotFound', 'secrets "acme-token" not found')).client).get(NS, 'acme-token')).toBeUndefined();
@@ -71,38 +89,52 @@ describe('SecretWriter', () => {
     expect(err.message).toBe(`GET ${SECRET_PATH}: 403 Forbidden: ${message}`);
   });
 
-  it('write: a create that meets 409 is "exists", a replace that meets 409 is "changed"', async () => {
+  it('apply: a create that meets 409 is "exists", a replace that meets 409 is "changed"', async () => {
     const create = scripted(status(409, 'AlreadyExists', 'secrets "acme-token" already exists'));
-    expect(await new SecretWriter(create.client).write(desired, undefined)).toEqual({
-      ok: false,
+    expect(await new SecretWriter(create.client).apply(desired, undefined)).toEqual({
+      kind: 'conflict',
       conflict: 'exists',
       message: 'Secret team-a/acme-token already exists',
     });
     expect(create.sent[0]).toMatchObject({ method: 'POST', path: `/api/v1/namespaces/${NS}/secrets` });
     const replace = scripted(status(409, 'Conflict', 'Operation cannot be fulfilled on secrets "acme-token": the object has been modified'));
-    expect(await new SecretWriter(replace.client).write(desired, '7')).toEqual({
-      ok: false,
+    expect(await new SecretWriter(replace.client).apply(desired, stored('7', 'older'))).toEqual({
+      kind: 'conflict',
       conflict: 'changed',
       message: 'Secret team-a/acme-token changed underneath us',
     });
     expect(replace.sent[0]).toMatchObject({ method: 'PUT', path: SECRET_PATH, options: { body: { metadata: { resourceVersion: '7' } } } });
   });
 
-  it("write: a refusal carries the apiserver's message and never the token it was sent", async () => {
+  it("apply: a refusal carries the apiserver's message and never the token it was sent", async () => {
+    const refused = async (answer: KubeResponse, current: ObservedSecret | undefined): Promise<ApiError> => {
+      const applied = await new SecretWriter(scripted(answer).client).apply(desired, current);
+      if (applied.kind !== 'refused') throw new Error(`expected a refusal, got ${applied.kind}`);
+      return applied.error;
+    };
     const message = `secrets "acme-token" is forbidden: ${SA} cannot update resource "secrets" in API group "" in the namespace "team-a"`;
-    const err = await refusal(new SecretWriter(scripted(status(403, 'Forbidden', message)).client).write(desired, '7'));
+    const err = await refused(status(403, 'Forbidden', message), stored('7', 'older'));
     expect(err.message).toBe(`PUT ${SECRET_PATH}: 403 Forbidden: ${message}`);
     // An answer that is not a Status (a proxy's page, a JSON echo) may repeat the request: only its code is told.
-    const echo = await refusal(new SecretWriter(scripted({ status: 400, body: { ...desired } }).client).write(desired, undefined));
+    const echo = await refused({ status: 400, body: { ...desired } }, undefined);
     expect(echo.message).toBe(`POST /api/v1/namespaces/${NS}/secrets: 400 BadRequest: the server rejected our request for an unknown reason`);
-    const page = await refusal(new SecretWriter(scripted({ status: 502, body: `<pre>${JSON.stringify(desired)}</pre>` }).client).write(desired, '7'));
+    const page = await refused({ status: 502, body: `<pre>${JSON.stringify(desired)}</pre>` }, stored('7', 'older'));
     expect(page.message).toBe(`PUT ${SECRET_PATH}: 502 InternalError: an error on the server has prevented the request from succeeding`);
     for (const e of [err, echo, page]) expect(e.message).not.toContain(TOKEN_B64);
   });
 
-  it('write: a 2xx is the Secret as stored', async () => {
-    const res = await new SecretWriter(scripted({ status: 201, body: secretObject('8') }).client).write(desired, undefined);
-    expect(res.ok && res.secret.metadata.resourceVersion).toBe('8');
+  it('apply: a 2xx is the Secret as stored, "created" or "updated"', async () => {
+    const created = await new SecretWriter(scripted({ status: 201, body: secretObject('8') }).client).apply(desired, undefined);
+    expect(created.kind === 'created' && created.secret.metadata.resourceVersion).toBe('8');
+    const updated = await new SecretWriter(scripted({ status: 200, body: secretObject('9') }).client).apply(desired, stored('8', 'older'));
+    expect(updated.kind === 'updated' && updated.secret.metadata.resourceVersion).toBe('9');
+  });
+
+  it('apply: the Secret already is the desired one: "unchanged", and no request at all', async () => {
+    const none = scripted();
+    const current = stored('7', 's3cret-token');
+    expect(await new SecretWriter(none.client).apply(desired, current)).toEqual({ kind: 'unchanged', secret: current });
+    expect(none.sent).toEqual([]);
   });
 
   it('delete: gone already (404) or a newer object of that name (409) is quiet; anything else is thrown with its message', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RateCap } from '../../src/controller/rate-cap.js';
+import { RateCap, rateCaps } from '../../src/controller/rate-cap.js';
+import { shareOf } from '../../src/controller/settings.js';
 
 describe('RateCap: a global cap, evenly spaced, each waiting key with a slot of its own', () => {
   it('spaces slots evenly: 120 per minute is one every 500 ms; a key told to wait has its slot kept for it', () => {
@@ -68,5 +69,41 @@ describe('RateCap: a global cap, evenly spaced, each waiting key with a slot of 
     expect(cap.take('c')).toBe(1_000);
     // "gone" asks again long after its slot: a fresh one, behind c.
     expect(cap.take('gone')).toBe(2_000);
+  });
+});
+
+describe('the caps shared among replicas (settings.ts shareOf, then rateCaps): cluster-wide however many replicas work', () => {
+  const rates = { serviceQps: 10, serviceBurst: 20, scheduledRotationsPerMinute: 60, workloadRestartsPerMinute: 1 };
+
+  /** Replicas that each always have a restart waiting, asking every second for `minutes`: when each restart happened. */
+  function saturate(replicas: number, minutes: number): number[] {
+    let now = 0;
+    const caps = Array.from({ length: replicas }, () => rateCaps(shareOf(rates, replicas), () => now).restarts);
+    const at: number[] = [];
+    for (; now < minutes * 60_000; now += 1_000) {
+      caps.forEach((cap, i) => {
+        if (cap?.take(`replica-${i}`) === 0) at.push(now);
+      });
+    }
+    return at;
+  }
+
+  it('--workload-restarts-per-minute 1 over 3 shards: one a minute cluster-wide (each replica one every 3 minutes), not 3', () => {
+    const one = saturate(1, 60);
+    const three = saturate(3, 60);
+    expect(one).toHaveLength(60);
+    // Each replica's first slot is free (a burst of one), so N replicas may start with N at once; after that the rate holds.
+    expect(three.length).toBeLessThanOrEqual(60 + 2);
+    for (let start = 0; start < 50 * 60_000; start += 60_000) {
+      expect(three.filter((t) => t >= start && t < start + 10 * 60_000).length, `restarts in the 10 minutes from ${start / 60_000} min`).toBeLessThanOrEqual(
+        10 + 2,
+      );
+    }
+  });
+
+  it('restarts off (0 a minute): no cap, and the share of a fraction stays a fraction', () => {
+    expect(rateCaps(shareOf({ ...rates, workloadRestartsPerMinute: 0 }, 3)).restarts).toBeUndefined();
+    expect(shareOf(rates, 3)).toMatchObject({ workloadRestartsPerMinute: 1 / 3, scheduledRotationsPerMinute: 20, serviceQps: 10 / 3, serviceBurst: 6 });
+    expect(shareOf({ ...rates, serviceBurst: 2 }, 3).serviceBurst).toBe(1);
   });
 });

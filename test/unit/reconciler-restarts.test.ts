@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
+import { ApiError } from '../../src/kube/api-error.js';
 import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
 
 /**
@@ -114,14 +115,16 @@ describe('restart targets: once per new token, through the ports', () => {
 
   it('the global cap says wait: the token is stored and Ready, the restart comes back when a slot is free', async () => {
     const h = await world({ restartCapWaitMs: 4_000 });
-    expect(await h.reconcile()).toEqual({ kind: 'done', resyncAfterMs: 4_000 });
+    expect(h.requeue(await h.reconcile())).toEqual({ kind: 'forget', afterMs: 4_000 });
     expect(h.calls).not.toContain('restart Deployment/web');
     expect(h.writes.at(-1)?.token).toBe('tok-r1');
     expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
   });
 
   it('the apiserver refuses the patch (no RBAC): a Warning, a retry with backoff, the old token still owed its restarts', async () => {
-    const h = await world({ restartRefusal: new Error('deployments.apps "web" is forbidden') });
+    const h = await world({
+      restartRefusal: new ApiError('PATCH', '/apis/apps/v1/namespaces/ns/deployments/web', 403, 'Forbidden', 'deployments.apps "web" is forbidden'),
+    });
     expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'restart-refused' });
     expect(h.calls).toContain('Event Warning RestartFailed');
     expect(h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');

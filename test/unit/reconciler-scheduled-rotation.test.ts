@@ -43,7 +43,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const result = await h.reconcile();
     expect(h.calls).toEqual(['status Synced']);
     expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: ISSUED, nextRotationTime: iso(DUE) });
-    expect(result).toEqual({ kind: 'done', resyncAfterMs: 5 * 60_000 });
+    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5 * 60_000 });
   });
 
   it('due: the intent (pending, with the issue time) before the one POST, then the new token with a new issue time', async () => {
@@ -92,7 +92,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED }), serviceToken: 'tok-1', now: DUE + 1_000, capWaitMs: 4_000 });
     const result = await h.reconcile();
     expect(h.calls).toEqual(['cap', 'status Synced']);
-    expect(result).toEqual({ kind: 'done', resyncAfterMs: 4_000 });
+    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 4_000 });
   });
 
   it('a requested rotation first; it dates the new token, which moves the schedule on (no second rotation)', async () => {

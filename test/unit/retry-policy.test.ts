@@ -2,13 +2,27 @@ import { describe, expect, it } from 'vitest';
 import { RETRY_PERSISTENT, RETRY_TABLE, RETRY_TRANSIENT, RetryPolicy, requeueFor, type FailureCause } from '../../src/controller/retry-policy.js';
 
 describe('the retry policy: one table from what a reconcile came to, to what the queue does', () => {
+  const NOW = Date.parse('2026-11-22T01:00:00Z');
+
   it('done forgets the failures, and comes back for the resync when one is due', () => {
-    expect(requeueFor({ kind: 'done' })).toEqual({ kind: 'forget' });
-    expect(requeueFor({ kind: 'done', resyncAfterMs: 3_600_000 })).toEqual({ kind: 'forget', afterMs: 3_600_000 });
+    expect(requeueFor({ kind: 'done' }, NOW)).toEqual({ kind: 'forget' });
+    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 3_600_000 });
+  });
+
+  it("done: the earliest wake-up; one due by the clock not sooner than a second, a cap's slot at that very time", () => {
+    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000, NOW + 300_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 300_000 });
+    // Due already (a clock behind the one that wrote the schedule): a second, not a busy loop.
+    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW - 5_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 1_000 });
+    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [250] } }, NOW)).toEqual({ kind: 'forget', afterMs: 250 });
   });
 
   it('a wait the connection asked for replaces the backoff and resets it', () => {
-    expect(requeueFor({ kind: 'wait', afterMs: 1_234 })).toEqual({ kind: 'forget', afterMs: 1_234 });
+    expect(requeueFor({ kind: 'wait', afterMs: 1_234 }, NOW)).toEqual({ kind: 'forget', afterMs: 1_234 });
+  });
+
+  it("a Retry-After: the service's wait, plus up to a second so the keys it turned away do not come back at once", () => {
+    expect(requeueFor({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0)).toEqual({ kind: 'forget', afterMs: 5_000 });
+    expect(requeueFor({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0.999)).toEqual({ kind: 'forget', afterMs: 5_999 });
   });
 
   it.each<[FailureCause, 'transient' | 'persistent', number]>([
@@ -20,8 +34,9 @@ describe('the retry policy: one table from what a reconcile came to, to what the
     ['secret-write-refused', 'transient', 30_000],
     ['secret-taken', 'transient', 30_000],
     ['connection-unresolved', 'transient', 10_000],
+    ['restart-refused', 'persistent', 0],
   ])('%s: %s backoff, at least %d ms', (cause, retryClass, atLeastMs) => {
-    expect(requeueFor({ kind: 'failed', cause })).toEqual({ kind: 'backoff', retryClass, atLeastMs });
+    expect(requeueFor({ kind: 'failed', cause }, NOW)).toEqual({ kind: 'backoff', retryClass, atLeastMs });
   });
 
   it('every cause has a row', () => {

@@ -1,15 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  constraintsKey,
-  decideShards,
-  INITIAL_SHARD_STATE,
-  ownerOf,
-  owns,
-  ownership,
-  viewId,
-  type Member,
-  type ShardState,
-} from '../../src/controller/shard-assignment.js';
+import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownerOf, owns, ownership, viewId, type ShardState } from '../../src/controller/shard-assignment.js';
+import type { Member } from '../../src/kube/shard-membership.js';
 
 const namespaces = Array.from({ length: 600 }, (_, i) => `tenant-${i}`);
 

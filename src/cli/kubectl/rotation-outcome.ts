@@ -2,7 +2,7 @@ import { ROTATE_ANNOTATION } from '../../api/constants.js';
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 
 /**
- * Ready=False reasons the controller retries on its own (README: backoff, Retry-After):
+ * Ready=False reasons the controller retries on its own (docs/operations.md: retries, backoff, Retry-After):
  * a rotation blocked by one of them still happens once the service recovers, so
  * `rotate` keeps waiting. Every other failure needs a person, so waiting is pointless.
  */

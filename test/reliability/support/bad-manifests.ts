@@ -228,7 +228,7 @@ export const badCases: readonly BadCase[] = [
     'spec.userGroupId: Too long: may not be more than 255',
   ),
   badUg('s-name-1025', 'spec.name of 1025 "ü"', { userGroupId: 's-name-1025-id', name: 'ü'.repeat(1025) }, 'spec.name: Too long: may not be more than 1024'),
-  // Size limits (README "Limits"): what admission can see.
+  // Size limits (docs/usergroup-reference.md "Limits"): what admission can see.
   badUg(
     's-mapping-65',
     'spec.mapping with 65 entries',

@@ -1,0 +1,169 @@
+import { objectKey } from '../api/meta.js';
+import { parseTokenSecretMeta, type ObservedSecret } from '../api/secret.js';
+import type { UserGroup } from '../api/usergroup.js';
+import type { ClaimWriter, ClaimWriteResult } from '../kube/claim-writer.js';
+import type { EventRecorder, EventRegarding } from '../kube/events.js';
+import type { SecretWriter } from '../kube/secret-writer.js';
+import type { StatusWriter } from '../kube/status-writer.js';
+import type { WorkloadRestarter } from '../kube/workload-restarter.js';
+import { SecretValue } from '../service/secret-value.js';
+import type { Caches } from './caches.js';
+import type { Connections } from './connections.js';
+import type { RateCap } from './rate-cap.js';
+import type { ClaimsPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
+import { API_VERSION, USERGROUP_KIND } from '../api/constants.js';
+
+/** The apiserver writers a reconcile uses. */
+export interface Writers {
+  readonly secrets: SecretWriter;
+  readonly claims: ClaimWriter;
+  readonly status: StatusWriter;
+  readonly workloads: WorkloadRestarter;
+}
+
+export interface PortDeps {
+  readonly caches: Caches;
+  readonly writers: Writers;
+  readonly connections: Connections;
+  readonly recorder: EventRecorder;
+  readonly metrics: MetricsPort;
+  /** The caps on scheduled rotations and on workload restarts; undefined: restarts are off. */
+  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined };
+  /** Throws when this replica may no longer act (its Lease not renewed by the clock): runs before every write. */
+  readonly fence: () => void;
+  /** A status write's answer, newer than the cache may be: the controller decides whether it calls for a reconcile. */
+  readonly statusWritten: (before: UserGroup, after: UserGroup) => void;
+}
+
+/**
+ * The ports of the UserGroup reconcile over the controller's caches and writers. Every write is fenced by the
+ * Lease, and goes through to the cache (what we just wrote is known before its watch event, so the next
+ * reconcile does not write it again).
+ */
+export function reconcilePorts(deps: PortDeps): ReconcilePorts {
+  const { caches, connections, caps } = deps;
+  return {
+    userGroups: { get: (key) => caches.userGroups.get(key), withId: (id) => caches.withUserGroupId(id) },
+    claims: claimsPort(deps),
+    tokenSecrets: tokenSecretsPort(deps),
+    status: statusPort(deps),
+    connections: {
+      resolve: (ns, ref, id) => connections.resolve(ns, ref, id),
+      invalidate: (connection) => connections.forgetSecret(connection.apiKeySecret),
+    },
+    workloads: workloadsPort(deps),
+    events: { emit: (ug, event) => deps.recorder.emit(regarding(ug), event.type, event.reason, event.action, event.note) },
+    metrics: deps.metrics,
+    caps: {
+      rotation: (key) => caps.rotations.take(key),
+      // Restarts off: the step never asks (it reports them disabled instead).
+      restart: (key) => caps.restarts?.take(key) ?? 0,
+    },
+    clock: { now: () => Date.now() },
+  };
+}
+
+function claimsPort({ caches, writers, fence }: PortDeps): ClaimsPort {
+  // A claim we just wrote is known at once, before its watch event (the next reconcile must not create it again).
+  const keep = (result: ClaimWriteResult): ClaimWriteResult => {
+    if (result.ok) caches.claims.upsertLocal(result.claim);
+    return result;
+  };
+  return {
+    cached: (name) => caches.claims.get(objectKey({ namespace: '', name })),
+    read: async (name) => {
+      // Kept: a shard's cache may not hold another namespace's claim, and must hear when it is released.
+      const claim = await writers.claims.get(name);
+      if (claim) caches.claims.upsertLocal(claim);
+      return claim;
+    },
+    create: async (spec) => {
+      fence();
+      return keep(await writers.claims.create(spec));
+    },
+    replace: async (current, spec) => {
+      fence();
+      return keep(await writers.claims.replace(current, spec));
+    },
+    release: (claim) => {
+      fence();
+      return writers.claims.delete(claim);
+    },
+  };
+}
+
+function tokenSecretsPort({ caches, writers, fence }: PortDeps): TokenSecretsPort {
+  return {
+    cached: (key) => caches.secrets.get(key),
+    otherExists: (key) => caches.otherSecrets.get(key) !== undefined,
+    read: (ns, name) => writers.secrets.get(ns, name),
+    owned: (ug) => caches.ownedSecrets(ug),
+    apply: async (desired, current) => {
+      fence();
+      const applied = await writers.secrets.apply(desired, current);
+      if (applied.kind === 'created' || applied.kind === 'updated') {
+        // The cache holds what the watch would deliver: metadata only, trimmed; and this version's data is ours.
+        const cached = parseTokenSecretMeta(toPartial(applied.secret));
+        if (cached) caches.secrets.upsertLocal(cached);
+        caches.verified.remember(objectKey(applied.secret.metadata), applied.secret.metadata.resourceVersion, tokenOf(desired.data));
+      }
+      return applied;
+    },
+    delete: (secret) => {
+      fence();
+      return writers.secrets.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
+    },
+    known: (key, rv) => caches.verified.known(key, rv),
+    remember: (key, rv, token) => caches.verified.remember(key, rv, token),
+  };
+}
+
+function statusPort({ caches, writers, fence, statusWritten }: PortDeps): StatusPort {
+  return {
+    patch: async (ug, status, clear) => {
+      fence();
+      const updated = await writers.status.patch(ug.metadata.namespace, ug.metadata.name, status, clear);
+      if (!updated) return;
+      caches.userGroups.upsertLocal(updated);
+      statusWritten(ug, updated);
+    },
+  };
+}
+
+function workloadsPort({ writers, fence }: PortDeps): WorkloadsPort {
+  return {
+    read: (ns, target) => writers.workloads.get(ns, target),
+    restart: (ns, target, rv, userGroupName, value) => {
+      fence();
+      return writers.workloads.restart(ns, target, rv, userGroupName, value);
+    },
+  };
+}
+
+/** What an Event about a UserGroup is about. */
+function regarding(ug: UserGroup): EventRegarding {
+  return { apiVersion: API_VERSION, kind: USERGROUP_KIND, namespace: ug.metadata.namespace, name: ug.metadata.name, uid: ug.metadata.uid };
+}
+
+/** The token a Secret we just wrote holds: the one data value the desired Secret carried. */
+function tokenOf(data: Readonly<Record<string, string>> | undefined): SecretValue | undefined {
+  const [encoded, ...more] = Object.values(data ?? {});
+  return encoded === undefined || more.length > 0 ? undefined : new SecretValue(Buffer.from(encoded, 'base64').toString('utf8'));
+}
+
+/** The PartialObjectMetadata shape of a Secret we read or wrote whole, for the metadata-only cache. */
+function toPartial(secret: ObservedSecret): unknown {
+  const m = secret.metadata;
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      creationTimestamp: m.creationTimestamp,
+      labels: m.labels,
+      annotations: m.annotations,
+      ownerReferences: m.ownerReferences.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid, controller: o.controller })),
+    },
+  };
+}

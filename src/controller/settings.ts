@@ -1,0 +1,43 @@
+/**
+ * The operator's settings the controller works by (flags and environment variables, src/cli/config.ts). The CLI's
+ * RunConfig is these and more, so it is passed as it is, never copied field by field.
+ */
+export interface ControllerSettings {
+  /** Namespaces to watch; empty = all. */
+  readonly namespaces: readonly string[];
+  readonly concurrency: number;
+  readonly resyncPeriodMs: number;
+  /** The cap on scheduled rotations (--scheduled-rotations-per-minute), cluster-wide. */
+  readonly scheduledRotationsPerMinute: number;
+  /** The floor under spec.rotation.maxTokenAge (--min-token-age). */
+  readonly minTokenAgeMs: number;
+  /** The cap on restarts of spec.rolloutRestartTargets (--workload-restarts-per-minute), cluster-wide; 0: restarts are off. */
+  readonly workloadRestartsPerMinute: number;
+  /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
+  readonly defaultService: string | undefined;
+  /** Calls per second and burst per account (--service-qps, --service-burst), cluster-wide. */
+  readonly serviceQps: number;
+  readonly serviceBurst: number;
+  readonly serviceTimeoutMs: number;
+  readonly watchInactivityTimeoutMs: number | undefined;
+  /** The operator's rules for namespaced UserGroupService URLs (--allowed-service-hosts, --allow-http-services). */
+  readonly allowedServiceHosts: readonly string[];
+  readonly allowHttpServices: boolean;
+}
+
+/** The rates that are the operator's as a whole, shared out among the replicas at work. */
+export type OperatorRates = Pick<ControllerSettings, 'serviceQps' | 'serviceBurst' | 'scheduledRotationsPerMinute' | 'workloadRestartsPerMinute'>;
+
+/**
+ * One of `members` replicas at work takes 1/members of each cluster-wide rate, so the service and the cluster see the
+ * same rates however many replicas share the namespaces. (A burst of calls cannot be split below one.)
+ */
+export function shareOf<S extends OperatorRates>(settings: S, members: number): S {
+  return {
+    ...settings,
+    serviceQps: settings.serviceQps / members,
+    serviceBurst: Math.max(1, Math.floor(settings.serviceBurst / members)),
+    scheduledRotationsPerMinute: settings.scheduledRotationsPerMinute / members,
+    workloadRestartsPerMinute: settings.workloadRestartsPerMinute / members,
+  };
+}

@@ -1,0 +1,53 @@
+import { claimName } from '../../api/claim.js';
+import { findReadyCondition, type UserGroupSpec } from '../../api/usergroup.js';
+import { Reason } from '../conditions.js';
+import type { Connection } from '../connections.js';
+import type { ReconcileContext } from './context.js';
+import { Messages } from './events.js';
+import { blocked, deferred, DONE, end, next, type Outcome, type Step } from './outcome.js';
+import { refused } from './refuse.js';
+
+/** A UserGroup that may go on to claim its id: a valid spec and the connection its namespace may use. */
+export interface Admitted {
+  readonly spec: UserGroupSpec;
+  readonly connection: Connection;
+}
+
+/**
+ * The preconditions, before anything is written: a valid spec, not suspended, a connection the rules allow, no
+ * refusal already reported for this generation, and a connection that can be called now (else no claim is taken).
+ */
+export async function admit(ctx: ReconcileContext): Promise<Step<Admitted>> {
+  const { ug } = ctx;
+  if (!ug.spec.ok) return end(blocked(ctx, Reason.InvalidSpec, ug.spec.error));
+  const spec = ug.spec.value;
+  if (spec.suspend) return end({ report: { status: 'False', reason: Reason.Suspended, message: Messages.suspended, fields: {} }, result: DONE });
+
+  const resolution = await ctx.ports.connections.resolve(ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+  if (!resolution.ok) {
+    // The tenant rules say no: the namespace may not hold this group's token either. A rule change requeues us.
+    if (resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed) {
+      return end(await refused(ctx, resolution.reason, resolution.message, spec));
+    }
+    // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
+    return end(blocked(ctx, resolution.reason, resolution.message, 'connection-unresolved'));
+  }
+  const { connection } = resolution;
+  const stop = alreadyDecided(ctx, spec, connection);
+  return stop ? end(stop) : next({ spec, connection });
+}
+
+/** Nothing to do before a claim: a refusal already reported, or a connection that cannot be called now. */
+function alreadyDecided(ctx: ReconcileContext, spec: UserGroupSpec, connection: Connection): Outcome | undefined {
+  // Refused adoption is final for this generation and policy: no claim and no PUT on every restart to hear it again.
+  const ready = findReadyCondition(ctx.previous);
+  if (connection.adoption === 'Refuse' && ready?.reason === Reason.AdoptionRefused && ready.observedGeneration === ctx.ug.metadata.generation) {
+    return { report: undefined, result: DONE };
+  }
+  // A connection that cannot be called now gets no claim written either: a flood of UserGroups on a dead
+  // connection then costs one status write each, and they are woken when it may be called again.
+  // (Only before a first claim: a synced UserGroup that needs no call must not be reported as failing.)
+  if (ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId)) !== undefined) return undefined;
+  const unavailable = ctx.calls.unavailable(connection);
+  return unavailable && deferred(unavailable, 'sync', connection);
+}

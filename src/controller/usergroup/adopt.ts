@@ -1,0 +1,62 @@
+import type { Adoption } from '../../api/clusterusergroupservice.js';
+import { Reason } from '../conditions.js';
+import { holdsRecord } from '../token-secret.js';
+import type { ReconcileContext } from './context.js';
+import { iso, isDeferral } from './context.js';
+import { Events, Messages } from './events.js';
+import { deferred, end, next, rotationFailed, type Outcome, type Step } from './outcome.js';
+import type { Plan } from './plan.js';
+import type { Progress } from './progress.js';
+import { refused } from './refuse.js';
+
+/** What to do with a group the PUT found: nothing (ours, or created just now), or what the tenant rule's policy says. */
+export type AdoptionDecision = { readonly kind: 'none' } | { readonly kind: 'adopt'; readonly policy: Adoption };
+
+/**
+ * A group the service did not create for this PUT, on an account this UserGroup never synced on, was there
+ * before: it is adopted as the policy says. No created indicator counts as "was there": the safe reading.
+ */
+export function decideAdoption(created: boolean | undefined, syncedBefore: boolean, policy: Adoption): AdoptionDecision {
+  return created === true || syncedBefore ? { kind: 'none' } : { kind: 'adopt', policy };
+}
+
+/** After the sync step's PUT: adopt what was there, as the rules say (Keep, Rotate before anything is stored, or Refuse). */
+export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
+  const { group } = progress;
+  if (!group) return next(progress);
+  // The proof that needs a read is looked for only when nothing else settles it (rare: an adoption check).
+  const syncedBefore = group.created === true || plan.syncedBefore || (await sealedOnThisAccount(ctx, plan));
+  const decision = decideAdoption(group.created, syncedBefore, plan.connection.adoption);
+  if (decision.kind === 'none') return next(progress);
+  const { spec, connection } = plan;
+  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan));
+  let adopted = progress;
+  if (decision.policy === 'Rotate') {
+    // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
+    const rotated = await ctx.calls.rotate(connection, group.token);
+    if (isDeferral(rotated)) return end(deferred(rotated, 'rotate', connection));
+    if (!rotated.ok) return end(rotationFailed(ctx, 'adoption', rotated.failure, connection));
+    adopted = { ...adopted, token: rotated.group.token, rotatedAt: iso(ctx.ports.clock.now()) };
+    ctx.ports.metrics.tokenRotated('adoption');
+  }
+  const tokenRotated = decision.policy === 'Rotate';
+  ctx.ports.events.emit(ctx.ug, Events.adopted(spec.userGroupId, connection.description, tokenRotated));
+  ctx.log.info({ tokenRotated }, 'adopted an existing user group');
+  return next({ ...adopted, adopted: { adoptedAt: iso(plan.now), tokenRotated } });
+}
+
+/** A Secret this UserGroup owns carries a record sealed under this account's key: it synced here before (a crash before its status write). */
+async function sealedOnThisAccount(ctx: ReconcileContext, plan: Plan): Promise<boolean> {
+  // The cache has no data, and a record is proof only with the token it seals.
+  for (const cached of ctx.ports.tokenSecrets.owned(ctx.ug)) {
+    const live = await ctx.ports.tokenSecrets.read(cached.metadata.namespace, cached.metadata.name);
+    if (live && holdsRecord(live, ctx.ug.metadata, plan.spec.userGroupId, plan.connection.seal)) return true;
+  }
+  return false;
+}
+
+/** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
+async function adoptionRefused(ctx: ReconcileContext, plan: Plan): Promise<Outcome> {
+  await ctx.ports.claims.release(plan.claim);
+  return refused(ctx, Reason.AdoptionRefused, Messages.adoptionRefused(plan.spec.userGroupId, plan.connection.description), plan.spec);
+}

@@ -1,0 +1,125 @@
+import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
+import type { Reason } from '../conditions.js';
+import type { RotationDecision } from '../decide.js';
+import type { UserGroupEvent } from './ports.js';
+
+/**
+ * Every Event a reconcile sends about a UserGroup, and the condition messages that share their text: one table,
+ * so a reason or a wording is found and changed in one place.
+ */
+
+/** A rotation being done: requested (the annotation's value) or scheduled. */
+export type Rotation = Extract<RotationDecision, { value: string; scheduled: boolean }>;
+
+/** The service operation a failure or deferral is about. */
+export type Operation = 'sync' | 'rotate';
+
+const describeRotation = (rotation: Rotation): string =>
+  rotation.scheduled ? `its schedule (the token had reached spec.rotation.maxTokenAge)` : `rotation request "${rotation.value}"`;
+
+const request = (operation: Operation): string => (operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)');
+
+export const Events = {
+  /** A condition the user must fix; the note is the condition's message. */
+  blocked: (reason: Reason, message: string): UserGroupEvent => ({ type: 'Warning', reason, action: 'Sync', note: message }),
+  /** A service call failed, or the connection is paused after failures (reported as the failure that paused it). */
+  callFailed: (operation: Operation, reason: Reason, message: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: operation === 'sync' ? 'SyncFailed' : 'RotationFailed',
+    action: operation === 'sync' ? 'Sync' : 'Rotate',
+    note: `${reason}: ${message}`,
+  }),
+  secretWriteFailed: (message: string): UserGroupEvent => ({ type: 'Warning', reason: 'SecretWriteFailed', action: 'Sync', note: message }),
+  /** `after`: completed after a restart (the PUT showed the POST had reached the service); `unasked`: and no longer asked for. */
+  tokenRotated: (rotation: Rotation, how: 'now' | 'after-restart' | 'after-restart-unasked'): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'TokenRotated',
+    action: 'Rotate',
+    note: `token rotated for ${describeRotation(rotation)}${
+      how === 'after-restart' ? ' (completed after a restart)' : how === 'after-restart-unasked' ? ' (completed after a restart; no longer asked for)' : ''
+    }`,
+  }),
+  rotationRecovered: (rotation: Rotation, refusal: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RotationRecovered',
+    action: 'Rotate',
+    note: `the service refused to rotate the held token (${refusal}); stored the current token instead and marked ${describeRotation(rotation)} handled`,
+  }),
+  adopted: (userGroupId: string, connection: string, tokenRotated: boolean): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'Adopted',
+    action: 'Sync',
+    note: `user group "${userGroupId}" already existed at the service (${connection}): adopted${
+      tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'
+    }`,
+  }),
+  synced: (
+    how: { restored: true; secret: string } | { restored: false; created: boolean | undefined; connection: string; secret: string },
+  ): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'Synced',
+    action: 'Sync',
+    note: how.restored
+      ? `user group synced; token Secret ${how.secret} restored`
+      : `user group ${how.created ? 'created' : 'updated'} at the service (${how.connection}); token in Secret ${how.secret}`,
+  }),
+  restartsDisabled: (targets: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RolloutRestartDisabled',
+    action: 'Restart',
+    note: `the token changed but ${targets} were not restarted: this operator does not restart workloads (the chart's rolloutRestart.enabled is off)`,
+  }),
+  restartTargetNotFound: (target: string, namespace: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RestartTargetNotFound',
+    action: 'Restart',
+    note: `${target} does not exist in namespace ${namespace}; not restarted for the new token`,
+  }),
+  restartTargetNotAllowed: (target: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RestartTargetNotAllowed',
+    action: 'Restart',
+    note: `${target} was not restarted for the new token: its owner has not named this UserGroup in its ${RESTART_CONSENT_ANNOTATION} annotation`,
+  }),
+  rolloutRestarted: (target: string, issuedAt: string): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'RolloutRestarted',
+    action: 'Restart',
+    note: `restarted ${target} for the new token (issued ${issuedAt})`,
+  }),
+  restartFailed: (target: string, error: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RestartFailed',
+    action: 'Restart',
+    note: `could not restart ${target} for the new token: ${error}`,
+  }),
+  /** Sent by the controller when a UserGroup goes (only the active replica speaks). */
+  deleted: (): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'Deleted',
+    action: 'Delete',
+    note: 'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection',
+  }),
+} as const;
+
+/** Messages of the Ready condition (a blocked one is its Event's note too). */
+export const Messages = {
+  suspended: 'spec.suspend is true: the operator makes no call to the service',
+  synced: (secret: string): string => `user group synced; token in Secret ${secret}`,
+  secretConflict: (secretKey: string): string =>
+    `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
+  secretWriteFailed: (secret: string, error: string): string => `the apiserver refused to write token Secret ${secret}: ${error}`,
+  duplicate: (userGroupId: string, holder: string, connection: string): string =>
+    `userGroupId "${userGroupId}" is already used by UserGroup ${holder} on ${connection}; this one makes no call until that one is deleted`,
+  claimedElsewhere: (userGroupId: string, connection: string, claim: string): string =>
+    `userGroupId "${userGroupId}" is held by another namespace on the account of ${connection} (UserGroupClaim ${claim}); only a cluster admin can release it`,
+  adoptionRefused: (userGroupId: string, connection: string): string =>
+    `user group "${userGroupId}" already existed at the service (${connection}) before this UserGroup synced it, and the tenant rule ` +
+    'that admits it says adoption: Refuse; its token was not stored. (The service has no read operation: the PUT that found it has set its name and properties.) ' +
+    'A cluster admin can allow adoption (adoption: Rotate or Keep), or use another userGroupId',
+  /** A refusal that also took away token Secrets the namespace may no longer hold. */
+  revoked: (message: string, deleted: readonly string[]): string => (deleted.length > 0 ? `${message}; deleted token Secret ${deleted.join(', ')}` : message),
+  callFailed: (operation: Operation, connection: string, detail: string): string => `${request(operation)} via ${connection} failed: ${detail}`,
+  callPaused: (operation: Operation, connection: string, deferral: string, cause: string): string =>
+    `${request(operation)} via ${connection} ${deferral}${cause}`,
+} as const;

@@ -1,0 +1,52 @@
+import { objectKey } from '../../api/meta.js';
+import type { ObservedSecret } from '../../api/secret.js';
+import type { SecretValue } from '../../service/secret-value.js';
+import type { RotationDecision } from '../decide.js';
+import { inspectSecret, type SecretInspection } from '../token-secret.js';
+import type { ReconcileContext } from './context.js';
+import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.js';
+
+/**
+ * Where the Secret comes from: the caches (the usual), or a live read — a create met a Secret neither cache knew
+ * of (a watch lagging behind a creation), and the reconcile decides again from what is really there.
+ */
+export type SecretSource = 'cache' | 'live';
+
+/**
+ * The token Secret as far as this reconcile must know it. The cache has no data: it is had (recalled from this
+ * process's own writes, else read) when the held token is needed or the metadata may be someone else's change —
+ * plan.ts's mustReadData decides which.
+ */
+export async function observeSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<SecretInspection> {
+  const { spec, connection } = held;
+  const secrets = ctx.ports.tokenSecrets;
+  const key = objectKey({ namespace: ctx.ug.metadata.namespace, name: spec.tokenSecret.name });
+  // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
+  // create meets AlreadyExists before any rotation or Secret write, and the reconcile comes back here live.
+  const observed = source === 'live' || (!secrets.cached(key) && secrets.otherExists(key)) ? await readLive(ctx, held) : secrets.cached(key);
+  let inspection = inspectSecret(observed, ctx.ug.metadata, spec, connection.seal);
+  if (inspection.state === 'owned') {
+    const owned = inspection;
+    const known = secrets.known(key, owned.resourceVersion);
+    const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now()).rotation;
+    if (mustReadData(owned, known.verified, rotation)) inspection = await withData(ctx, held, owned, known.verified ? known.token : undefined);
+  }
+  if (inspection.state === 'owned' && inspection.token) secrets.remember(key, inspection.resourceVersion, inspection.token);
+  return inspection;
+}
+
+/** Reads the token Secret live, data included. */
+export function readLive(ctx: ReconcileContext, { spec }: Pick<Held, 'spec'>): Promise<ObservedSecret | undefined> {
+  return ctx.ports.tokenSecrets.read(ctx.ug.metadata.namespace, spec.tokenSecret.name);
+}
+
+/** The Secret with its data: the token this process wrote at this very version (checked against the sealed digest), else a read. */
+async function withData(ctx: ReconcileContext, held: Held, owned: OwnedSecret, recalled: SecretValue | undefined): Promise<SecretInspection> {
+  const { spec, connection } = held;
+  if (recalled) {
+    const data = { [spec.tokenSecret.key]: Buffer.from(recalled.reveal(), 'utf8').toString('base64') };
+    const known = inspectSecret({ ...owned.secret, data }, ctx.ug.metadata, spec, connection.seal);
+    if (known.state === 'owned' && known.token) return known;
+  }
+  return inspectSecret(await readLive(ctx, held), ctx.ug.metadata, spec, connection.seal);
+}

@@ -1,0 +1,138 @@
+import type { UserGroupClaim } from '../../api/claim.js';
+import { ROTATE_ANNOTATION } from '../../api/constants.js';
+import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
+import type { UpsertRequest } from '../../service/types.js';
+import type { Connection } from '../connections.js';
+import {
+  decideRotation,
+  decideSync,
+  effectiveMaxTokenAge,
+  nextResyncAt,
+  scheduledRotation,
+  syncHash,
+  upsertRequestFor,
+  type RotationDecision,
+  type ScheduledRotation,
+  type SyncDecision,
+} from '../decide.js';
+import type { Wake } from '../retry-policy.js';
+import type { SecretInspection } from '../token-secret.js';
+import type { ReconcileSettings } from './context.js';
+
+/** What a reconcile holds once admitted and its claim is taken. */
+export interface Held {
+  readonly spec: UserGroupSpec;
+  readonly connection: Connection;
+  readonly claim: UserGroupClaim;
+}
+
+/** The token Secret as this UserGroup controls it. */
+export type OwnedSecret = Extract<SecretInspection, { state: 'owned' }>;
+
+/** The decisions of one reconcile, made from what it observed before any effect. No I/O. */
+export interface Plan extends Held {
+  readonly request: UpsertRequest;
+  /** Digest of the request on this connection: status.syncedHash once it is synced. */
+  readonly hash: string;
+  readonly now: number;
+  /** The token Secret this UserGroup controls, as observed. */
+  readonly owned: OwnedSecret | undefined;
+  readonly sync: SyncDecision;
+  readonly rotation: RotationDecision;
+  /** When the held token was obtained, as far as anything records it (the Secret, else the status, else creation). */
+  readonly issuedAt: string;
+  /** The scheduled rotation of the held token, with spec.rotation.maxTokenAge. */
+  readonly schedule: ScheduledRotation | undefined;
+  /**
+   * Known without a read to have synced on this account before: status records this very request on this
+   * connection, or the Secret's record is sealed under this account's key. Tenants write neither (status needs
+   * usergroups/status; a seal needs the API key). A group the service says it did not create is then its own.
+   */
+  readonly syncedBefore: boolean;
+}
+
+export interface PlanInputs {
+  readonly ug: UserGroup;
+  readonly held: Held;
+  readonly secret: Exclude<SecretInspection, { state: 'foreign' }>;
+  readonly settings: ReconcileSettings;
+  readonly now: number;
+}
+
+export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
+  const request = upsertRequestFor(held.spec);
+  const hash = syncHash(request, held.connection.id);
+  const resyncAt = nextResyncAt(ug.status.lastSyncTime, ug.metadata.uid, settings.resyncPeriodMs);
+  const { rotation, issuedAt, schedule } = rotationFor(ug, held.spec, secret, settings, now);
+  const owned = secret.state === 'owned' ? secret : undefined;
+  return {
+    ...held,
+    request,
+    hash,
+    now,
+    owned,
+    sync: decideSync({ status: ug.status, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt }),
+    rotation,
+    issuedAt,
+    schedule,
+    syncedBefore: owned?.trusted === true || ug.status.syncedHash === hash,
+  };
+}
+
+/**
+ * The rotation to do, requested or scheduled. A schedule needs a token to rotate (a trusted Secret) and counts
+ * from when that token was obtained: the Secret records it; older Secrets fall back to the status, then to the
+ * UserGroup's creation (the earliest the token can date from: never later than its real due time).
+ */
+export function rotationFor(
+  ug: UserGroup,
+  spec: UserGroupSpec,
+  secret: SecretInspection,
+  settings: ReconcileSettings,
+  now: number,
+): { rotation: RotationDecision; issuedAt: string; schedule: ScheduledRotation | undefined } {
+  const owned = secret.state === 'owned' && secret.trusted ? secret : undefined;
+  const recorded = ug.status.rotation;
+  const issuedAt = owned?.issuedAt ?? recorded?.tokenIssuedTime ?? recorded?.lastRotationTime ?? ug.metadata.creationTimestamp;
+  const schedule = owned ? tokenSchedule(ug, spec, settings, issuedAt) : undefined;
+  const rotation = decideRotation(
+    ug.metadata.annotations[ROTATE_ANNOTATION],
+    secret,
+    recorded?.lastHandledRequest,
+    schedule && { value: schedule.value, due: now >= schedule.dueAt },
+  );
+  return { rotation, issuedAt, schedule };
+}
+
+/** The scheduled rotation of a token obtained at `issuedAt`: spec.rotation.maxTokenAge raised to the operator's floor. */
+export function tokenSchedule(ug: UserGroup, spec: UserGroupSpec, settings: ReconcileSettings, issuedAt: string): ScheduledRotation | undefined {
+  const maxAge = effectiveMaxTokenAge(spec, settings.minTokenAgeMs);
+  return maxAge === undefined ? undefined : scheduledRotation(issuedAt, maxAge, ug.metadata.uid);
+}
+
+/**
+ * Whether the Secret's data must be had (recalled or read) before acting on it: a rotation needs the held token,
+ * and metadata at a resourceVersion this process did not write or check may be someone else's change. The
+ * rotation is only worked out where it matters (a trusted Secret seen as metadata only).
+ */
+export function mustReadData(secret: SecretInspection, verified: boolean, rotation: () => RotationDecision): boolean {
+  if (secret.state !== 'owned' || secret.secret.data !== undefined || !secret.trusted) return false;
+  if (!verified) return true;
+  const { kind } = rotation();
+  return kind === 'rotate' || kind === 'recover' || kind === 'settle';
+}
+
+/**
+ * When to come back after a converged reconcile: the periodic resync, the scheduled rotation of the token now
+ * stored (unless a cap already keeps a slot for it), and the slots the caps keep for this key.
+ */
+export function wakeAfterSync(input: {
+  readonly resyncAt: number | undefined;
+  readonly schedule: ScheduledRotation | undefined;
+  readonly rotationSlotInMs: number | undefined;
+  readonly restartSlotInMs: number | undefined;
+}): Wake | undefined {
+  const dueAt = [input.resyncAt, input.rotationSlotInMs === undefined ? input.schedule?.dueAt : undefined].filter((t): t is number => t !== undefined);
+  const slotInMs = [input.rotationSlotInMs, input.restartSlotInMs].filter((ms): ms is number => ms !== undefined);
+  return dueAt.length === 0 && slotInMs.length === 0 ? undefined : { dueAt, slotInMs };
+}

@@ -1,0 +1,124 @@
+import type { V1Secret } from '@kubernetes/client-node';
+import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
+import type { ObservedSecret } from '../../api/secret.js';
+import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
+import type { RestartKind, RestartTarget } from '../../api/workload.js';
+import type { ClaimWriteResult } from '../../kube/claim-writer.js';
+import type { EventType } from '../../kube/events.js';
+import type { SecretApplyResult } from '../../kube/secret-writer.js';
+import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
+import type { SecretValue } from '../../service/secret-value.js';
+import type { Connection, Resolution } from '../connections.js';
+
+/**
+ * What a reconcile reads and does, grouped by what it touches. The controller wires them over its caches and
+ * writers (controller/reconcile-ports.ts), every write fenced by the Lease; the unit tests over stand-ins.
+ */
+export interface ReconcilePorts {
+  readonly userGroups: UserGroupsPort;
+  readonly claims: ClaimsPort;
+  readonly tokenSecrets: TokenSecretsPort;
+  readonly status: StatusPort;
+  readonly connections: ConnectionsPort;
+  readonly workloads: WorkloadsPort;
+  readonly events: EventsPort;
+  readonly metrics: MetricsPort;
+  readonly caps: CapsPort;
+  readonly clock: ClockPort;
+}
+
+/** The UserGroup cache. */
+export interface UserGroupsPort {
+  get(key: string): UserGroup | undefined;
+  /** UserGroups sharing a userGroupId (holders of claims, and installs older than claims). */
+  withId(userGroupId: string): UserGroup[];
+}
+
+/** UserGroupClaims: the cache (cluster-scoped, by name) and the apiserver. */
+export interface ClaimsPort {
+  cached(name: string): UserGroupClaim | undefined;
+  read(name: string): Promise<UserGroupClaim | undefined>;
+  create(spec: ClaimSpec): Promise<ClaimWriteResult>;
+  replace(current: UserGroupClaim, spec: ClaimSpec): Promise<ClaimWriteResult>;
+  release(claim: UserGroupClaim): Promise<void>;
+}
+
+/** Token Secrets: the metadata-only cache, the apiserver, and what this process knows of their data. */
+export interface TokenSecretsPort {
+  /** The token-Secret cache: Secrets a UserGroup controls, metadata only (read the data with read()). */
+  cached(key: string): ObservedSecret | undefined;
+  /** Whether the name-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
+  otherExists(key: string): boolean;
+  read(namespace: string, name: string): Promise<ObservedSecret | undefined>;
+  /** The cached token Secrets this UserGroup controls (the current one, and any left from an earlier spec.tokenSecret.name). */
+  owned(ug: UserGroup): ObservedSecret[];
+  /** Writes the Secret unless `current` already is `desired` (SecretWriter.apply); what it writes, it knows (known()). */
+  apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult>;
+  delete(secret: ObservedSecret): Promise<void>;
+  /**
+   * What this process knows of the data at this resourceVersion: `verified` when it wrote or checked it (its own
+   * write, a read that matched the sealed digest, or what was there when the workers started) — if not, someone
+   * else wrote it since and the data must be read before the metadata is believed; and the token itself when it
+   * still knows it (spares a read).
+   */
+  known(key: string, resourceVersion: string): { readonly verified: boolean; readonly token: SecretValue | undefined };
+  /** A read that matched the sealed digest: this version's data is the operator's. */
+  remember(key: string, resourceVersion: string, token: SecretValue): void;
+}
+
+export interface StatusPort {
+  patch(ug: UserGroup, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[]): Promise<void>;
+}
+
+export interface ConnectionsPort {
+  resolve(namespace: string, ref: ServiceRef | undefined, userGroupId: string): Promise<Resolution>;
+  /** Forget the connection's cached API key (after a 401). */
+  invalidate(connection: Connection): void;
+}
+
+/** The namespace's workloads, as far as restarting them needs. */
+export interface WorkloadsPort {
+  read(namespace: string, target: RestartTarget): Promise<WorkloadRead>;
+  restart(namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string): Promise<RestartResult>;
+}
+
+/** An Event about a UserGroup; every text and reason is in events.ts. */
+export interface UserGroupEvent {
+  readonly type: EventType;
+  readonly reason: string;
+  readonly action: string;
+  readonly note: string;
+}
+
+export interface EventsPort {
+  emit(ug: UserGroup, event: UserGroupEvent): void;
+}
+
+/** What became of one restart target. */
+export type RestartOutcome = 'restarted' | 'not-allowed' | 'missing' | 'failed';
+
+/** Why a token was rotated: someone asked, its schedule, or the adoption of a group found at the service. */
+export type RotationTrigger = 'requested' | 'scheduled' | 'adoption';
+
+export interface MetricsPort {
+  tokenRotated(trigger: RotationTrigger): void;
+  /** A rotation the service did not do (not one that was only deferred: that is no failure). */
+  rotationFailed(trigger: RotationTrigger): void;
+  workloadRestarted(kind: RestartKind, outcome: RestartOutcome): void;
+}
+
+/**
+ * The global caps (rate-cap.ts). Each takes a slot for this UserGroup key: 0 when it may go now, else the
+ * milliseconds until the slot kept for it (come back then).
+ */
+export interface CapsPort {
+  /** Scheduled rotations (--scheduled-rotations-per-minute). */
+  rotation(key: string): number;
+  /** Workload restarts (--workload-restarts-per-minute). */
+  restart(key: string): number;
+}
+
+export interface ClockPort {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}

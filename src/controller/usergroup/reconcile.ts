@@ -1,0 +1,99 @@
+import type { Logger } from 'pino';
+import { objectKey } from '../../api/meta.js';
+import { Reason } from '../conditions.js';
+import type { ReconcileResult } from '../retry-policy.js';
+import { adoptIfFound } from './adopt.js';
+import { admit } from './admit.js';
+import { holdClaim } from './claim.js';
+import { ServiceCalls, type ReconcileContext, type ReconcileSettings } from './context.js';
+import { Messages } from './events.js';
+import { observeSecret, type SecretSource } from './observe-secret.js';
+import { blocked, DONE, failed, next, type Outcome, type Step } from './outcome.js';
+import { plan, type Held, type Plan } from './plan.js';
+import type { ReconcilePorts } from './ports.js';
+import { startingPoint, type Progress } from './progress.js';
+import { report, synced } from './report.js';
+import { restartConsumers } from './restart-consumers.js';
+import { rotateIfAsked } from './rotate.js';
+import { storeToken } from './store-token.js';
+import { syncAtService } from './sync.js';
+import { secretAppeared, type SecretAppeared } from './write-secret.js';
+
+/** What the worker hands a reconcile: a key, never an event (level-triggered). */
+export interface ReconcileRequest {
+  readonly key: string;
+  /** Names this reconcile in the logs. */
+  readonly reconcileId: string;
+  /** Aborted when the work must stop (shutdown, lost leadership). */
+  readonly signal: AbortSignal | undefined;
+  /** Queues the key again: a connection that deferred a call wakes it when the call may go out. */
+  readonly wake: () => void;
+}
+
+export interface ReconcilerDeps {
+  readonly ports: ReconcilePorts;
+  readonly settings: ReconcileSettings;
+  readonly log: Logger;
+}
+
+/** A step after the plan: `(ctx, plan, progress) → Step`, each in its own module. */
+type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress, Outcome | SecretAppeared>>;
+
+/** Sync at the service → adopt what was there → rotate if asked → store the token → restart its consumers. */
+const STEPS: readonly ConvergeStep[] = [syncAtService, adoptIfFound, rotateIfAsked, storeToken, restartConsumers];
+
+/**
+ * Brings one UserGroup's world in line with its spec: the group at the service, its token in the Secret, and its
+ * status. Level-triggered: every decision is made from what is observed now, so running it twice changes nothing.
+ * Errors are not caught here: the worker (controller/worker.ts) is the one place that turns any outcome, a throw
+ * included, into what happens to the key.
+ */
+export async function reconcileUserGroup(deps: ReconcilerDeps, request: ReconcileRequest): Promise<ReconcileResult> {
+  const ug = deps.ports.userGroups.get(request.key);
+  // Gone or going: nothing to do. The service has no delete; the Secret goes by garbage collection.
+  if (!ug || ug.metadata.deletionTimestamp) return DONE;
+  const ctx: ReconcileContext = {
+    key: request.key,
+    ug,
+    previous: ug.status,
+    ports: deps.ports,
+    settings: deps.settings,
+    log: deps.log.child({ usergroup: request.key, reconcileId: request.reconcileId }),
+    signal: request.signal,
+    calls: new ServiceCalls(request.key, request.signal, request.wake),
+  };
+  const outcome = await converge(ctx);
+  await report(ctx, outcome.report);
+  return outcome.result;
+}
+
+/** The preconditions and the id's claim, then the steps from the token Secret on. */
+async function converge(ctx: ReconcileContext): Promise<Outcome> {
+  const admitted = await admit(ctx);
+  if (!admitted.ok) return admitted.end;
+  const claim = await holdClaim(ctx, admitted.value);
+  if (!claim.ok) return claim.end;
+  const held: Held = { ...admitted.value, claim: claim.value };
+  // Neither cache knowing the Secret's name means none exists, unless a watch lags behind a creation: then our
+  // create meets it before any rotation or Secret write, and the second pass reads it live.
+  const first = await fromSecret(ctx, held, 'cache');
+  if (!secretAppeared(first)) return first;
+  const second = await fromSecret(ctx, held, 'live');
+  return secretAppeared(second) ? { report: undefined, result: failed('lost-race') } : second;
+}
+
+/** Observe the token Secret → plan (pure) → the steps → the synced report. */
+async function fromSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<Outcome | SecretAppeared> {
+  const secret = await observeSecret(ctx, held, source);
+  if (secret.state === 'foreign') {
+    const key = objectKey({ namespace: ctx.ug.metadata.namespace, name: held.spec.tokenSecret.name });
+    return blocked(ctx, Reason.SecretConflict, Messages.secretConflict(key), 'secret-taken');
+  }
+  const decided = plan({ ug: ctx.ug, held, secret, settings: ctx.settings, now: ctx.ports.clock.now() });
+  let step: Step<Progress, Outcome | SecretAppeared> = next(startingPoint(decided, ctx.previous));
+  for (const run of STEPS) {
+    if (!step.ok) return step.end;
+    step = await run(ctx, decided, step.value);
+  }
+  return step.ok ? synced(ctx, decided, step.value) : step.end;
+}

@@ -1,0 +1,72 @@
+import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js';
+import { dropUndefined } from '../../platform/json-value.js';
+import { nextReadyCondition, Reason } from '../conditions.js';
+import { nextResyncAt } from '../decide.js';
+import { canonicalJson } from '../hash.js';
+import type { ReconcileResult } from '../retry-policy.js';
+import type { ReconcileContext } from './context.js';
+import { iso } from './context.js';
+import { Messages } from './events.js';
+import { DONE, failed, type Outcome, type StatusReport } from './outcome.js';
+import { tokenSchedule, wakeAfterSync, type Plan } from './plan.js';
+import { issuedAtNow, type Progress } from './progress.js';
+
+/**
+ * The one status write of a reconcile, from its outcome: only when the status would differ from what the
+ * reconcile began from (no write, no watch event, no loop). The outcome's Event follows it.
+ */
+export async function report(ctx: ReconcileContext, outcome: StatusReport | undefined): Promise<void> {
+  if (!outcome) return;
+  const { previous } = ctx;
+  const generation = ctx.ug.metadata.generation;
+  const ready = nextReadyCondition(findReadyCondition(previous), outcome.status, outcome.reason, outcome.message, generation, iso(ctx.ports.clock.now()));
+  const clear = (Object.keys(outcome.fields) as (keyof UserGroupStatus)[]).filter((k) => outcome.fields[k] === undefined);
+  const status = dropUndefined<UserGroupStatus>({
+    ...previous,
+    ...outcome.fields,
+    observedGeneration: generation,
+    conditions: [...(previous.conditions ?? []).filter((c) => c.type !== 'Ready'), ready],
+  });
+  if (canonicalJson(status) !== canonicalJson(previous)) {
+    ctx.signal?.throwIfAborted();
+    await ctx.ports.status.patch(ctx.ug, status, clear);
+  }
+  if (outcome.event) ctx.ports.events.emit(ctx.ug, outcome.event);
+}
+
+/** A converged reconcile: Ready=True Synced with what the service said, and when to come back. */
+export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): Outcome {
+  const { previous } = ctx;
+  const { group } = progress;
+  const lastSyncTime = group ? iso(plan.now) : previous.lastSyncTime;
+  const issuedAt = issuedAtNow(plan, progress);
+  const schedule = tokenSchedule(ctx.ug, plan.spec, ctx.settings, issuedAt);
+  const rotation = dropUndefined({
+    lastHandledRequest: progress.book.handled,
+    lastRotationTime: progress.rotatedAt ?? previous.rotation?.lastRotationTime,
+    // Known precisely once the token changes; a fallback is shown only where a schedule counts from it (no
+    // status write for every UserGroup on upgrade).
+    tokenIssuedTime: progress.stored?.changed === true || schedule || previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
+    nextRotationTime: schedule && iso(schedule.dueAt),
+  });
+  const fields: UserGroupStatus = {
+    teamId: group ? group.teamId : previous.teamId,
+    providedId: group ? group.providedId : previous.providedId,
+    environmentTag: group ? group.environmentTag : previous.environmentTag,
+    tokenSecretName: plan.spec.tokenSecret.name,
+    lastSyncTime,
+    syncedHash: group ? plan.hash : previous.syncedHash,
+    ...(Object.keys(rotation).length > 0 ? { rotation } : {}),
+    ...(progress.adopted ? { adoption: progress.adopted } : {}),
+    rolloutRestarts: progress.restarts?.status,
+  };
+  const restarts = progress.restarts;
+  const wake = wakeAfterSync({
+    resyncAt: nextResyncAt(lastSyncTime, ctx.ug.metadata.uid, ctx.settings.resyncPeriodMs),
+    schedule,
+    rotationSlotInMs: progress.rotationSlotInMs,
+    restartSlotInMs: restarts?.slotInMs,
+  });
+  const result: ReconcileResult = restarts?.failure ? failed(restarts.failure) : wake ? { kind: 'done', wake } : DONE;
+  return { report: { status: 'True', reason: Reason.Synced, message: Messages.synced(plan.spec.tokenSecret.name), fields }, result };
+}

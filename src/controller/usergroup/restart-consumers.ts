@@ -1,0 +1,88 @@
+import type { RestartTarget } from '../../api/workload.js';
+import type { ApiError } from '../../kube/api-error.js';
+import { decideRestarts, describeTarget, workloadAction } from '../restart-decision.js';
+import type { ReconcileContext } from './context.js';
+import { iso } from './context.js';
+import { Events } from './events.js';
+import { next, type Step } from './outcome.js';
+import type { Plan } from './plan.js';
+import { issuedAtNow, type Progress, type RestartProgress } from './progress.js';
+
+/**
+ * After the new token is stored (pods restarted before would start with the old one): restart the workloads
+ * listed in spec.rolloutRestartTargets whose owners allow it, once per token (restart-decision.ts decides).
+ */
+export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, never>> {
+  const { spec } = plan;
+  const issuedAt = issuedAtNow(plan, progress);
+  const before = ctx.previous.rolloutRestarts;
+  const decision = decideRestarts({
+    targets: spec.rolloutRestartTargets,
+    restartedFor: before?.tokenIssuedTime,
+    foundIssuedAt: plan.owned ? plan.issuedAt : undefined,
+    issuedAt,
+  });
+  const recorded = { ...before, tokenIssuedTime: issuedAt };
+  const leave = (restarts: RestartProgress): Step<Progress, never> => next({ ...progress, restarts });
+  switch (decision.kind) {
+    case 'none':
+      // Dropped with the last target: listing targets again later starts from the token of that day.
+      return leave({ status: spec.rolloutRestartTargets.length === 0 ? undefined : before });
+    case 'record':
+      return leave({ status: recorded });
+    case 'restart':
+      break;
+  }
+  if (!ctx.settings.workloadRestarts) {
+    ctx.ports.events.emit(ctx.ug, Events.restartsDisabled(spec.rolloutRestartTargets.map(describeTarget).join(', ')));
+    return leave({ status: recorded });
+  }
+  let restartedAny = false;
+  for (const target of spec.rolloutRestartTargets) {
+    ctx.signal?.throwIfAborted();
+    const done = await restartOne(ctx, target, issuedAt);
+    if (done === 'restarted') restartedAny = true;
+    else if (done !== 'skipped') return leave({ ...done, status: before });
+  }
+  return leave({ status: restartedAny ? { tokenIssuedTime: issuedAt, lastRestartTime: iso(ctx.ports.clock.now()) } : recorded });
+}
+
+/** One target: restarted, skipped (current, missing, not allowed), or what is left to do (a cap's slot, a failure). */
+async function restartOne(
+  ctx: ReconcileContext,
+  target: RestartTarget,
+  issuedAt: string,
+): Promise<'restarted' | 'skipped' | Pick<RestartProgress, 'slotInMs' | 'failure'>> {
+  const { namespace, name } = ctx.ug.metadata;
+  const what = describeTarget(target);
+  const read = await ctx.ports.workloads.read(namespace, target);
+  if (read.kind === 'refused') return restartFailed(ctx, target, read.error);
+  const workload = read.kind === 'found' ? read.workload : undefined;
+  const action = workloadAction(workload, name, issuedAt);
+  if (action === 'current') return 'skipped';
+  if (action === 'missing' || action === 'not-allowed') {
+    ctx.ports.metrics.workloadRestarted(target.kind, action);
+    ctx.ports.events.emit(ctx.ug, action === 'missing' ? Events.restartTargetNotFound(what, namespace) : Events.restartTargetNotAllowed(what));
+    return 'skipped';
+  }
+  const slotInMs = ctx.ports.caps.restart(ctx.key);
+  if (slotInMs > 0) return { slotInMs };
+  if (!workload) return 'skipped';
+  const restarted = await ctx.ports.workloads.restart(namespace, target, workload.resourceVersion, name, issuedAt);
+  // Changed since it was read (its consent too, perhaps), or deleted: decide again on what is there now.
+  if (restarted.kind === 'conflict') return { failure: 'lost-race' };
+  if (restarted.kind === 'refused') return restartFailed(ctx, target, restarted.error);
+  ctx.ports.metrics.workloadRestarted(target.kind, 'restarted');
+  ctx.ports.events.emit(ctx.ug, Events.rolloutRestarted(what, issuedAt));
+  ctx.log.info({ target: what }, 'restarted a workload for the new token');
+  return 'restarted';
+}
+
+/** The apiserver refused to read or restart a target (RBAC, validation): a Warning, and a retry with backoff. */
+function restartFailed(ctx: ReconcileContext, target: RestartTarget, error: ApiError): Pick<RestartProgress, 'failure'> {
+  const what = describeTarget(target);
+  ctx.ports.metrics.workloadRestarted(target.kind, 'failed');
+  ctx.ports.events.emit(ctx.ug, Events.restartFailed(what, error.message));
+  ctx.log.warn({ target: what, err: error.message }, 'workload restart failed');
+  return { failure: 'restart-refused' };
+}

@@ -1,0 +1,54 @@
+import type { ObservedSecret } from '../../api/secret.js';
+import type { SecretApplyResult } from '../../kube/secret-writer.js';
+import { secretMatches } from '../../kube/secret-writer.js';
+import { SecretValue } from '../../service/secret-value.js';
+import { desiredSecret, inspectSecret, type SecretContent } from '../token-secret.js';
+import type { ReconcileContext } from './context.js';
+import { readLive } from './observe-secret.js';
+import { end, failed, secretWriteRefused, type Outcome, type Step } from './outcome.js';
+import type { Held } from './plan.js';
+
+/** A create met a Secret neither cache knew of (a watch lagging behind a creation): decide again from a live read. */
+export interface SecretAppeared {
+  readonly kind: 'secret-appeared';
+}
+const SECRET_APPEARED: SecretAppeared = { kind: 'secret-appeared' };
+
+export function secretAppeared(ending: Outcome | SecretAppeared): ending is SecretAppeared {
+  return 'kind' in ending;
+}
+
+/**
+ * Writes the token Secret as `content` says, unless `current` (what is stored now, as far as we know) already is
+ * that: the apply helper compares before it writes. With only the token's digest at hand (no call was made and the
+ * cache has no data), an unchanged Secret costs nothing; one whose metadata must change has its token read first.
+ */
+export async function writeTokenSecret(
+  ctx: ReconcileContext,
+  { spec, connection }: Pick<Held, 'spec' | 'connection'>,
+  content: SecretContent,
+  current: ObservedSecret | undefined,
+): Promise<Step<ObservedSecret, Outcome | SecretAppeared>> {
+  let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal);
+  if (!(content.token instanceof SecretValue)) {
+    if (current && secretMatches(current, desired)) return { ok: true, value: current };
+    // Metadata must change and only the digest is at hand: read the token it stands for.
+    const live = inspectSecret(await readLive(ctx, { spec }), ctx.ug.metadata, spec, connection.seal);
+    if (live.state !== 'owned' || !live.token || live.resourceVersion !== current?.metadata.resourceVersion)
+      return end({ report: undefined, result: failed('lost-race') });
+    desired = desiredSecret(ctx.ug.metadata, spec, { ...content, token: live.token }, connection.seal);
+  }
+  ctx.signal?.throwIfAborted();
+  const applied: SecretApplyResult = await ctx.ports.tokenSecrets.apply(desired, current);
+  switch (applied.kind) {
+    case 'unchanged':
+    case 'created':
+    case 'updated':
+      return { ok: true, value: applied.secret };
+    case 'conflict':
+      ctx.log.info({ secret: spec.tokenSecret.name, conflict: applied.conflict }, 'token Secret changed while we worked; deciding again');
+      return end(applied.conflict === 'exists' ? SECRET_APPEARED : { report: undefined, result: failed('lost-race') });
+    case 'refused':
+      return end(secretWriteRefused(spec.tokenSecret.name, applied.error));
+  }
+}

@@ -1,0 +1,35 @@
+import { objectKey } from '../api/meta.js';
+import type { SecretValue } from '../service/secret-value.js';
+
+/**
+ * Token Secret key → the resourceVersion whose data this process wrote or checked, and the token itself when it
+ * knows it (a rotation then needs no read). The token-Secret cache holds metadata only: a resourceVersion not in
+ * here is someone else's change, and the Secret's data is read and checked against its sealed digest before the
+ * metadata is believed. Only tokens from the service, one per UserGroup.
+ */
+export class VerifiedSecrets {
+  private readonly byKey = new Map<string, { readonly rv: string; readonly token: SecretValue | undefined }>();
+
+  known(key: string, resourceVersion: string): { readonly verified: boolean; readonly token: SecretValue | undefined } {
+    const entry = this.byKey.get(key);
+    return entry?.rv === resourceVersion ? { verified: true, token: entry.token } : { verified: false, token: undefined };
+  }
+
+  remember(key: string, resourceVersion: string, token: SecretValue | undefined): void {
+    this.byKey.set(key, { rv: resourceVersion, token });
+  }
+
+  forget(key: string): void {
+    this.byKey.delete(key);
+  }
+
+  /**
+   * What is there when work starts (a restart, a takeover) is taken as the operator's own writing: reading 10,000
+   * Secrets first would cost more than it protects. From then on, a resourceVersion this process did not write or
+   * check is someone else's change.
+   */
+  trustAsFound(secrets: Iterable<{ readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string } }>): void {
+    this.byKey.clear();
+    for (const secret of secrets) this.byKey.set(objectKey(secret.metadata), { rv: secret.metadata.resourceVersion, token: undefined });
+  }
+}
