@@ -12,8 +12,8 @@ import {
   USERGROUP_KIND,
   USERGROUP_LABEL,
 } from '../api/constants.js';
-import { sameStringMap, type ObjectMeta } from '../api/meta.js';
-import { metadataDigest, secretValue, type ObservedSecret } from '../api/secret.js';
+import type { ObjectMeta } from '../api/meta.js';
+import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { SecretValue } from '../service/secret-value.js';
 import { canonicalJson, sha256Hex } from './hash.js';
@@ -183,19 +183,4 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
     },
     ...(token !== undefined ? { data: { [spec.tokenSecret.key]: Buffer.from(token, 'utf8').toString('base64') } } : {}),
   };
-}
-
-/**
- * True when the observed Secret already is the desired one (no write needed). A Secret seen as metadata
- * only is compared by its digest of labels and annotations (which hold the token's digest, sealed); its
- * data is taken as intact, which the caller vouches for (see Reconciler: verified resourceVersions).
- */
-export function secretMatches(observed: ObservedSecret, desired: V1Secret): boolean {
-  const meta = desired.metadata ?? {};
-  return (
-    (observed.type === undefined || observed.type === desired.type) &&
-    observed.metaDigest === metadataDigest(meta.labels ?? {}, meta.annotations ?? {}) &&
-    (observed.data === undefined || (desired.data !== undefined && sameStringMap(observed.data, desired.data))) &&
-    observed.metadata.ownerReferences.length === 1
-  );
 }

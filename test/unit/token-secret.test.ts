@@ -13,7 +13,8 @@ import type { ObjectMeta } from '../../src/api/meta.js';
 import { metadataDigest, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret, holdsRecord, inspectSecret, secretMatches, type SecretContent } from '../../src/controller/token-secret.js';
+import { desiredSecret, holdsRecord, inspectSecret, type SecretContent } from '../../src/controller/token-secret.js';
+import { secretMatches } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { OWNER, OTHER_SEAL, SEAL, storedSecret, userGroupSpec } from '../support/fixtures.js';
 
