@@ -1,4 +1,6 @@
 import { sanitizeText } from './redact.js';
+import { parseBooleanLike } from './boolean-like.js';
+import { readHiddenFields } from './hidden-fields.js';
 import { parseRetryAfter } from './retry-after.js';
 import { SecretValue } from './secret-value.js';
 import type { ResponseHeaders, ServiceFailure, ServiceResult, ServiceUserGroup } from './types.js';
@@ -70,26 +72,6 @@ function describeBody(status: number, headers: ResponseHeaders, body: string): s
   return `HTTP ${status}, ${Buffer.byteLength(body)} bytes${type}`;
 }
 
-/** Reads the boolean-like values the service may use: true/false, 1/0, "true"/"false", "1"/"0". */
-export function parseBooleanLike(value: unknown): boolean | undefined {
-  if (value === true || value === 1) {
-    return true;
-  }
-  if (value === false || value === 0) {
-    return false;
-  }
-  if (typeof value === 'string') {
-    const text = value.trim().toLowerCase();
-    if (text === 'true' || text === '1') {
-      return true;
-    }
-    if (text === 'false' || text === '0') {
-      return false;
-    }
-  }
-  return undefined;
-}
-
 function parseTeamId(value: unknown): number | undefined {
   if (typeof value === 'number') {
     return Number.isSafeInteger(value) ? value : undefined;
@@ -111,8 +93,7 @@ function parseUserGroup(raw: JsonObject, token: string): ServiceUserGroup {
     token: new SecretValue(token),
     name: optionalString(raw.name),
     providedId: optionalString(raw.provided_id),
-    created: parseBooleanLike(raw.new_user_group),
-    environmentTag: optionalString(raw.api_environment_tag),
+    ...readHiddenFields(raw),
   };
   if (isRecord(raw.properties)) {
     group.properties = { ...raw.properties };

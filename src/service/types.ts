@@ -18,9 +18,9 @@ export interface ServiceUserGroup {
   name: string | undefined;
   providedId: string | undefined;
   properties?: Record<string, unknown>;
-  /** From the service's `new_user_group`. */
+  /** The created indicator, whatever the service calls it (hidden-fields.ts); undefined: unknown. */
   created: boolean | undefined;
-  /** From the service's `api_environment_tag` (documented values: Customer, Testing). */
+  /** The environment tag (documented values: Customer, Testing), whatever the service calls it. */
   environmentTag: string | undefined;
 }
 

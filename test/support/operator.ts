@@ -46,6 +46,7 @@ export interface UserGroupObject {
     teamId?: number;
     providedId?: string;
     environmentTag?: string;
+    adoption?: { adoptedAt: string; tokenRotated: boolean };
     tokenSecretName?: string;
     lastSyncTime?: string;
     syncedHash?: string;

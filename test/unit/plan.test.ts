@@ -66,10 +66,11 @@ describe('decideAdoption: a group the service did not create for us, on an accou
     expect(decideAdoption(false, true, 'Refuse')).toEqual({ kind: 'none' });
   });
 
-  it('not created (or no indicator at all: the safe reading): adopted as the policy says', () => {
+  it('not created: adopted as the policy says; no readable indicator: unknown, not an adoption (the policy keeps its safe side)', () => {
     for (const policy of ['Keep', 'Rotate', 'Refuse'] as const) {
       expect(decideAdoption(false, false, policy)).toEqual({ kind: 'adopt', policy });
-      expect(decideAdoption(undefined, false, policy)).toEqual({ kind: 'adopt', policy });
+      expect(decideAdoption(undefined, false, policy)).toEqual({ kind: 'unknown', policy });
+      expect(decideAdoption(undefined, true, policy)).toEqual({ kind: 'none' });
     }
   });
 });

@@ -162,10 +162,29 @@ describe('adoption: the first sync finds the group already at the service', () =
     expect(h.statuses.at(-1)?.adoption).toEqual({ adoptedAt: '2026-11-22T01:00:00Z', tokenRotated: false });
   });
 
-  it('no created indicator in the answer counts as "already there"', async () => {
+  // Issue 31: "no indicator" used to count as "already there", which made every new group an adoption against a
+  // service that names the field otherwise. Unknown is now neither: no adoption, and the policy keeps its safe side.
+  it('no readable created indicator, Keep: not an adoption, a Warning says so, the token stored', async () => {
     const h = harness({ ug: userGroup(), created: undefined, adoption: 'Keep' });
     await h.reconcile();
-    expect(h.calls).toContain('Event Normal Adopted');
+    expect(h.calls).toEqual(['PUT', 'Event Warning CreatedIndicatorUnknown', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.statuses.at(-1)?.adoption).toBeUndefined();
+  });
+
+  it('no readable created indicator, Rotate: rotated before anything is stored (the group may have existed), not an adoption', async () => {
+    const h = harness({ ug: userGroup(), created: undefined, adoption: 'Rotate' });
+    await h.reconcile();
+    expect(h.calls).toEqual(['PUT', 'POST', 'Event Warning CreatedIndicatorUnknown', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes.map((w) => w.token)).toEqual(['tok-r1']);
+    expect(h.statuses.at(-1)?.adoption).toBeUndefined();
+  });
+
+  it('no readable created indicator, Refuse: refused like an adoption (it cannot be ruled out), the message says why', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), created: undefined, adoption: 'Refuse' });
+    await h.reconcile();
+    expect(h.calls).toEqual(['create Claim', 'PUT', 'delete Claim', 'status AdoptionRefused', 'Event Warning AdoptionRefused']);
+    expect(h.writes).toEqual([]);
+    expect(h.statuses.at(-1)?.conditions?.[0]?.message).toContain('no created indicator the operator can read');
   });
 
   it('Refuse: no token stored, the claim released, AdoptionRefused', async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseBooleanLike, parseOversizedResponse, parseServiceResponse } from '../../src/service/response.js';
+import { parseBooleanLike } from '../../src/service/boolean-like.js';
+import { parseOversizedResponse, parseServiceResponse } from '../../src/service/response.js';
 import { parseRetryAfter } from '../../src/service/retry-after.js';
 import type { ServiceFailure, ServiceResult } from '../../src/service/types.js';
 

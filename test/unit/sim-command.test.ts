@@ -47,6 +47,8 @@ describe('usergroup-operator sim', () => {
     [['--api-key', 'k', 'stray-secret'], /unexpected argument/],
     [[], /an API key is required/],
     [['--api-key', 'has space'], /API key #1/],
+    [['--api-key', 'k', '--created-field', 'token'], /a hidden field needs a name the spec does not use, got "token"/],
+    [['--api-key', 'k', '--created-field', 'x', '--environment-tag-field', 'x'], /need two names, got "x" twice/],
     [['--api-key-file', '/nonexistent/keys'], /cannot read --api-key-file \/nonexistent\/keys \(ENOENT\)/],
   ])('exits 2 on %j', async (argv, message) => {
     const result = await run(argv);
@@ -54,6 +56,27 @@ describe('usergroup-operator sim', () => {
     expect(result.err).toMatch(message);
     expect(result.err).not.toContain('stray-secret');
     expect(result.out).toBe('');
+  });
+
+  it('names the hidden fields as told (--created-field, --environment-tag-field)', async () => {
+    const result = await run(['--api-key', 'k1', '--created-field', 'is_new', '--environment-tag-field', 'env'], {
+      during: async (sim) => {
+        const put = async (): Promise<Record<string, unknown>> => {
+          const response = await fetch(`${sim.url}/api/user`, {
+            method: 'PUT',
+            headers: { authorization: 'Token k1' },
+            body: JSON.stringify({ user_group_id: 'a', name: 'A' }),
+          });
+          return ((await response.json()) as { user_group: Record<string, unknown> }).user_group;
+        };
+        const created = await put();
+        expect(created).toMatchObject({ is_new: true, env: 'Customer' });
+        expect(created).not.toHaveProperty('new_user_group');
+        expect(created).not.toHaveProperty('api_environment_tag');
+        expect(await put()).toMatchObject({ is_new: false, env: 'Customer' });
+      },
+    });
+    expect(result.code).toBe(0);
   });
 
   it('runs until stopped, prints its URL, and serves the API', async () => {

@@ -9,15 +9,21 @@ import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
 import { refused } from './refuse.js';
 
-/** What to do with a group the PUT found: nothing (ours, or created just now), or what the tenant rule's policy says. */
-export type AdoptionDecision = { readonly kind: 'none' } | { readonly kind: 'adopt'; readonly policy: Adoption };
+/**
+ * What to do with a group the PUT found: nothing (ours, or created just now), what the tenant rule's policy says
+ * (it was there before), or the policy's safe side when the answer carried no created indicator we could read.
+ */
+export type AdoptionDecision =
+  { readonly kind: 'none' } | { readonly kind: 'adopt'; readonly policy: Adoption } | { readonly kind: 'unknown'; readonly policy: Adoption };
 
 /**
  * A group the service did not create for this PUT, on an account this UserGroup never synced on, was there
- * before: it is adopted as the policy says. No created indicator counts as "was there": the safe reading.
+ * before: it is adopted as the policy says. An answer without a readable created indicator is neither an
+ * adoption (that would turn every new group into one) nor a new group (that would skip a real adoption).
  */
 export function decideAdoption(created: boolean | undefined, syncedBefore: boolean, policy: Adoption): AdoptionDecision {
-  return created === true || syncedBefore ? { kind: 'none' } : { kind: 'adopt', policy };
+  if (created === true || syncedBefore) return { kind: 'none' };
+  return created === false ? { kind: 'adopt', policy } : { kind: 'unknown', policy };
 }
 
 /** After the sync step's PUT: adopt what was there, as the rules say (Keep, Rotate before anything is stored, or Refuse). */
@@ -29,7 +35,8 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
   const decision = decideAdoption(group.created, syncedBefore, plan.connection.adoption);
   if (decision.kind === 'none') return next(progress);
   const { spec, connection } = plan;
-  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan));
+  const known = decision.kind === 'adopt';
+  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan, known));
   let adopted = progress;
   if (decision.policy === 'Rotate') {
     // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
@@ -40,6 +47,11 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
     ctx.ports.metrics.tokenRotated('adoption');
   }
   const tokenRotated = decision.policy === 'Rotate';
+  if (!known) {
+    ctx.ports.events.emit(ctx.ug, Events.createdUnknown(spec.userGroupId, connection.description, tokenRotated));
+    ctx.log.warn({ tokenRotated }, 'the service did not say whether it created the user group');
+    return next(adopted);
+  }
   ctx.ports.events.emit(ctx.ug, Events.adopted(spec.userGroupId, connection.description, tokenRotated));
   ctx.log.info({ tokenRotated }, 'adopted an existing user group');
   return next({ ...adopted, adopted: { adoptedAt: iso(plan.now), tokenRotated } });
@@ -56,7 +68,10 @@ async function sealedOnThisAccount(ctx: ReconcileContext, plan: Plan): Promise<b
 }
 
 /** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
-async function adoptionRefused(ctx: ReconcileContext, plan: Plan): Promise<Outcome> {
+async function adoptionRefused(ctx: ReconcileContext, plan: Plan, known: boolean): Promise<Outcome> {
   await ctx.ports.claims.release(plan.claim);
-  return refused(ctx, Reason.AdoptionRefused, Messages.adoptionRefused(plan.spec.userGroupId, plan.connection.description), plan.spec);
+  const { userGroupId } = plan.spec;
+  const { description } = plan.connection;
+  const message = known ? Messages.adoptionRefused(userGroupId, description) : Messages.adoptionUndecidable(userGroupId, description);
+  return refused(ctx, Reason.AdoptionRefused, message, plan.spec);
 }

@@ -53,6 +53,15 @@ export const Events = {
       tokenRotated ? ', and its token rotated so that earlier holders lose access' : '; its token was kept (adoption: Keep)'
     }`,
   }),
+  /** The PUT's answer said nothing we could read about whether the group was new: no adoption, the policy's safe side. */
+  createdUnknown: (userGroupId: string, connection: string, tokenRotated: boolean): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'CreatedIndicatorUnknown',
+    action: 'Sync',
+    note: `the service's answer for user group "${userGroupId}" (${connection}) has no created indicator the operator can read, so it cannot tell a new group from one that was there before; ${
+      tokenRotated ? 'its token was rotated as adoption: Rotate asks for a group that may have existed' : 'its token was kept (adoption: Keep)'
+    }. see docs/tenancy.md, "How the created indicator is read"`,
+  }),
   synced: (
     how: { restored: true; secret: string } | { restored: false; created: boolean | undefined; connection: string; secret: string },
   ): UserGroupEvent => ({
@@ -113,6 +122,9 @@ export const Messages = {
     `userGroupId "${userGroupId}" is already used by UserGroup ${holder} on ${connection}; this one makes no call until that one is deleted`,
   claimedElsewhere: (userGroupId: string, connection: string, claim: string): string =>
     `userGroupId "${userGroupId}" is held by another namespace on the account of ${connection} (UserGroupClaim ${claim}); only a cluster admin can release it`,
+  adoptionUndecidable: (userGroupId: string, connection: string): string =>
+    `the service's answer for user group "${userGroupId}" (${connection}) has no created indicator the operator can read, so the group may have ` +
+    'existed before, and the tenant rule that admits it says adoption: Refuse; its token was not stored. see docs/tenancy.md, "How the created indicator is read"',
   adoptionRefused: (userGroupId: string, connection: string): string =>
     `user group "${userGroupId}" already existed at the service (${connection}) before this UserGroup synced it, and the tenant rule ` +
     'that admits it says adoption: Refuse; its token was not stored. (The service has no read operation: the PUT that found it has set its name and properties.) ' +

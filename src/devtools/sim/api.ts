@@ -6,7 +6,7 @@ import { injectFault, type GroupPreview } from './inject.js';
 import { parseJsonObject } from './json.js';
 import type { RandomSource } from './random.js';
 import { parseRotateRequest, parseUpsertRequest, type RotateRequest, type UpsertRequest } from './requests.js';
-import { rotatedGroup, succeeded, upsertedGroup } from './responses.js';
+import { hiddenFields, rotatedGroup, succeeded, upsertedGroup, type HiddenFieldNames } from './responses.js';
 import type { Operation, StatsRecorder } from './stats.js';
 import type { GroupStore } from './store.js';
 import type { ApiKeys, Team } from './teams.js';
@@ -20,6 +20,7 @@ export interface ApiContext {
   readonly stopping: AbortSignal;
   /** Request bodies above this are answered 413 (default MAX_BODY_BYTES). */
   readonly maxBodyBytes: number;
+  readonly hiddenFields: HiddenFieldNames;
 }
 
 type Call = { readonly operation: 'upsert'; readonly request: UpsertRequest } | { readonly operation: 'rotate'; readonly request: RotateRequest };
@@ -86,7 +87,7 @@ export async function handleUserCall(context: ApiContext, operation: Operation, 
   if (call.value.operation === 'upsert') {
     const { group, created } = context.store.upsert(auth.team, call.value.request);
     stats.record(auth.team.id, 'upsert', created ? 'created' : 'updated');
-    sendJson(response, 200, succeeded(upsertedGroup(group, created)));
+    sendJson(response, 200, succeeded(upsertedGroup(group, created, context.hiddenFields)));
     return;
   }
   const group = context.store.rotate(auth.team.id, call.value.request.currentToken);
@@ -122,8 +123,7 @@ function preview(context: ApiContext, team: Team, call: Call): GroupPreview {
       name: request.name,
       provided_id: request.userGroupId,
       ...(request.properties === undefined ? {} : { properties: request.properties }),
-      new_user_group: context.store.find(team.id, request.userGroupId) === undefined,
-      api_environment_tag: team.environmentTag,
+      ...hiddenFields(context.hiddenFields, context.store.find(team.id, request.userGroupId) === undefined, team.environmentTag),
     };
   }
   const group = context.store.findByToken(team.id, call.request.currentToken);

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { allValues, flagsOnlyProblem, lastValue, scanArgv, type FlagSpec, type Scanned } from '../../platform/argv.js';
 import { parseFaults, type Faults } from './faults.js';
 import { seededRandom } from './random.js';
+import { hiddenFieldNames, type HiddenFieldNames } from './responses.js';
 import { startSimulator, type Simulator, type SimulatorOptions } from './server.js';
 import { ApiKeys } from './teams.js';
 
@@ -19,6 +20,9 @@ flags:
                               with no key flag, $USERGROUP_SIM_API_KEY is the key
   --state-file <path>         load groups from and save them to this file (mode 0600)
   --max-body-bytes <n>        answer 413 to request bodies above n bytes (default 1048576)
+  --created-field <name>      what answers call the created indicator (default new_user_group)
+  --environment-tag-field <name>
+                              what answers call the environment tag (default api_environment_tag)
   --latency-ms <n>            latency added to every API call
   --latency-jitter-ms <n>     random extra latency of 0..n ms
   --spike-rate <f>            fraction of calls delayed by --spike-ms, then answered normally
@@ -64,6 +68,8 @@ const FLAGS: Readonly<Record<string, FlagSpec>> = {
   'api-key-file': value,
   'state-file': value,
   'max-body-bytes': value,
+  'created-field': value,
+  'environment-tag-field': value,
   seed: value,
   help: { arity: 'switch', short: 'h' },
   ...Object.fromEntries(Object.keys(FAULT_FLAGS).map((flag) => [flag, value])),
@@ -162,7 +168,9 @@ async function buildOptions(values: Scanned, env: SimCommandDeps['env']): Promis
   const host = lastValue(values, 'host');
   const stateFile = lastValue(values, 'state-file');
   const maxBody = lastValue(values, 'max-body-bytes');
+  const hiddenFields = namedHiddenFields(lastValue(values, 'created-field'), lastValue(values, 'environment-tag-field'));
   return {
+    hiddenFields,
     port,
     apiKeys,
     testingApiKeys,
@@ -172,6 +180,14 @@ async function buildOptions(values: Scanned, env: SimCommandDeps['env']): Promis
     ...(maxBody === undefined ? {} : { maxBodyBytes: Math.max(1, wholeNumber('max-body-bytes', maxBody, 64 * 1024 * 1024)) }),
     ...(seedText === undefined ? {} : { random: seededRandom(wholeNumber('seed', seedText, 4_294_967_295)) }),
   };
+}
+
+function namedHiddenFields(created: string | undefined, environmentTag: string | undefined): HiddenFieldNames {
+  try {
+    return hiddenFieldNames({ ...(created === undefined ? {} : { created }), ...(environmentTag === undefined ? {} : { environmentTag }) });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
 }
 
 /**

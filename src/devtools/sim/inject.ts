@@ -10,7 +10,7 @@ const NOT_APPLIED = 'the operation was not applied';
 let hugePadding: string | undefined;
 
 /** The user_group a real answer would carry, without its token (the operation is not applied). */
-export type GroupPreview = Omit<UpsertedGroup, 'token'> | Omit<RotatedGroup, 'token'>;
+export type GroupPreview = Omit<RotatedGroup, 'token'> & Partial<Omit<UpsertedGroup, keyof RotatedGroup>>;
 
 export interface Injection {
   readonly fault: InjectedFault;

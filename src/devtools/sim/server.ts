@@ -7,6 +7,7 @@ import { MAX_BODY_BYTES, sendFailure } from './http-io.js';
 import type { RandomSource } from './random.js';
 import { StatsRecorder, type SimStats } from './stats.js';
 import { DebouncedStateWriter, loadState, serializeState } from './state-file.js';
+import { hiddenFieldNames, type HiddenFieldNames } from './responses.js';
 import { GroupStore } from './store.js';
 import { ApiKeys } from './teams.js';
 import { groupView, type SimGroupView } from './views.js';
@@ -26,6 +27,8 @@ export interface SimulatorOptions {
    * one stands for a service stricter than the operator's own limits (the 16 KiB of properties).
    */
   readonly maxBodyBytes?: number;
+  /** What the answers call the created indicator and the environment tag (default DEFAULT_HIDDEN_FIELDS: the public API's names). */
+  readonly hiddenFields?: Partial<HiddenFieldNames>;
   /** The service's storage: loaded at start when present, rewritten (mode 0600) after mutations. */
   readonly stateFile?: string;
   /** Decides faults; pass seededRandom(n) for repeatable tests. Default Math.random. */
@@ -109,7 +112,8 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
 
   const maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be a positive whole number, got ${maxBodyBytes}`);
-  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal, maxBodyBytes };
+  const hiddenFields = hiddenFieldNames(options.hiddenFields);
+  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal, maxBodyBytes, hiddenFields };
   const adminContext = { keys, store, stats, faults: () => faults, setFaults: (next: Faults) => (faults = next) };
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
