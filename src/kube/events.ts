@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { isRetryable } from './api-error.js';
 import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';
+import { NamespaceBudget, type NamespaceBudgetOptions } from './namespace-budget.js';
 
 export interface EventRegarding {
   readonly apiVersion: string;
@@ -38,7 +39,15 @@ export interface EventRecorderOptions {
   readonly maxQueued?: number;
   /** Event writes in flight at most (default 4). */
   readonly writers?: number;
+  /**
+   * New Warning Events per namespace (default WARNING_BUDGET): a tenant flooding its namespace with refused or
+   * failing objects gets their conditions written, but not an Event write each on the apiserver everyone shares.
+   */
+  readonly warningsPerNamespace?: NamespaceBudgetOptions;
 }
+
+/** 100 new Warnings at once per namespace, then one a second: generous for a team, a cap for a flood. */
+export const WARNING_BUDGET: NamespaceBudgetOptions = { burst: 100, perSecond: 1 };
 
 /**
  * events.k8s.io/v1 Events, aggregated like client-go's recorder: the same
@@ -68,6 +77,7 @@ export class EventRecorder {
   /** The drain loops running, at most `writers`. */
   private readonly draining = new Set<Promise<void>>();
   private lastPrune = Date.now();
+  private readonly warnings: NamespaceBudget;
 
   constructor(
     private readonly client: KubeClient,
@@ -76,6 +86,7 @@ export class EventRecorder {
     this.patchInterval = options.patchIntervalMs ?? 30_000;
     this.maxQueued = options.maxQueued ?? 1000;
     this.writers = Math.max(1, options.writers ?? 4);
+    this.warnings = new NamespaceBudget(options.warningsPerNamespace ?? WARNING_BUDGET);
   }
 
   emit(regarding: EventRegarding, type: EventType, reason: string, action: string, note: string): void {
@@ -101,6 +112,11 @@ export class EventRecorder {
         });
         if (queued) existing.lastWritten = now;
       }
+      return;
+    }
+    if (type === 'Warning' && !this.warnings.take(regarding.namespace)) {
+      this.options.onDrop?.(type, reason);
+      this.options.log.debug({ type, reason, namespace: regarding.namespace }, "event dropped: the namespace's Warning budget is spent");
       return;
     }
     const name = `${regarding.name}.${randomBytes(8).toString('hex')}`;

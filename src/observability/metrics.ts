@@ -266,7 +266,7 @@ export class Metrics {
   });
   readonly eventsDropped = new Counter({
     name: 'usergroup_events_dropped_total',
-    help: 'Events not written because too many Event writes were queued (as client-go drops them).',
+    help: "Events not written: too many Event writes were queued (as client-go drops them), or the namespace's Warning budget was spent.",
     labelNames: ['type', 'reason'],
     registers: [this.registry],
   });

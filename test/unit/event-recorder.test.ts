@@ -79,6 +79,28 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
     expect((api.sent.at(-1)?.body['regarding'] as EventRegarding).name).toBe('ug-7');
   });
 
+  it('a namespace flooding the operator with failing objects spends its own Warning budget; another namespace and Normal Events keep theirs', async () => {
+    const api = fakeClient();
+    const dropped: string[] = [];
+    const recorder = new EventRecorder(api.client, {
+      controller: 'c',
+      instance: 'i',
+      log: pino({ level: 'silent' }),
+      warningsPerNamespace: { burst: 3, perSecond: 0 },
+      onDrop: (type, reason) => dropped.push(`${type}/${reason}`),
+    });
+    const inNamespace = (namespace: string, i: number): EventRegarding => ({ ...ug(i), namespace, uid: `${namespace}-${i}` });
+    for (let i = 0; i < 10; i++) recorder.emit(inNamespace('flood', i), 'Warning', 'DuplicateUserGroupId', 'Sync', `dup ${i}`);
+    for (let i = 0; i < 2; i++) recorder.emit(inNamespace('flood', 100 + i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
+    for (let i = 0; i < 3; i++) recorder.emit(inNamespace('quiet', i), 'Warning', 'ServiceUnavailable', 'Sync', `down ${i}`);
+    await api.answerAll();
+    const written = api.sent.map((s) => `${(s.body['regarding'] as EventRegarding).namespace}/${String(s.body['type'])}`);
+    expect(written.filter((w) => w === 'flood/Warning')).toHaveLength(3);
+    expect(written.filter((w) => w === 'flood/Normal')).toHaveLength(2);
+    expect(written.filter((w) => w === 'quiet/Warning')).toHaveLength(3);
+    expect(dropped).toEqual(Array.from({ length: 7 }, () => 'Warning/DuplicateUserGroupId'));
+  });
+
   it('folds repeats into the series of one Event, patched after its create', async () => {
     const api = fakeClient();
     const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0 });
@@ -104,7 +126,15 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it(`remembers at most ${MAX_SERIES} series, forgetting the least recently seen: its repeat is a new Event`, async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0, maxQueued: 10_000 });
+    const recorder = new EventRecorder(api.client, {
+      controller: 'c',
+      instance: 'i',
+      log: pino({ level: 'silent' }),
+      patchIntervalMs: 0,
+      maxQueued: 10_000,
+      // One namespace's 4,097 objects: the Warning budget per namespace is not what this test is about.
+      warningsPerNamespace: { burst: 10_000, perSecond: 0 },
+    });
     const emitAll = async (...ids: number[]): Promise<string[]> => {
       const from = api.sent.length;
       for (const i of ids) recorder.emit(ug(i), 'Warning', 'RateLimited', 'Sync', 'slow down');
