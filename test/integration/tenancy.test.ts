@@ -13,6 +13,7 @@ import {
   takeover,
   unadmitted,
   urlSpelling,
+  warningFlood,
   type AttackOutcome,
 } from '../support/tenancy-attacks.js';
 import {
@@ -139,6 +140,14 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
     // The tenant's own rotation is its right (1 asked, 1 done); nothing else moved.
     expect(o.details['ownRotations']).toBe(1);
     expectRefused(o);
+  });
+
+  it("a Warning flood: the flooding namespace's Events stay within its budget, another namespace's Warning is written, no call", async () => {
+    const [a, b] = world.tenants;
+    if (!a || !b) throw new Error('two tenants');
+    const o = await warningFlood(world, a, world.outsider, b);
+    expectRefused(o);
+    expect(o.details['floodEvents']).toBeGreaterThan(0);
   });
 
   it('afterwards: no token sits in a namespace that does not hold its group', async () => {

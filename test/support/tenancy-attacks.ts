@@ -506,6 +506,46 @@ export async function restartHijack(world: TenancyWorld, t: Tenant, other: Tenan
   );
 }
 
+/** New Warning Events the operator writes per namespace at once, then one a second (src/kube/events.ts WARNING_BUDGET). */
+const WARNING_BURST = 100;
+
+/**
+ * 14. A Warning flood: the tenant fills its namespace with UserGroups the rules refuse (another id space), so that
+ * each costs the shared apiserver an Event write, and so that the operator's Events about another namespace's
+ * objects (here the outsider's, in the same deployment) go missing. The per-namespace Warning budget decides:
+ * every flood object still gets its condition, the flood buys at most the budget in Events, and the other
+ * namespace's Warning is written.
+ */
+export async function warningFlood(world: TenancyWorld, attacker: Tenant, bystander: Tenant, victim: Tenant): Promise<AttackOutcome> {
+  const started = Date.now();
+  const count = WARNING_BURST + 30;
+  const ids = Array.from({ length: count }, (_, i) => `${victim.namespace}.flood-${suffix()}-${i}`);
+  const names = ids.map((_, i) => `flood-${suffix()}-${i}`);
+  for (let i = 0; i < count; i += 10) {
+    await Promise.all(names.slice(i, i + 10).map((name, j) => createUserGroupAs(attacker, name, { userGroupId: ids[i + j] ?? '', name: 'Flood' })));
+  }
+  for (const name of names) await waitForReason(world, attacker.namespace, name, 'UserGroupIdNotAllowed');
+  const name = `bystander-${suffix()}`;
+  await createUserGroupAs(bystander, name, { userGroupId: `${bystander.namespace}.by-${suffix()}`, name: 'Bystander' });
+  await waitForReason(world, bystander.namespace, name, 'NamespaceNotAllowed');
+  const warningsAbout = async (namespace: string, regarding: (n: string) => boolean): Promise<number> =>
+    (await world.env.events.listNamespacedEvent({ namespace })).items.filter((e) => e.type === 'Warning' && regarding(e.regarding?.name ?? '')).length;
+  const bystanderWarned = await eventually("the bystander's Warning", async () =>
+    (await warningsAbout(bystander.namespace, (n) => n === name)) > 0 ? true : undefined,
+  ).catch(() => false);
+  const floodEvents = await warningsAbout(attacker.namespace, (n) => names.includes(n));
+  const allowed = WARNING_BURST + Math.ceil((Date.now() - started) / 1000);
+  return outcome(
+    "a Warning flood: refused UserGroups to buy an Event write each and crowd out another namespace's Events",
+    [
+      !bystanderWarned && "the other namespace's Warning Event was not written",
+      floodEvents > allowed && `the flood bought ${String(floodEvents)} Warning Events (budget ${String(allowed)})`,
+    ],
+    ids.reduce((calls, id) => calls + world.proxy.putsFor(id).length, 0),
+    { floodObjects: count, floodEvents, budget: allowed },
+  );
+}
+
 export type Attack = (world: TenancyWorld) => Promise<AttackOutcome>;
 
 /** Every attack, with its actors: tenants[0] and tenants[1] sit in different deployments of the controller. */
@@ -526,5 +566,6 @@ export function catalogue(world: TenancyWorld): [string, Attack][] {
     ['metadata noise', (w) => metadataNoise(w, b)],
     ['rotation flood', (w) => rotationFlood(w, a)],
     ['restart hijack', (w) => restartHijack(w, a, b)],
+    ['warning flood', (w) => warningFlood(w, a, w.outsider, b)],
   ];
 }
