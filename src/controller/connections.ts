@@ -10,7 +10,7 @@ import { ServiceClient, type ServiceClientOptions } from '../service/client.js';
 import { validateServiceUrl } from '../service/connection.js';
 import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
 import { SecretValue } from '../service/secret-value.js';
-import { TokenBucket } from '../service/token-bucket.js';
+import { TokenBucket } from '../platform/token-bucket.js';
 import type { ServiceCallResult, ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './conditions.js';

@@ -1,41 +1,53 @@
+import { TokenBucket } from '../platform/token-bucket.js';
+
 /**
  * A token bucket per namespace, for what one tenant's objects may cost everyone: a namespace that floods the
  * operator with refused or failing objects spends its own budget only, and other namespaces keep theirs (the
- * operator's writes share the apiserver with every tenant). Buckets refill over time; a full bucket is forgotten,
- * so the map holds only namespaces that spent recently.
+ * operator's writes share the apiserver with every tenant). A namespace that has not spent for as long as its
+ * bucket takes to refill is forgotten (its bucket would be full again), so the map holds only recent spenders.
  */
 export interface NamespaceBudgetOptions {
   /** Spent at once, at most. */
   readonly burst: number;
-  /** Refilled per second. */
+  /** Refilled per second (> 0). */
   readonly perSecond: number;
 }
 
+/** Namespaces remembered before idle ones are swept. */
+const SWEEP_ABOVE = 1024;
+
 export class NamespaceBudget {
-  private readonly spent = new Map<string, { tokens: number; at: number }>();
+  readonly #buckets = new Map<string, { readonly bucket: TokenBucket; lastSpent: number }>();
+  readonly #refillMs: number;
 
   constructor(
     private readonly options: NamespaceBudgetOptions,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.#refillMs = (options.burst / options.perSecond) * 1000;
+  }
 
   /** Takes one unit of the namespace's budget; false when none is left. */
   take(namespace: string): boolean {
     const now = this.now();
-    const bucket = this.spent.get(namespace);
-    const tokens = bucket ? Math.min(this.options.burst, bucket.tokens + ((now - bucket.at) / 1000) * this.options.perSecond) : this.options.burst;
-    if (tokens < 1) {
-      if (bucket) Object.assign(bucket, { tokens, at: now });
-      return false;
+    let entry = this.#buckets.get(namespace);
+    if (!entry) {
+      entry = { bucket: new TokenBucket(this.options.perSecond, this.options.burst, this.now), lastSpent: now };
+      this.#buckets.set(namespace, entry);
+      if (this.#buckets.size > SWEEP_ABOVE) this.#forgetIdle(now);
     }
-    this.spent.set(namespace, { tokens: tokens - 1, at: now });
-    if (this.spent.size > 1024) this.forgetFull(now);
-    return true;
+    entry.lastSpent = now;
+    return entry.bucket.tryTake();
   }
 
-  private forgetFull(now: number): void {
-    for (const [namespace, bucket] of this.spent) {
-      if (bucket.tokens + ((now - bucket.at) / 1000) * this.options.perSecond >= this.options.burst) this.spent.delete(namespace);
+  /** Namespaces remembered now, for tests. */
+  get size(): number {
+    return this.#buckets.size;
+  }
+
+  #forgetIdle(now: number): void {
+    for (const [namespace, entry] of this.#buckets) {
+      if (now - entry.lastSpent >= this.#refillMs) this.#buckets.delete(namespace);
     }
   }
 }

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { isRecord } from '../platform/json-value.js';
 import { call, type ApiResult, type KubeResponse, type RequestOptions } from '../kube/http.js';
-import { TokenBucket } from '../service/token-bucket.js';
+import { TokenBucket } from '../platform/token-bucket.js';
 import type { Handler, RouteResponse } from './http-server.js';
 
 export const TOKEN_REVIEWS_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { EventRecorder, MAX_SERIES, type EventRegarding } from '../../src/kube/events.js';
+import { EventRecorder, MAX_SERIES, type EventRecorderOptions, type EventRegarding } from '../../src/kube/events.js';
 import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/http.js';
 
 /** An apiserver stand-in that answers Event writes when told to, and records what it was sent. */
@@ -32,12 +32,19 @@ function fakeClient() {
   };
 }
 
+/** A recorder on the stand-in, silent, with the defaults unless `options` say otherwise. */
+const recorderOn = (api: ReturnType<typeof fakeClient>, options: Partial<EventRecorderOptions> = {}): EventRecorder =>
+  new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), ...options });
+
+/** A budget that never refills within a test (the rate must be positive). */
+const NEVER = 1e-9;
+
 const ug = (i: number): EventRegarding => ({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: 'ns', name: `ug-${i}`, uid: `uid-${i}` });
 
 describe('EventRecorder: a few writers from a bounded queue', () => {
   it('starts Event writes in the order they were emitted, at most `writers` (default 4) at a time', async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }) });
+    const recorder = recorderOn(api);
     for (let i = 0; i < 20; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
     expect(api.sent).toHaveLength(4);
     await api.answerAll();
@@ -48,7 +55,9 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it('writes one at a time with writers: 1, in the order they were emitted', async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), writers: 1 });
+    const recorder = recorderOn(api, {
+      writers: 1,
+    });
     for (let i = 0; i < 20; i++) recorder.emit(ug(i), 'Normal', 'Synced', 'Sync', `synced ${i}`);
     await api.answerAll();
     expect(api.sent.map((s) => (s.body['regarding'] as EventRegarding).name)).toEqual(Array.from({ length: 20 }, (_, i) => `ug-${i}`));
@@ -58,10 +67,7 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
   it('drops Normal Events beyond the queue bound, keeps room for as many Warnings again, and counts the drops', async () => {
     const api = fakeClient();
     const dropped: string[] = [];
-    const recorder = new EventRecorder(api.client, {
-      controller: 'c',
-      instance: 'i',
-      log: pino({ level: 'silent' }),
+    const recorder = recorderOn(api, {
       maxQueued: 5,
       writers: 1,
       onDrop: (type, reason) => dropped.push(`${type}/${reason}`),
@@ -82,11 +88,8 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
   it('a namespace flooding the operator with failing objects spends its own Warning budget; another namespace and Normal Events keep theirs', async () => {
     const api = fakeClient();
     const dropped: string[] = [];
-    const recorder = new EventRecorder(api.client, {
-      controller: 'c',
-      instance: 'i',
-      log: pino({ level: 'silent' }),
-      warningsPerNamespace: { burst: 3, perSecond: 0 },
+    const recorder = recorderOn(api, {
+      warningsPerNamespace: { burst: 3, perSecond: NEVER },
       onDrop: (type, reason) => dropped.push(`${type}/${reason}`),
     });
     const inNamespace = (namespace: string, i: number): EventRegarding => ({ ...ug(i), namespace, uid: `${namespace}-${i}` });
@@ -103,7 +106,9 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it('folds repeats into the series of one Event, patched after its create', async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0 });
+    const recorder = recorderOn(api, {
+      patchIntervalMs: 0,
+    });
     recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
     recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
     await api.answerAll();
@@ -114,7 +119,9 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it('with several writers, a series patch waits until its create was answered', async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }), patchIntervalMs: 0 });
+    const recorder = recorderOn(api, {
+      patchIntervalMs: 0,
+    });
     recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
     recorder.emit(ug(1), 'Warning', 'RateLimited', 'Sync', 'slow down');
     // Two writers are free, but the patch holds back while the create is in flight.
@@ -126,14 +133,11 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it(`remembers at most ${MAX_SERIES} series, forgetting the least recently seen: its repeat is a new Event`, async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, {
-      controller: 'c',
-      instance: 'i',
-      log: pino({ level: 'silent' }),
+    const recorder = recorderOn(api, {
       patchIntervalMs: 0,
       maxQueued: 10_000,
       // One namespace's 4,097 objects: the Warning budget per namespace is not what this test is about.
-      warningsPerNamespace: { burst: 10_000, perSecond: 0 },
+      warningsPerNamespace: { burst: 10_000, perSecond: NEVER },
     });
     const emitAll = async (...ids: number[]): Promise<string[]> => {
       const from = api.sent.length;
@@ -151,7 +155,7 @@ describe('EventRecorder: a few writers from a bounded queue', () => {
 
   it('flush waits for queued writes, but not past its timeout', async () => {
     const api = fakeClient();
-    const recorder = new EventRecorder(api.client, { controller: 'c', instance: 'i', log: pino({ level: 'silent' }) });
+    const recorder = recorderOn(api);
     recorder.emit(ug(1), 'Normal', 'Synced', 'Sync', 'synced');
     const started = Date.now();
     await recorder.flush(50);

@@ -16,12 +16,18 @@ describe('NamespaceBudget: a token bucket per namespace', () => {
     expect([budget.take('a'), budget.take('a'), budget.take('a')]).toEqual([true, true, false]);
   });
 
-  it('forgets namespaces whose bucket is full again once many have spent', () => {
+  it('forgets namespaces idle for as long as a refill takes once many have spent, and keeps the recent ones', () => {
     let now = 0;
-    const budget = new NamespaceBudget({ burst: 1, perSecond: 1 }, () => now);
-    for (let i = 0; i < 1_025; i++) budget.take(`ns-${i}`);
-    now = 10_000;
+    const budget = new NamespaceBudget({ burst: 2, perSecond: 1 }, () => now);
+    for (let i = 0; i < 1_024; i++) budget.take(`ns-${i}`);
+    now = 1_500;
+    budget.take('recent');
+    expect(budget.size).toBe(1_025);
+    now = 2_000;
     budget.take('late');
-    expect((budget as unknown as { spent: Map<string, unknown> }).spent.size).toBe(1);
+    // The 1,024 idle for 2 s (burst / rate) are gone; 'recent' (0.5 s) and 'late' remain.
+    expect(budget.size).toBe(2);
+    // Kept with what it spent: one of two taken 0.5 s ago, half refilled since.
+    expect([budget.take('recent'), budget.take('recent')]).toEqual([true, false]);
   });
 });

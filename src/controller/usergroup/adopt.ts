@@ -35,8 +35,7 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
   const decision = decideAdoption(group.created, syncedBefore, plan.connection.adoption);
   if (decision.kind === 'none') return next(progress);
   const { spec, connection } = plan;
-  const known = decision.kind === 'adopt';
-  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan, known));
+  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan, decision.kind));
   let adopted = progress;
   if (decision.policy === 'Rotate') {
     // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
@@ -47,7 +46,7 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
     ctx.ports.metrics.tokenRotated('adoption');
   }
   const tokenRotated = decision.policy === 'Rotate';
-  if (!known) {
+  if (decision.kind === 'unknown') {
     ctx.ports.events.emit(ctx.ug, Events.createdUnknown(spec.userGroupId, connection.description, tokenRotated));
     ctx.log.warn({ tokenRotated }, 'the service did not say whether it created the user group');
     return next(adopted);
@@ -67,11 +66,11 @@ async function sealedOnThisAccount(ctx: ReconcileContext, plan: Plan): Promise<b
   return false;
 }
 
-/** The rules refuse to adopt an existing group: nothing stored, the claim given back for whoever may adopt it. */
-async function adoptionRefused(ctx: ReconcileContext, plan: Plan, known: boolean): Promise<Outcome> {
+/** The rules refuse to adopt an existing group (or one that may exist: `unknown`): nothing stored, the claim given back for whoever may adopt it. */
+async function adoptionRefused(ctx: ReconcileContext, plan: Plan, why: 'adopt' | 'unknown'): Promise<Outcome> {
   await ctx.ports.claims.release(plan.claim);
   const { userGroupId } = plan.spec;
   const { description } = plan.connection;
-  const message = known ? Messages.adoptionRefused(userGroupId, description) : Messages.adoptionUndecidable(userGroupId, description);
+  const message = why === 'adopt' ? Messages.adoptionRefused(userGroupId, description) : Messages.adoptionUndecidable(userGroupId, description);
   return refused(ctx, Reason.AdoptionRefused, message, plan.spec);
 }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { TokenBucket } from '../../src/service/token-bucket.js';
+import { TokenBucket } from '../../src/platform/token-bucket.js';
 
 describe('TokenBucket with a fake clock', () => {
   beforeEach(() => {

@@ -1,5 +1,5 @@
 /**
- * Limits the rate of calls toward one service connection: up to `burst` calls at once, refilled at `qps`
+ * Limits a rate (calls toward one service connection, scrapes, one namespace's Warnings): up to `burst` at once, refilled at `qps`
  * per second. Nobody waits on it: tryTake() answers now, and reserve() books the next token and says when
  * it exists, so a caller can come back then instead of holding a worker while it waits.
  */
