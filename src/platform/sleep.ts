@@ -47,3 +47,12 @@ export class Pause {
     else this.cutEarly = true;
   }
 }
+
+/**
+ * Resolves on the event loop's next turn, after the I/O and timers waiting now. A loop whose awaits all resolve at
+ * once (promises already settled: work served from caches) otherwise runs as one chain of microtasks and starves
+ * everything else: sockets, timers, the Lease's renewals, /healthz.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

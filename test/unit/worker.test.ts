@@ -50,6 +50,25 @@ const until = async (what: string, ok: () => boolean, ms = 3_000): Promise<void>
 };
 
 describe('Workers', () => {
+  it('reconciles that have nothing to wait for still leave the event loop its turns (timers, sockets, the Lease)', async () => {
+    // A restart over synced UserGroups: every reconcile resolves from caches, without I/O.
+    const { w, runs } = workers(async () => ({ kind: 'done' }));
+    let reconciledWhenTimerFired = -1;
+    const timer = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        reconciledWhenTimerFired = runs.length;
+        resolve();
+      }, 0),
+    );
+    w.start(() => Array.from({ length: 20_000 }, (_, i) => `ns/ug-${i}`));
+    await timer;
+    await until('every key reconciled', () => runs.length === 20_000, 30_000);
+    await w.stop(1_000);
+    // Served in the same turns as the queue, not after the last of 20,000 reconciles.
+    expect(reconciledWhenTimerFired).toBeGreaterThanOrEqual(0);
+    expect(reconciledWhenTimerFired).toBeLessThan(1_000);
+  });
+
   it('a reconcile that throws: logged once as "reconcile failed" with its key, and the key retried by the transient backoff', async () => {
     const { w, runs, verdicts, lines } = workers(async (_request, done) => {
       if (done.length === 1) throw new Error('the apiserver went away');
