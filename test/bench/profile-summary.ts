@@ -77,7 +77,7 @@ export function summarise(profile: Profile, top = 25): string {
   ].join('\n');
 }
 
-if (/(^|\/)profile-summary\.ts$/.test(process.argv[1] ?? '')) {
+if (process.argv[1]?.endsWith('profile-summary.ts')) {
   const [file, top] = process.argv.slice(2);
   if (!file) {
     process.stderr.write('usage: tsx test/bench/profile-summary.ts <file.cpuprofile> [top]\n');
