@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { API_VERSION, CLAIM_KIND, CLAIM_NAMESPACE_LABEL } from './constants.js';
+import { CLAIM_API_VERSION, CLAIM_KIND, CLAIM_NAMESPACE_LABEL } from './constants.js';
 import { intern } from './intern.js';
 import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';
@@ -54,7 +54,7 @@ export function claimName(account: string, userGroupId: string): string {
 
 export function claimObject(spec: ClaimSpec): Record<string, unknown> {
   return {
-    apiVersion: API_VERSION,
+    apiVersion: CLAIM_API_VERSION,
     kind: CLAIM_KIND,
     metadata: { name: claimName(spec.account, spec.userGroupId), labels: { [CLAIM_NAMESPACE_LABEL]: spec.namespace } },
     spec,

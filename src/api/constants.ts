@@ -1,6 +1,10 @@
 export const GROUP = 'usergroup.dev';
-export const VERSION = 'v1alpha1';
+/** The user-facing kinds' version (UserGroup, UserGroupService, ClusterUserGroupService); v1alpha1 is still served, deprecated. */
+export const VERSION = 'v1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
+/** The claim kind is the operator's own bookkeeping, not an API for users: it stays at v1alpha1. */
+export const CLAIM_VERSION = 'v1alpha1';
+export const CLAIM_API_VERSION = `${GROUP}/${CLAIM_VERSION}`;
 export const USERGROUP_KIND = 'UserGroup';
 export const USERGROUP_PLURAL = 'usergroups';
 export const USERGROUPSERVICE_PLURAL = 'usergroupservices';

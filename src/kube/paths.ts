@@ -1,5 +1,5 @@
 import type { RestartKind } from '../api/workload.js';
-import { CLAIM_PLURAL, CLUSTERUSERGROUPSERVICE_PLURAL, GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
+import { CLAIM_PLURAL, CLAIM_VERSION, CLUSTERUSERGROUPSERVICE_PLURAL, GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
 
 const WORKLOAD_PLURALS: Readonly<Record<RestartKind, string>> = { Deployment: 'deployments', StatefulSet: 'statefulsets', DaemonSet: 'daemonsets' };
 
@@ -11,7 +11,7 @@ export const paths = {
   userGroupStatus: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}/status`,
   userGroupServices: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUPSERVICE_PLURAL}`,
   clusterUserGroupServices: (): string => `/apis/${GROUP}/${VERSION}/${CLUSTERUSERGROUPSERVICE_PLURAL}`,
-  claims: (): string => `/apis/${GROUP}/${VERSION}/${CLAIM_PLURAL}`,
+  claims: (): string => `/apis/${GROUP}/${CLAIM_VERSION}/${CLAIM_PLURAL}`,
   claim: (name: string): string => `${paths.claims()}/${encodeURIComponent(name)}`,
   namespaces: (): string => '/api/v1/namespaces',
   secrets: (namespace?: string): string => `/api/v1${ns(namespace)}/secrets`,

@@ -75,7 +75,7 @@ export class BenchCluster {
     if (secret.status !== 201 && secret.status !== 409) throw new Error(`creating the API-key Secret in ${home}: HTTP ${secret.status}`);
     const service = await this.client.request('POST', paths.clusterUserGroupServices(), {
       body: {
-        apiVersion: 'usergroup.dev/v1alpha1',
+        apiVersion: 'usergroup.dev/v1',
         kind: 'ClusterUserGroupService',
         metadata: { name },
         spec: {
@@ -152,7 +152,7 @@ export class BenchCluster {
   private async applyUserGroup(namespace: string, i: number, client: KubeClient): Promise<string> {
     const name = userGroupName(i);
     const body = {
-      apiVersion: 'usergroup.dev/v1alpha1',
+      apiVersion: 'usergroup.dev/v1',
       kind: 'UserGroup',
       metadata: { name, namespace },
       spec: userGroupSpec(namespace, i),

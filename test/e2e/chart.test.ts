@@ -87,7 +87,7 @@ async function applyUserGroup(name: string, displayName: string): Promise<void> 
   await kubectl(
     ['apply', '-f', '-'],
     JSON.stringify({
-      apiVersion: 'usergroup.dev/v1alpha1',
+      apiVersion: 'usergroup.dev/v1',
       kind: 'UserGroup',
       metadata: { name, namespace: TENANT },
       spec: { userGroupId: `${TENANT}.${name}`, name: displayName },

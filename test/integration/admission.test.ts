@@ -8,7 +8,7 @@ import { createNamespace, deleteNamespace, kubectl, type CommandResult } from '.
  * or a GitOps tool would, so no controller is involved in this file.
  */
 
-const apiVersion = 'usergroup.dev/v1alpha1';
+const apiVersion = 'usergroup.dev/v1';
 
 // YAML 1.1 quoting: kubectl's YAML reader would turn an unquoted n, yes, on, ... into booleans.
 const toYaml = (manifest: Record<string, unknown>): string => YAML.stringify(manifest, { version: '1.1' });

@@ -15,7 +15,7 @@ import { pinnedKubernetesVersion, repoRoot } from '../../src/devtools/controlpla
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, kubectl, tokenKubeConfig } from '../support/kube.js';
 
 const group = 'usergroup.dev';
-const version = 'v1alpha1';
+const version = 'v1';
 const plural = 'usergroups';
 
 interface UserGroupObject {

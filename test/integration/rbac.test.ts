@@ -167,7 +167,7 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       // Of the type a UserGroupService may use (docs/tenancy.md); the simulator is plain http on loopback.
       await admin(['create', 'secret', 'generic', 'team-key', '-n', env.namespace, '--type=usergroup.dev/api-key', `--from-literal=apiKey=${env.apiKey}`]);
       const service = {
-        apiVersion: 'usergroup.dev/v1alpha1',
+        apiVersion: 'usergroup.dev/v1',
         kind: 'UserGroupService',
         metadata: { name: 'own', namespace: env.namespace },
         spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-key', key: 'apiKey' } },
@@ -348,7 +348,7 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
         sa.as,
         ['create', '-n', env.namespace, '-f', '-'],
         JSON.stringify({
-          apiVersion: 'usergroup.dev/v1alpha1',
+          apiVersion: 'usergroup.dev/v1',
           kind: 'UserGroup',
           metadata: { name: 'planted' },
           spec: { userGroupId: 'planted', name: 'Planted' },

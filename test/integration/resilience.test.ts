@@ -45,7 +45,7 @@ async function waitInSync(env: TestEnv, name: string, timeoutMs = 90_000, interv
 async function listUserGroups(env: TestEnv): Promise<UserGroupObject[]> {
   const list = (await env.custom.listNamespacedCustomObject({
     group: 'usergroup.dev',
-    version: 'v1alpha1',
+    version: 'v1',
     namespace: env.namespace,
     plural: 'usergroups',
   })) as { items: UserGroupObject[] };

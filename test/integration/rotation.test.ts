@@ -375,7 +375,7 @@ describe('token rotation', () => {
       texts.push(...events.items.map((ev) => JSON.stringify(ev)));
       const ugs = (await e.custom.listNamespacedCustomObject({
         group: 'usergroup.dev',
-        version: 'v1alpha1',
+        version: 'v1',
         namespace: e.namespace,
         plural: 'usergroups',
       })) as { items: UserGroupObject[] };

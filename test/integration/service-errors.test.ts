@@ -269,7 +269,7 @@ describe('service errors', () => {
       texts.push(...events.items.map((ev) => `${ev.note ?? ''} ${JSON.stringify(ev)}`));
       const ugs = (await e.custom.listNamespacedCustomObject({
         group: 'usergroup.dev',
-        version: 'v1alpha1',
+        version: 'v1',
         namespace: e.namespace,
         plural: 'usergroups',
       })) as { items: UserGroupObject[] };

@@ -107,7 +107,7 @@ describe('5. bad input', () => {
         items: [
           { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'team-shared-api-key' }, type: 'usergroup.dev/api-key', stringData: { apiKey: env.apiKey } },
           {
-            apiVersion: 'usergroup.dev/v1alpha1',
+            apiVersion: 'usergroup.dev/v1',
             kind: 'UserGroupService',
             metadata: { name: goodService },
             spec: { url: env.sim.url, allowInsecure: true, apiKeySecretRef: { name: 'team-shared-api-key' } },

@@ -110,7 +110,7 @@ describe('9a. hostile tenant: memory', () => {
                   // Owned by one of the tenant's real UserGroups, so garbage collection keeps it.
                   ownerReferences: [
                     {
-                      apiVersion: 'usergroup.dev/v1alpha1',
+                      apiVersion: 'usergroup.dev/v1',
                       kind: 'UserGroup',
                       name: `huge-${i % USERGROUPS}`,
                       uid: uids[i % USERGROUPS] ?? '',

@@ -22,7 +22,9 @@ import { msgIs, signalAndWait, spawnController, TEST_EGRESS_ARGS, waitLog, type 
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
 
 export const group = 'usergroup.dev';
-export const version = 'v1alpha1';
+export const version = 'v1';
+/** The claim kind stays at v1alpha1 (internal bookkeeping, not a user API). */
+export const claimVersion = 'v1alpha1';
 export const plural = 'usergroups';
 
 export interface UserGroupObject {
@@ -194,7 +196,7 @@ export class TestEnv {
   async claims(
     namespaces: readonly string[] = [this.namespace],
   ): Promise<{ metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[]> {
-    const list = (await this.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })) as {
+    const list = (await this.custom.listClusterCustomObject({ group, version: claimVersion, plural: 'usergroupclaims' })) as {
       items: { metadata: { name: string }; spec: { userGroupId: string; namespace: string; userGroup: { name: string; uid: string } } }[];
     };
     return list.items.filter((c) => namespaces.includes(c.spec.namespace));
@@ -260,7 +262,12 @@ export class TestEnv {
     await this.sim.stop();
     for (const name of [...this.clusterServices]) await this.deleteClusterService(name).catch(() => undefined);
     await this.custom
-      .deleteCollectionClusterCustomObject({ group, version, plural: 'usergroupclaims', labelSelector: `usergroup.dev/namespace=${this.namespace}` })
+      .deleteCollectionClusterCustomObject({
+        group,
+        version: claimVersion,
+        plural: 'usergroupclaims',
+        labelSelector: `usergroup.dev/namespace=${this.namespace}`,
+      })
       .catch(() => undefined);
     await deleteNamespace(this.namespace, this.kc).catch(() => undefined);
   }

@@ -44,7 +44,7 @@ export interface UserGroupInit {
 export function userGroup(init: UserGroupInit = {}): UserGroup {
   const name = init.name ?? 'acme';
   const parsed = parseUserGroup({
-    apiVersion: 'usergroup.dev/v1alpha1',
+    apiVersion: 'usergroup.dev/v1',
     kind: 'UserGroup',
     metadata: {
       name,
@@ -78,7 +78,7 @@ export function secret(owner: string | undefined, token: string): ObservedSecret
       namespace: 'ns',
       uid: 'uid-secret',
       resourceVersion: '20',
-      ...(owner ? { ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: owner, controller: true }] } : {}),
+      ...(owner ? { ownerReferences: [{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: owner, controller: true }] } : {}),
     },
     type: 'Opaque',
     data: { token: Buffer.from(token).toString('base64') },

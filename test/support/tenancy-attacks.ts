@@ -2,7 +2,7 @@ import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { randomBytes } from 'node:crypto';
 import { ApiException, AppsV1Api, PatchStrategy, setHeaderOptions, type V1DeploymentSpec } from '@kubernetes/client-node';
 import { eventually } from './kube.js';
-import { group, version } from './operator.js';
+import { claimVersion, group, version } from './operator.js';
 import {
   annotateUserGroupAs,
   backendPut,
@@ -207,7 +207,7 @@ export async function squatter(world: TenancyWorld, squatterT: Tenant, legit: Te
   // The admin settles it: the squatter's UserGroup goes, and the claim is released.
   await world.env.custom.deleteNamespacedCustomObject({ group, version, namespace: squatterT.namespace, plural: 'usergroups', name });
   const claim = (await world.env.claims([squatterT.namespace])).find((c) => c.spec.userGroupId === id);
-  if (claim) await world.env.custom.deleteClusterCustomObject({ group, version, plural: 'usergroupclaims', name: claim.metadata.name });
+  if (claim) await world.env.custom.deleteClusterCustomObject({ group, version: claimVersion, plural: 'usergroupclaims', name: claim.metadata.name });
   const adopted = await waitForReason(world, legit.namespace, name, 'Synced');
   const at = serviceGroup(world, id);
   return outcome(
@@ -317,16 +317,16 @@ export async function rbacSurface(world: TenancyWorld, t: Tenant): Promise<Attac
   const name = `status-${suffix()}`;
   await createUserGroupAs(t, name, { userGroupId: `${t.namespace}.${name}`, name: 'Status' });
   const attempts: [string, () => Promise<unknown>][] = [
-    ['list UserGroupClaims', () => t.custom.listClusterCustomObject({ group, version, plural: 'usergroupclaims' })],
+    ['list UserGroupClaims', () => t.custom.listClusterCustomObject({ group, version: claimVersion, plural: 'usergroupclaims' })],
     [
       'create a UserGroupClaim',
       () =>
         t.custom.createClusterCustomObject({
           group,
-          version,
+          version: claimVersion,
           plural: 'usergroupclaims',
           body: {
-            apiVersion: `${group}/${version}`,
+            apiVersion: `${group}/${claimVersion}`,
             kind: 'UserGroupClaim',
             metadata: { name: `fake-${suffix()}` },
             spec: { userGroupId: 'x', account: 'y', namespace: t.namespace, userGroup: { name: 'a', uid: 'b' } },

@@ -10,7 +10,7 @@ import {
 } from '@kubernetes/client-node';
 import { sha256 } from './hash.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, tokenKubeConfig } from './kube.js';
-import { group, TestEnv, version, type OperatorHandle, type TenantRuleObject, type UserGroupObject } from './operator.js';
+import { claimVersion, group, TestEnv, version, type OperatorHandle, type TenantRuleObject, type UserGroupObject } from './operator.js';
 import { startRecordingProxy, type RecordingProxy } from './recording-proxy.js';
 
 /**
@@ -140,7 +140,7 @@ export async function createTenancyWorld(prefix: string, tenantCount = 2, mode: 
       await env.custom
         .deleteCollectionClusterCustomObject({
           group,
-          version,
+          version: claimVersion,
           plural: 'usergroupclaims',
           labelSelector: `usergroup.dev/namespace in (${[...namespaces, outsiderNs].join(',')})`,
         })

@@ -12,7 +12,7 @@ export function userGroupInformer(
   return new Informer<UserGroup>({
     name: 'usergroups',
     client,
-    path: `/apis/usergroup.dev/v1alpha1/namespaces/${namespace}/usergroups`,
+    path: `/apis/usergroup.dev/v1/namespaces/${namespace}/usergroups`,
     parse: (raw) => {
       const parsed = parseUserGroup(raw);
       return parsed.ok ? parsed.value : undefined;

@@ -10,7 +10,7 @@ function meta(over: Record<string, unknown> = {}): Record<string, unknown> {
 }
 
 function ug(spec: unknown, extra: Record<string, unknown> = {}): UserGroup {
-  const parsed = parseUserGroup({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: meta(), spec, ...extra });
+  const parsed = parseUserGroup({ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', metadata: meta(), spec, ...extra });
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }
@@ -290,7 +290,7 @@ describe('parseMeta', () => {
     const m = parseMeta(
       meta({
         ownerReferences: [
-          { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
+          { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
           { kind: 'UserGroup', name: 'b', uid: 'u2', controller: 'true' },
           { kind: 'UserGroup', name: 'c' },
           'junk',
@@ -299,7 +299,7 @@ describe('parseMeta', () => {
       }),
     );
     expect(m.ok && m.value.ownerReferences).toEqual([
-      { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
+      { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'a', uid: 'u1', controller: true },
       { apiVersion: '', kind: 'UserGroup', name: 'b', uid: 'u2', controller: false },
     ]);
     expect(m.ok && m.value.deletionTimestamp).toBe('2025-02-02T00:00:00Z');
@@ -322,7 +322,7 @@ describe('parseMeta', () => {
   });
 
   it("keeps only the rotation request of a UserGroup's metadata; other kinds keep all of it", () => {
-    const lastApplied = '{"apiVersion":"usergroup.dev/v1alpha1"}';
+    const lastApplied = '{"apiVersion":"usergroup.dev/v1"}';
     const raw = meta({
       annotations: {
         'kubectl.kubernetes.io/last-applied-configuration': lastApplied,

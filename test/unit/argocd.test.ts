@@ -19,7 +19,7 @@ const DIR = fileURLToPath(new URL('../../deploy/argocd/', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/argocd/', import.meta.url));
 const read = (file: string): string => fs.readFileSync(path.join(DIR, file), 'utf8');
 const ROTATE = 'usergroup.dev/rotate-requested-at';
-const TYPE = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup' } as const;
+const TYPE = { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup' } as const;
 
 type Obj = Record<string, unknown>;
 

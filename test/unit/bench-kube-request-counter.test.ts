@@ -55,7 +55,7 @@ describe('usergroup_kube_requests_total', () => {
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/s');
     await client.request('GET', '/api/v1/namespaces/a/secrets/missing');
-    await client.request('PATCH', '/apis/usergroup.dev/v1alpha1/namespaces/a/usergroups/x/status', {
+    await client.request('PATCH', '/apis/usergroup.dev/v1/namespaces/a/usergroups/x/status', {
       body: { status: {} },
       contentType: 'application/merge-patch+json',
     });
@@ -99,7 +99,7 @@ describe('resourceOf', () => {
     expect(resourceOf('/api/v1/secrets?watch=true')).toBe('secrets');
     expect(resourceOf('/apis/coordination.k8s.io/v1/namespaces/op/leases/x')).toBe('leases');
     expect(resourceOf('/apis/usergroup.dev/v1alpha1/usergroupclaims/ugc-1')).toBe('usergroupclaims');
-    expect(resourceOf('/apis/usergroup.dev/v1alpha1/namespaces/a/usergroups/x/status')).toBe('usergroups');
+    expect(resourceOf('/apis/usergroup.dev/v1/namespaces/a/usergroups/x/status')).toBe('usergroups');
     expect(resourceOf('/apis/authorization.k8s.io/v1/subjectaccessreviews')).toBe('subjectaccessreviews');
   });
 });

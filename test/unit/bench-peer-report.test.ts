@@ -164,7 +164,7 @@ describe('operatorRequests', () => {
       [
         'apiserver_request_total{code="201",group="",resource="secrets",scope="resource",subresource="",verb="POST",version="v1"} 5',
         'apiserver_request_total{code="409",group="",resource="secrets",scope="resource",subresource="",verb="POST",version="v1"} 1',
-        'apiserver_request_total{code="200",group="usergroup.dev",resource="usergroups",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 7',
+        'apiserver_request_total{code="200",group="usergroup.dev",resource="usergroups",scope="resource",subresource="status",verb="PATCH",version="v1"} 7',
         'apiserver_request_total{code="200",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 2',
         'apiserver_request_total{code="200",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 90',
         'apiserver_request_duration_seconds_count{group="",resource="secrets",verb="POST"} 6',

@@ -288,7 +288,7 @@ describe('scale.md', () => {
 describe('apiserver counts for the scale phase', () => {
   const metrics = parsePrometheus(
     [
-      'apiserver_request_total{code="200",component="apiserver",group="usergroup.dev",resource="usergroups",scope="namespace",subresource="",verb="LIST",version="v1alpha1"} 4',
+      'apiserver_request_total{code="200",component="apiserver",group="usergroup.dev",resource="usergroups",scope="namespace",subresource="",verb="LIST",version="v1"} 4',
       'apiserver_request_total{code="200",component="apiserver",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 9',
       'apiserver_longrunning_requests{component="apiserver",group="",resource="secrets",scope="cluster",subresource="",verb="WATCH",version="v1"} 2',
       'apiserver_longrunning_requests{component="apiserver",group="",resource="pods",scope="cluster",subresource="",verb="WATCH",version="v1"} 5',

@@ -39,7 +39,7 @@ const recorderOn = (api: ReturnType<typeof fakeClient>, options: Partial<EventRe
 /** A budget that never refills within a test (the rate must be positive). */
 const NEVER = 1e-9;
 
-const ug = (i: number): EventRegarding => ({ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: 'ns', name: `ug-${i}`, uid: `uid-${i}` });
+const ug = (i: number): EventRegarding => ({ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', namespace: 'ns', name: `ug-${i}`, uid: `uid-${i}` });
 
 describe('EventRecorder: a few writers from a bounded queue', () => {
   it('starts Event writes in the order they were emitted, at most `writers` (default 4) at a time', async () => {

@@ -72,7 +72,7 @@ function stored(resourceVersion: string, token: string): ObservedSecret {
       namespace: NS,
       uid: 'uid-s',
       resourceVersion,
-      ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-ug', controller: true }],
+      ownerReferences: [{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-ug', controller: true }],
     },
     data: { token: Buffer.from(token).toString('base64') },
   });
@@ -330,7 +330,7 @@ describe('LeaderElector', () => {
 });
 
 describe('EventRecorder: what is retried', () => {
-  const regarding = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', namespace: NS, name: 'acme', uid: 'uid-acme' };
+  const regarding = { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', namespace: NS, name: 'acme', uid: 'uid-acme' };
 
   it("a 4xx is given up at once, logged with the apiserver's message; a 5xx or 429 is retried", async () => {
     const { log, lines } = logLines();

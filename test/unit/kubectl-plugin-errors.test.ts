@@ -68,7 +68,7 @@ function status(code: number, reason: string, message: string): Reply {
 }
 
 const acme = {
-  apiVersion: 'usergroup.dev/v1alpha1',
+  apiVersion: 'usergroup.dev/v1',
   kind: 'UserGroup',
   metadata: { name: 'acme', namespace: 'team-a', uid: 'uid-acme', resourceVersion: '10', generation: 1, creationTimestamp: '2025-06-01T11:00:00Z' },
   spec: { userGroupId: 'acme', name: 'Acme' },

@@ -65,7 +65,7 @@ function roundTrip(owner: ObjectMeta, s: UserGroupSpec, c: SecretContent): Obser
 
 const RECORD = expect.stringMatching(/^[0-9a-f]{64}$/) as unknown as string;
 const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
-const controllerRef = { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true };
+const controllerRef = { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true };
 
 describe('inspectSecret', () => {
   it('reports a missing Secret', () => {
@@ -87,7 +87,7 @@ describe('inspectSecret', () => {
   it('reports a Secret that references this UserGroup without being controlled by it as foreign', () => {
     const s = observed({ ownerReferences: [{ ...controllerRef, controller: false }], data: { token: b64(TOKEN) } });
     expect(inspectSecret(s, OWNER, spec(), SEAL).state).toBe('foreign');
-    const noFlag = observed({ ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme' }] });
+    const noFlag = observed({ ownerReferences: [{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme' }] });
     expect(inspectSecret(noFlag, OWNER, spec(), SEAL).state).toBe('foreign');
   });
 
@@ -240,7 +240,7 @@ describe('desiredSecret', () => {
 
   it('is controlled by the UserGroup', () => {
     const d = desiredSecret(OWNER, userSpec, content(), SEAL);
-    expect(d.metadata?.ownerReferences).toEqual([{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true }]);
+    expect(d.metadata?.ownerReferences).toEqual([{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true }]);
   });
 
   it('stores the token base64-encoded under the configured key only', () => {

@@ -81,7 +81,7 @@ describe('other resources', () => {
     const owned = parseSecret({
       metadata: {
         ...meta('acme-token', 'ns'),
-        ownerReferences: [{ apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true }],
+        ownerReferences: [{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-acme', controller: true }],
       },
     });
     const stray = parseSecret({ metadata: meta('stray', 'ns') });

@@ -88,7 +88,7 @@ export interface BadCase {
   readonly expected: Expected;
 }
 
-const apiVersion = 'usergroup.dev/v1alpha1';
+const apiVersion = 'usergroup.dev/v1';
 
 /** JSON (what kubectl reads as well as YAML), so no YAML 1.1 surprise unless a case asks for one. */
 const json = (manifest: Record<string, unknown>): string => JSON.stringify(manifest);
@@ -411,7 +411,7 @@ export const badCases: readonly BadCase[] = [
     ns: 'bad',
     stdin: () => json({ apiVersion, kind: 'UserGroups', metadata: { name: 'k-kind' }, spec: base('k-kind') }),
     object: ugOf('k-kind'),
-    expected: rejected('no matches for kind "UserGroups" in version "usergroup.dev/v1alpha1"'),
+    expected: rejected('no matches for kind "UserGroups" in version "usergroup.dev/v1"'),
   },
   // ---- YAML the parser refuses -----------------------------------------------------------------------------
   {
