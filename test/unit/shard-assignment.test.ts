@@ -117,52 +117,56 @@ describe('no namespace is ever owned twice (simulation)', () => {
     };
   }
 
-  it.each([1, 2, 3, 4, 5, 6, 7, 8])('seed %i', (seed) => {
-    const rnd = random(seed);
-    const sample = namespaces.slice(0, 80);
-    /** The Leases as the apiserver holds them: identity → acknowledged view. */
-    const leases = new Map<string, string | undefined>();
-    const replicas = new Map<string, Replica>();
-    let next = 0;
-    const join = (): void => {
-      const id = `r${next++}`;
-      leases.set(id, undefined);
-      replicas.set(id, { id, state: INITIAL_SHARD_STATE, constraints: [], seen: new Map(leases) });
-    };
-    join();
-    join();
-    let settledSteps = 0;
-    for (let step = 0; step < 800; step++) {
-      const roll = rnd();
-      const ids = [...replicas.keys()];
-      const pick = replicas.get(ids[Math.floor(rnd() * ids.length)] ?? '');
-      if (roll < 0.05 && replicas.size < 5) join();
-      else if (roll < 0.08 && replicas.size > 1 && pick) {
-        // Leaving or crashing: it stops acting (a crashed one fences itself before its Lease expires for others).
-        pick.constraints = [];
-        replicas.delete(pick.id);
-        leases.delete(pick.id);
-      } else if (roll < 0.5 && pick) {
-        // It reads the Leases (late: a snapshot of now).
-        pick.seen = new Map(leases);
-      } else if (pick) {
-        // It decides on what it read (its own Lease it knows first-hand), applies, then acknowledges.
-        const live: Member[] = [...pick.seen]
-          .filter(([id]) => id !== pick.id)
-          .map(([identity, acknowledged]) => ({ identity, acknowledged }))
-          .concat(leases.has(pick.id) ? [{ identity: pick.id, acknowledged: leases.get(pick.id) }] : []);
-        const d = decideShards(pick.state, pick.id, live);
-        pick.state = d.state;
-        pick.constraints = d.constraints;
-        if (d.view.includes(pick.id)) leases.set(pick.id, viewId(d.view));
+  it.each([1, 2, 3, 4, 5, 6, 7, 8])(
+    'seed %i',
+    (seed) => {
+      const rnd = random(seed);
+      const sample = namespaces.slice(0, 80);
+      /** The Leases as the apiserver holds them: identity → acknowledged view. */
+      const leases = new Map<string, string | undefined>();
+      const replicas = new Map<string, Replica>();
+      let next = 0;
+      const join = (): void => {
+        const id = `r${next++}`;
+        leases.set(id, undefined);
+        replicas.set(id, { id, state: INITIAL_SHARD_STATE, constraints: [], seen: new Map(leases) });
+      };
+      join();
+      join();
+      let settledSteps = 0;
+      for (let step = 0; step < 800; step++) {
+        const roll = rnd();
+        const ids = [...replicas.keys()];
+        const pick = replicas.get(ids[Math.floor(rnd() * ids.length)] ?? '');
+        if (roll < 0.05 && replicas.size < 5) join();
+        else if (roll < 0.08 && replicas.size > 1 && pick) {
+          // Leaving or crashing: it stops acting (a crashed one fences itself before its Lease expires for others).
+          pick.constraints = [];
+          replicas.delete(pick.id);
+          leases.delete(pick.id);
+        } else if (roll < 0.5 && pick) {
+          // It reads the Leases (late: a snapshot of now).
+          pick.seen = new Map(leases);
+        } else if (pick) {
+          // It decides on what it read (its own Lease it knows first-hand), applies, then acknowledges.
+          const live: Member[] = [...pick.seen]
+            .filter(([id]) => id !== pick.id)
+            .map(([identity, acknowledged]) => ({ identity, acknowledged }))
+            .concat(leases.has(pick.id) ? [{ identity: pick.id, acknowledged: leases.get(pick.id) }] : []);
+          const d = decideShards(pick.state, pick.id, live);
+          pick.state = d.state;
+          pick.constraints = d.constraints;
+          if (d.view.includes(pick.id)) leases.set(pick.id, viewId(d.view));
+        }
+        for (const ns of sample) {
+          const owners = [...replicas.values()].filter((r) => owns(r.id, ns, r.constraints)).map((r) => r.id);
+          expect(owners.length, `step ${step}: ${ns} owned by ${owners.join(', ')}`).toBeLessThanOrEqual(1);
+          if (owners.length === 1) settledSteps++;
+        }
       }
-      for (const ns of sample) {
-        const owners = [...replicas.values()].filter((r) => owns(r.id, ns, r.constraints)).map((r) => r.id);
-        expect(owners.length, `step ${step}: ${ns} owned by ${owners.join(', ')}`).toBeLessThanOrEqual(1);
-        if (owners.length === 1) settledSteps++;
-      }
-    }
-    // The protocol must also make progress: namespaces are owned most of the time.
-    expect(settledSteps).toBeGreaterThan(800 * sample.length * 0.2);
-  });
+      // The protocol must also make progress: namespaces are owned most of the time.
+      expect(settledSteps).toBeGreaterThan(800 * sample.length * 0.2);
+    },
+    60_000,
+  ); // thousands of steps each: seconds on a loaded 2-core machine, beyond vitest's 5 s default
 });

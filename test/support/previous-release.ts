@@ -1,0 +1,31 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+
+/**
+ * The release before this one, as users run it: upgrade tests start from its CRDs, chart and image, taken from
+ * git (a fresh clone has the whole history) so that they are the bytes that release shipped, not a reconstruction.
+ */
+export const PREVIOUS_RELEASE = { version: '0.2.0', commit: '920f1a8957000f4046e5dfc5b9f6feaaff24932a' } as const;
+
+/** One file of the previous release's tree, or a clear error when the clone lacks that commit (a shallow clone). */
+export function previousReleaseFile(file: string): string {
+  try {
+    return execFileSync('git', ['show', `${PREVIOUS_RELEASE.commit}:${file}`], { cwd: repoRoot, encoding: 'utf8', maxBuffer: 64 << 20 });
+  } catch (err) {
+    throw new Error(
+      `cannot read ${file} of release ${PREVIOUS_RELEASE.version} (commit ${PREVIOUS_RELEASE.commit}) from git: upgrade tests need the full history (git fetch --unshallow)`,
+      { cause: err },
+    );
+  }
+}
+
+/** The previous release's crds/ written to a new temporary directory (for ControlPlane.start's crds). */
+export function previousReleaseCrds(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `usergroup-crds-${PREVIOUS_RELEASE.version}-`));
+  const listing = execFileSync('git', ['ls-tree', '--name-only', `${PREVIOUS_RELEASE.commit}:crds`], { cwd: repoRoot, encoding: 'utf8' });
+  for (const name of listing.split('\n').filter((n) => n.endsWith('.yaml'))) fs.writeFileSync(path.join(dir, name), previousReleaseFile(`crds/${name}`));
+  return dir;
+}
