@@ -24,6 +24,8 @@
 //
 // unixBefore/unixAfter bracket the action's run: os.date has one-second resolution and Argo CD's os
 // library reads the real clock, so a test that depends on the second checks both.
+//
+// Two more subcommands run Argo CD's diff against a real API server: see diff.go.
 package main
 
 import (
@@ -76,6 +78,15 @@ type response struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "target" || os.Args[1] == "diff") {
+		log.SetLevel(log.WarnLevel)
+		run := map[string]func([]string) error{"target": targetCommand, "diff": diffCommand}[os.Args[1]]
+		if err := run(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "argocd-lua %s: %v\n", os.Args[1], err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: argocd-lua <argocd-cm.yaml>  (requests on stdin, one JSON object per line)")
 		os.Exit(2)

@@ -1,9 +1,11 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ArgoCd } from '../support/argocd.js';
-import { eventually } from '../support/kube.js';
+import { stringify as stringifyYaml } from 'yaml';
+import { ArgoCd, argoCdDiff, argoCdTarget, type ArgoCdDiff } from '../support/argocd.js';
+import { eventually, kubectl, type CommandResult } from '../support/kube.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 
@@ -208,5 +210,108 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(tokenThird).toBeTruthy();
     expect(tokenThird).not.toBe(tokenAfter);
     expect(tokenThird).not.toBe(tokenBefore);
+  });
+});
+
+/**
+ * "Manifests in Git written against v1alpha1 keep applying unchanged (Argo CD sync shows no diff loop)", judged by
+ * Argo CD's own comparison (argocd-lua diff, test/argocd/diff.go: the application controller's cluster cache,
+ * GetManagedLiveObjs with its version conversion, sync.Reconcile and argodiff.StateDiffs, default client-side
+ * diff) against this apiserver, after the real controller synced the group. Applied the way Argo CD's sync
+ * applies: client-side kubectl apply of the manifest plus Argo CD's tracking annotation.
+ */
+describe("Argo CD's diff of Git manifests written against usergroup.dev/v1alpha1 and v1", () => {
+  const APP = 'usergroups';
+  const DEPRECATED = 'usergroup.dev/v1alpha1 UserGroup is deprecated';
+  let env: TestEnv;
+  let dir: string;
+  let operator: OperatorHandle | undefined;
+  const binary = (): string => inject('argocdLua');
+
+  beforeAll(async () => {
+    env = await TestEnv.create('argocd-diff');
+    operator = await env.startOperator();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-argocd-diff-'));
+  });
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail' && operator) console.error(`controller log (last 40 lines):\n${operator.logs.slice(-40).join('\n')}`);
+  });
+  afterAll(async () => {
+    await ifAssigned(env)?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A manifest as it sits in Git. */
+  function manifest(file: string, apiVersion: string, name: string, spec: Record<string, unknown>): string {
+    const at = path.join(dir, file);
+    fs.writeFileSync(at, stringifyYaml({ apiVersion, kind: 'UserGroup', metadata: { name, namespace: env.namespace }, spec }));
+    return at;
+  }
+  async function applyAsArgoCd(file: string): Promise<CommandResult> {
+    const target = await argoCdTarget(binary(), APP, env.namespace, file);
+    return kubectl(['apply', '-f', '-'], { input: JSON.stringify(target) });
+  }
+  const diff = (file: string): Promise<ArgoCdDiff> => argoCdDiff(binary(), env.kubeconfigPath, APP, env.namespace, file);
+  const shown = (d: ArgoCdDiff): string => `live: ${JSON.stringify(d.normalizedLive)}\npredicted: ${JSON.stringify(d.predictedLive)}`;
+
+  it('a v1alpha1 manifest: synced by the controller, Argo CD compares it in v1alpha1 and finds no difference; applying it again warns and changes nothing', async () => {
+    const file = manifest('legacy.yaml', 'usergroup.dev/v1alpha1', 'legacy', { userGroupId: 'argo-diff-legacy', name: 'Legacy' });
+    const first = await applyAsArgoCd(file);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/usergroup\.usergroup\.dev\/legacy created/);
+    expect(first.stderr).toContain(DEPRECATED);
+    await env.waitForReady('legacy');
+    expect(await env.secretToken('legacy')).toBeTruthy();
+
+    const d = await diff(file);
+    expect(d.cachedApiVersion).toBe('usergroup.dev/v1'); // the watch delivers v1; gitops-engine cannot convert a custom resource, so it GETs v1alpha1
+    expect(d.liveApiVersion).toBe('usergroup.dev/v1alpha1');
+    expect(d.modified, shown(d)).toBe(false);
+    // The controller's writes are in the live object Argo CD compared: status (ignored by Argo CD's default) and
+    // whatever else it sets; none of it is a difference.
+    expect(d.normalizedLive).toBeDefined();
+
+    const before = await env.getUserGroup('legacy');
+    const callsBefore = structuredClone(env.calls());
+    const again = await applyAsArgoCd(file);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/usergroup\.usergroup\.dev\/legacy unchanged/);
+    expect(again.stderr).toContain(DEPRECATED);
+    const after = await env.getUserGroup('legacy');
+    expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+    expect(env.calls()).toEqual(callsBefore); // no service call either
+    expect((await diff(file)).modified).toBe(false);
+  });
+
+  it('a v1 manifest: no warning, compared in v1, no difference; moving the v1alpha1 manifest in Git to v1 is no difference either', async () => {
+    const file = manifest('current.yaml', 'usergroup.dev/v1', 'current', { userGroupId: 'argo-diff-current', name: 'Current' });
+    const applied = await applyAsArgoCd(file);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stderr).not.toContain('deprecated');
+    await env.waitForReady('current');
+    const d = await diff(file);
+    expect(d.cachedApiVersion).toBe('usergroup.dev/v1');
+    expect(d.liveApiVersion).toBe('usergroup.dev/v1');
+    expect(d.modified, shown(d)).toBe(false);
+
+    // The deprecation warning's advice (change apiVersion only) for the group applied as v1alpha1 above.
+    await env.waitForReady('legacy');
+    const moved = manifest('legacy-v1.yaml', 'usergroup.dev/v1', 'legacy', { userGroupId: 'argo-diff-legacy', name: 'Legacy' });
+    const m = await diff(moved);
+    expect(m.liveApiVersion).toBe('usergroup.dev/v1');
+    expect(m.modified, shown(m)).toBe(false);
+  });
+
+  it('a changed spec is a difference, in either version (the comparison can fail)', async () => {
+    await env.waitForReady('legacy');
+    for (const apiVersion of ['usergroup.dev/v1alpha1', 'usergroup.dev/v1']) {
+      const renamed = manifest('renamed.yaml', apiVersion, 'legacy', { userGroupId: 'argo-diff-legacy', name: 'Legacy Renamed' });
+      const d = await diff(renamed);
+      expect(d.liveApiVersion).toBe(apiVersion);
+      expect(d.modified, shown(d)).toBe(true);
+      expect((d.normalizedLive?.['spec'] as Record<string, unknown>)['name']).toBe('Legacy');
+      expect((d.predictedLive?.['spec'] as Record<string, unknown>)['name']).toBe('Legacy Renamed');
+    }
   });
 });

@@ -3,8 +3,9 @@
 # go.mod beside this script), for the tests of the chart's alert rules. Cached and printed as
 # test/support/build-go-tool.sh says.
 #
-# Why Prometheus v0.315.0 (3.15) and not v0.316.0: promtool imports every service-discovery plugin, and 3.16's
-# Nomad API client is a version the module proxy refuses (403); 3.15's whole dependency graph resolves.
+# Prometheus v0.316.0 (3.16, the newest release on 2026-11-26). Its whole dependency graph resolves from the module
+# proxy with Go 1.26 (3.16's Nomad API client, which the proxy had refused with a 403 and kept this at 3.15, is
+# served now: github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a).
 #
 #   USERGROUP_OPERATOR_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/usergroup-operator)
 set -euo pipefail

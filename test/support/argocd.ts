@@ -1,5 +1,5 @@
 import { buildGoTool } from './go-tool.js';
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
@@ -56,6 +56,51 @@ export function buildArgoCdLua(): string {
 }
 
 export class ArgoCdError extends Error {}
+
+/** Argo CD's comparison of one Git manifest with the cluster (argocd-lua diff; test/argocd/diff.go). */
+export interface ArgoCdDiff {
+  /** What the app shows as OutOfSync for this resource. */
+  readonly modified: boolean;
+  /** The version Argo CD's cluster cache holds the object in (what its watch delivers: the preferred version). */
+  readonly cachedApiVersion?: string;
+  /** The version the live object was compared in (Argo CD converts it to the manifest's). */
+  readonly liveApiVersion?: string;
+  readonly liveResourceVersion?: string;
+  /** The two sides of the diff Argo CD shows: live normalized, and live as the sync would leave it. */
+  readonly normalizedLive?: Record<string, unknown>;
+  readonly predictedLive?: Record<string, unknown>;
+}
+
+function runArgoCdLua(binary: string, args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(binary, args, { timeout: 120_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err) reject(new ArgoCdError(`argocd-lua ${args[0] ?? ''} failed: ${err.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** The manifest as Argo CD's sync applies it: with the app's tracking annotation (argocd-lua target). */
+export async function argoCdTarget(binary: string, app: string, namespace: string, manifestFile: string): Promise<Record<string, unknown>> {
+  return JSON.parse(await runArgoCdLua(binary, ['target', app, namespace, manifestFile])) as Record<string, unknown>;
+}
+
+/**
+ * The application controller's comparison of `manifestFile` with the cluster behind `kubeconfig`: its cluster
+ * cache, GetManagedLiveObjs (the version conversion), sync.Reconcile and argodiff.StateDiffs, default client-side diff.
+ */
+export async function argoCdDiff(
+  binary: string,
+  kubeconfig: string,
+  app: string,
+  namespace: string,
+  manifestFile: string,
+  configMap: string = ARGOCD_CM,
+): Promise<ArgoCdDiff> {
+  const answer = JSON.parse(await runArgoCdLua(binary, ['diff', configMap, kubeconfig, app, namespace, manifestFile])) as ArgoCdDiff & { error?: string };
+  if (answer.error) throw new ArgoCdError(answer.error);
+  return answer;
+}
 
 /** One argocd-lua process; requests are answered in order, one line each. */
 export class ArgoCd {
