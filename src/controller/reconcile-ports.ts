@@ -60,6 +60,7 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
       // Restarts off: the step never asks (it reports them disabled instead).
       restart: (key) => caps.restarts?.take(key) ?? 0,
       syncRequest: (namespace, key) => caps.syncRequests.take(namespace, key),
+      syncRequestSpent: (namespace, key) => caps.syncRequests.spent(namespace, key),
     },
     clock: { now: () => Date.now() },
   };

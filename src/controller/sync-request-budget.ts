@@ -24,7 +24,10 @@ const SWEEP_ABOVE = 1024;
 
 interface NamespaceEntry {
   readonly bucket: TokenBucket;
-  /** Slots given to keys that must come back for them (the token is already taken: reserved). */
+  /**
+   * Slots paid for (the token is taken) and not yet spent on a PUT: given to keys that must come back for them,
+   * and kept for a key whose PUT the account's rate limit then deferred, so it is not charged twice.
+   */
   readonly slots: Map<string, number>;
   lastSpent: number;
 }
@@ -32,6 +35,8 @@ interface NamespaceEntry {
 /**
  * A token bucket per namespace with slots kept per key, as rate-cap.ts keeps them: a key that must wait is told
  * its own time, comes back then and goes, so waiting keys neither race for one token nor reconcile in a loop.
+ * A slot stays the key's until `spent` (its PUT went out) or until it is abandoned: a PUT deferred by the
+ * account's rate limit (connections.ts) comes back to the slot it paid for.
  */
 export class SyncRequestBudget {
   readonly #namespaces = new Map<string, NamespaceEntry>();
@@ -51,15 +56,15 @@ export class SyncRequestBudget {
     entry.lastSpent = now;
     this.#forgetAbandoned(entry, now);
     const slot = entry.slots.get(key);
-    if (slot !== undefined) {
-      if (now < slot) return { kind: 'wait', inMs: Math.ceil(slot - now), first: false };
-      entry.slots.delete(key);
-      return { kind: 'now' };
-    }
+    if (slot !== undefined) return now < slot ? { kind: 'wait', inMs: Math.ceil(slot - now), first: false } : { kind: 'now' };
     const inMs = entry.bucket.reserve();
-    if (inMs === 0) return { kind: 'now' };
     entry.slots.set(key, now + inMs);
-    return { kind: 'wait', inMs, first: true };
+    return inMs === 0 ? { kind: 'now' } : { kind: 'wait', inMs, first: true };
+  }
+
+  /** The key's PUT went out (answered or failed, not deferred): its slot is used up. */
+  spent(namespace: string, key: string): void {
+    this.#namespaces.get(namespace)?.slots.delete(key);
   }
 
   /** Namespaces remembered now, for tests. */
@@ -77,7 +82,7 @@ export class SyncRequestBudget {
     return entry;
   }
 
-  /** Slots are given in time order, so the oldest are first in the map. */
+  /** Slots are given in time order (a paid slot is never later than one given after it), so the oldest come first. */
   #forgetAbandoned(entry: NamespaceEntry, now: number): void {
     for (const [key, slot] of entry.slots) {
       if (slot > now - ABANDONED_AFTER_MS) return;

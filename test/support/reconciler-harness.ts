@@ -315,6 +315,7 @@ export function harness(world: World): Harness {
         calls.push('sync budget');
         return world.syncSlot ?? { kind: 'now' };
       },
+      syncRequestSpent: () => calls.push('sync budget spent'),
     },
     clock: { now: () => now },
   };

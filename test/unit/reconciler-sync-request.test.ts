@@ -63,7 +63,7 @@ describe('sync on demand, through the ports', () => {
   it('a new value: one PUT (a slot of the budget first), the same token kept, the value recorded', async () => {
     const h = await world({ request: '2026-11-26T20:00:00.000Z' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['sync budget', 'PUT', 'Event Normal Synced', 'status Synced']);
+    expect(h.calls).toEqual(['sync budget', 'PUT', 'sync budget spent', 'Event Normal Synced', 'status Synced']);
     expect(h.writes).toEqual([]);
     expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('2026-11-26T20:00:00.000Z');
   });
@@ -78,7 +78,7 @@ describe('sync on demand, through the ports', () => {
   it('the PUT returns another token (the service may): it is stored like after any sync', async () => {
     const h = await world({ request: 's1', serviceToken: 'tok-new' });
     await h.reconcile();
-    expect(h.calls).toEqual(['sync budget', 'PUT', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.calls).toEqual(['sync budget', 'PUT', 'sync budget spent', 'replace Secret', 'Event Normal Synced', 'status Synced']);
     expect(h.writes.at(-1)?.token).toBe('tok-new');
     expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('s1');
   });

@@ -76,14 +76,27 @@ describe('SyncRequestBudget: per namespace, a burst then a rate, a slot kept per
     expect(b.take('ns', 'ns/d')).toEqual({ kind: 'wait', inMs: 10_000, first: false });
   });
 
-  it('a key that comes back at its slot goes; its slot was the only one it had', () => {
+  it('a key that comes back at its slot goes; once spent, its next request pays again', () => {
     const { b, advance } = budget();
     for (const k of ['a', 'b', 'c']) b.take('ns', `ns/${k}`);
     expect(b.take('ns', 'ns/d').kind).toBe('wait');
     advance(10_000);
     expect(b.take('ns', 'ns/d')).toEqual({ kind: 'now' });
+    b.spent('ns', 'ns/d');
     // Another request of the same key later: a new slot after the debt.
     expect(b.take('ns', 'ns/d')).toEqual({ kind: 'wait', inMs: 10_000, first: true });
+  });
+
+  it('a PUT the account deferred (not spent) keeps its paid slot: asking again costs nothing more', () => {
+    const { b } = budget();
+    expect(b.take('ns', 'ns/a')).toEqual({ kind: 'now' });
+    // Deferred by the account's rate limit: the key comes back, several times.
+    for (let i = 0; i < 5; i++) expect(b.take('ns', 'ns/a')).toEqual({ kind: 'now' });
+    b.spent('ns', 'ns/a');
+    // Two tokens of the burst are left, as if a single request had been made.
+    expect(b.take('ns', 'ns/b')).toEqual({ kind: 'now' });
+    expect(b.take('ns', 'ns/c')).toEqual({ kind: 'now' });
+    expect(b.take('ns', 'ns/d').kind).toBe('wait');
   });
 
   it('another namespace has its own budget: a flood in one does not delay the other', () => {
@@ -95,9 +108,13 @@ describe('SyncRequestBudget: per namespace, a burst then a rate, a slot kept per
   it('within a window of w ms, at most burst + w × rate PUTs go out in one namespace', () => {
     const { b, advance } = budget();
     let went = 0;
-    // 100 keys asking every second for 60 s (each retrying at its slot or at once).
+    // 100 keys asking every second for 60 s (each retrying at its slot or at once, each with a new request once answered).
     for (let s = 0; s < 60; s++) {
-      for (let i = 0; i < 100; i++) if (b.take('ns', `ns/g${i}`).kind === 'now') went++;
+      for (let i = 0; i < 100; i++) {
+        if (b.take('ns', `ns/g${i}`).kind !== 'now') continue;
+        went++;
+        b.spent('ns', `ns/g${i}`);
+      }
       advance(1_000);
     }
     expect(went).toBeLessThanOrEqual(3 + 6);

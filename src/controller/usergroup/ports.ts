@@ -117,8 +117,10 @@ export interface CapsPort {
   rotation(key: string): number;
   /** Workload restarts (--workload-restarts-per-minute). */
   restart(key: string): number;
-  /** Sync requests: the budget of the UserGroup's namespace (sync-request-budget.ts). */
+  /** Sync requests: a slot of the budget of the UserGroup's namespace (sync-request-budget.ts). */
   syncRequest(namespace: string, key: string): SyncSlot;
+  /** The sync request's PUT went out: its slot is used up (a deferred one keeps it). */
+  syncRequestSpent(namespace: string, key: string): void;
 }
 
 export interface ClockPort {

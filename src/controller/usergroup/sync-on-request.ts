@@ -22,7 +22,9 @@ export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress:
   }
   const { connection } = plan;
   const result = await ctx.calls.upsert(connection, plan.request);
+  // Deferred by the account's rate limit or a failing connection: the slot stays paid for this key.
   if (isDeferral(result)) return end(deferred(result, 'sync', connection));
+  ctx.ports.caps.syncRequestSpent(ctx.ug.metadata.namespace, ctx.key);
   if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
   const { group } = result;
   ctx.log.info({ why: 'requested', request: request.value, created: group.created }, 'user group synced');
