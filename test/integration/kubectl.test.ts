@@ -503,6 +503,9 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
     await sleep(2_000);
     expect(putCalls(env)).toBe(putsBefore);
     expect((await env.getUserGroup('quiet')).status?.lastHandledSyncRequest).toBe(handledBefore);
+    const status = await plugin('status', 'quiet').done;
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout.split('\n')[1]).toMatch(/^quiet\s+quiet-1\s+False\s+Suspended \(sync pending\)\s/);
 
     await env.patchUserGroup('quiet', { spec: { suspend: false } });
     await eventually(

@@ -323,6 +323,15 @@ describe('status table', () => {
     expect(statusCells(current, NOW).reason).toBe('Synced');
   });
 
+  it('marks a sync request not handled yet as "(sync pending)"; a handled one shows nothing', () => {
+    const SYNC = 'usergroup.dev/sync-requested-at';
+    const pending = group('acme', { annotations: { [SYNC]: 's2' }, status: readyStatus('True', 'Synced', '', 1, { lastHandledSyncRequest: 's1' }) });
+    expect(statusCells(pending, NOW).reason).toBe('Synced (sync pending)');
+    const handled = group('acme', { annotations: { [SYNC]: 's1' }, status: readyStatus('True', 'Synced', '', 1, { lastHandledSyncRequest: 's1' }) });
+    expect(statusCells(handled, NOW).reason).toBe('Synced');
+    expect(statusCells(group('acme', { annotations: { [SYNC]: 's1' } }), NOW).reason).toBe('- (sync pending)');
+  });
+
   it('copes with a missing status and an unusable spec', () => {
     expect(statusCells(fresh, NOW)).toEqual({
       namespace: 'team-a',

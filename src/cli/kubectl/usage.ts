@@ -20,8 +20,8 @@ Commands:
            that does not exist or is suspended. The operator answers ${SYNC_REQUEST_BUDGET.burst} sync requests of a
            namespace at once, then ${SYNC_REQUEST_BUDGET.perMinute} a minute; a request beyond that waits its turn.
   status   one line per UserGroup: its id, Ready, reason, Secret, last rotation, age.
-           "(pending)" marks a requested rotation not handled yet; "(stale)" a status that
-           describes an older spec. -o wide adds the Ready condition's message.
+           "(pending)" marks a requested rotation not handled yet, "(sync pending)" a sync
+           request; "(stale)" a status that describes an older spec. -o wide adds the Ready condition's message.
 
 Flags:
   -n, --namespace <ns>     namespace (default: the kubeconfig context's, else "default")
