@@ -16,6 +16,11 @@ export const CLAIM_NAMESPACE_LABEL = 'usergroup.dev/namespace';
 
 /** Set by people (or the kubectl plugin, or Argo CD) to ask for a token rotation; any new value rotates once. */
 export const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
+/**
+ * Set by people (or `kubectl usergroup sync`) to ask for one PUT of the group now, even when nothing changed (the
+ * service has no read, so drift there is otherwise repaired only at the periodic resync); any new value syncs once.
+ */
+export const SYNC_ANNOTATION = 'usergroup.dev/sync-requested-at';
 
 export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY_VALUE = 'usergroup-operator';

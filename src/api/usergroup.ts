@@ -1,6 +1,6 @@
 import { internRecent } from './intern.js';
 import { createHash } from 'node:crypto';
-import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION } from './constants.js';
+import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION, SYNC_ANNOTATION } from './constants.js';
 import { parseGoDuration } from '../platform/go-duration.js';
 import { parseMeta, stringMap, withAnnotations, type MetaKeep, type ObjectMeta, type Parsed } from './meta.js';
 import { dropUndefined, isRecord } from '../platform/json-value.js';
@@ -54,6 +54,8 @@ export interface UserGroupStatus {
   readonly tokenSecretName?: string;
   readonly lastSyncTime?: string;
   readonly syncedHash?: string;
+  /** The value of the usergroup.dev/sync-requested-at annotation handled last (a PUT answered it). */
+  readonly lastHandledSyncRequest?: string;
   readonly rotation?: {
     readonly lastHandledRequest?: string;
     readonly lastRotationTime?: string;
@@ -104,7 +106,7 @@ const LIMITS = {
   /** Entries of spec.rolloutRestartTargets (admission: maxItems): each costs a GET and a PATCH per new token. */
   restartTargets: 16,
   /**
-   * Characters of the rotation request annotation (controller only: CEL cannot read annotations). Its value
+   * Characters of the rotation (and of the sync) request annotation (controller only: CEL cannot read annotations). Its value
    * is kept in the cache and copied into status and into the token Secret's bookkeeping annotations, which
    * the Secret cache must be able to keep too; a timestamp needs 20. 256 characters are at most 512 UTF-16
    * units, well under the 1024 beyond which the Secret cache treats a bookkeeping value as not ours.
@@ -112,31 +114,42 @@ const LIMITS = {
   rotateRequestChars: 256,
 } as const;
 
+/** The request annotations: each new value asks for one rotation, or one sync. */
+const REQUEST_ANNOTATIONS = [ROTATE_ANNOTATION, SYNC_ANNOTATION] as const;
+
 /**
- * The metadata of a UserGroup the operator reads: the rotation request and nothing else of the annotations
+ * The metadata of a UserGroup the operator reads: the request annotations and nothing else of the annotations
  * (kubectl's last-applied-configuration alone is a copy of the object), no labels, no owner references.
  */
-const KEEP: MetaKeep = { annotations: [ROTATE_ANNOTATION], labels: false, ownerReferences: false };
-/** The same, when the rotation request is over its limit and must not be kept either. */
-const KEEP_NO_ROTATION: MetaKeep = { ...KEEP, annotations: [] };
+const KEEP: MetaKeep = { annotations: REQUEST_ANNOTATIONS, labels: false, ownerReferences: false };
 
-const ROTATE_TOO_LONG = `the ${ROTATE_ANNOTATION} annotation is longer than ${LIMITS.rotateRequestChars} characters; use a short value such as a timestamp`;
+const tooLongMessage = (annotation: string): string =>
+  `the ${annotation} annotation is longer than ${LIMITS.rotateRequestChars} characters; use a short value such as a timestamp`;
 
 export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
   if (!isRecord(raw)) return { ok: false, error: 'UserGroup is not an object' };
-  const tooLong = overLongRotationRequest(raw['metadata']);
-  const meta = parseMeta(raw['metadata'], tooLong === undefined ? KEEP : KEEP_NO_ROTATION);
+  const tooLong = overLongRequests(raw['metadata']);
+  const meta = parseMeta(
+    raw['metadata'],
+    tooLong.length === 0 ? KEEP : { ...KEEP, annotations: REQUEST_ANNOTATIONS.filter((a) => !tooLong.some(([k]) => k === a)) },
+  );
   if (!meta.ok) return meta;
-  if (tooLong !== undefined) {
+  const [first] = tooLong;
+  if (first !== undefined) {
     // The value is not kept, but a change to it must still be seen as one (the controller reconciles when the
     // annotation changes): a short stand-in that differs whenever the value does. Never acted on: the spec
     // is invalid as long as it is there.
-    const standIn = `(over ${LIMITS.rotateRequestChars} characters) sha256:${createHash('sha256').update(tooLong).digest('hex')}`;
+    const standIns = Object.fromEntries(
+      tooLong.map(([annotation, value]) => [
+        annotation,
+        `(over ${LIMITS.rotateRequestChars} characters) sha256:${createHash('sha256').update(value).digest('hex')}`,
+      ]),
+    );
     return {
       ok: true,
       value: {
-        metadata: withAnnotations(meta.value, { [ROTATE_ANNOTATION]: standIn }),
-        spec: { ok: false, error: ROTATE_TOO_LONG },
+        metadata: withAnnotations(meta.value, { ...meta.value.annotations, ...standIns }),
+        spec: { ok: false, error: tooLongMessage(first[0]) },
         status: parseStatus(raw['status']),
       },
     };
@@ -144,11 +157,14 @@ export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
   return { ok: true, value: { metadata: meta.value, spec: parseSpec(raw['spec'], meta.value.name), status: parseStatus(raw['status']) } };
 }
 
-/** The rotation request annotation when it is over its limit. */
-function overLongRotationRequest(metadata: unknown): string | undefined {
+/** The request annotations over their limit, with their values. */
+function overLongRequests(metadata: unknown): [string, string][] {
   const annotations = isRecord(metadata) ? metadata['annotations'] : undefined;
-  const value = isRecord(annotations) ? annotations[ROTATE_ANNOTATION] : undefined;
-  return typeof value === 'string' && chars(value) > LIMITS.rotateRequestChars ? value : undefined;
+  if (!isRecord(annotations)) return [];
+  return REQUEST_ANNOTATIONS.flatMap((annotation): [string, string][] => {
+    const value = annotations[annotation];
+    return typeof value === 'string' && chars(value) > LIMITS.rotateRequestChars ? [[annotation, value]] : [];
+  });
 }
 
 function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
@@ -367,6 +383,7 @@ function parseStatus(raw: unknown): UserGroupStatus {
     tokenSecretName: str(raw['tokenSecretName']),
     lastSyncTime: timestamp(raw['lastSyncTime']),
     syncedHash: str(raw['syncedHash']),
+    lastHandledSyncRequest: str(raw['lastHandledSyncRequest']),
     rotation: rotation && dropUndefined(rotation),
     rolloutRestarts: restarts,
     adoption,

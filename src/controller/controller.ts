@@ -17,6 +17,7 @@ import { Connections } from './connections.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
 import { countByReadyReason, informerTotals, tokenSchedules } from './metrics-view.js';
 import { rateCaps } from './rate-cap.js';
+import { SyncRequestBudget } from './sync-request-budget.js';
 import { reconcilePorts } from './reconcile-ports.js';
 import type { ControllerSettings } from './settings.js';
 import {
@@ -107,7 +108,7 @@ export class Controller {
         rotationFailed: (trigger) => hooks.rotationFailed?.(trigger),
         workloadRestarted: (kind, outcome) => hooks.workloadRestarted?.(kind, outcome),
       },
-      caps: rateCaps(settings),
+      caps: { ...rateCaps(settings), syncRequests: new SyncRequestBudget() },
       fence,
       // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
       // patch would reach the cache older than this and so never look like news. Ours to notice, then.

@@ -10,6 +10,7 @@ import { SecretValue } from '../service/secret-value.js';
 import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
 import type { RateCap } from './rate-cap.js';
+import type { SyncRequestBudget } from './sync-request-budget.js';
 import type { ClaimsPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
 import { API_VERSION, USERGROUP_KIND } from '../api/constants.js';
 
@@ -27,8 +28,8 @@ export interface PortDeps {
   readonly connections: Connections;
   readonly recorder: EventRecorder;
   readonly metrics: MetricsPort;
-  /** The caps on scheduled rotations and on workload restarts; undefined: restarts are off. */
-  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined };
+  /** The caps on scheduled rotations and on workload restarts (undefined: restarts are off), and the sync-request budgets. */
+  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined; readonly syncRequests: SyncRequestBudget };
   /** Throws when this replica may no longer act (its Lease not renewed by the clock): runs before every write. */
   readonly fence: () => void;
   /** A status write's answer, newer than the cache may be: the controller decides whether it calls for a reconcile. */
@@ -58,6 +59,8 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
       rotation: (key) => caps.rotations.take(key),
       // Restarts off: the step never asks (it reports them disabled instead).
       restart: (key) => caps.restarts?.take(key) ?? 0,
+      syncRequest: (namespace, key) => caps.syncRequests.take(namespace, key),
+      syncRequestSpent: (namespace, key) => caps.syncRequests.spent(namespace, key),
     },
     clock: { now: () => Date.now() },
   };

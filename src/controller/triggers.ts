@@ -1,4 +1,4 @@
-import { ROTATE_ANNOTATION } from '../api/constants.js';
+import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../api/constants.js';
 import type { UserGroupClaim } from '../api/claim.js';
 import type { ClusterUserGroupService } from '../api/clusterusergroupservice.js';
 import { objectKey, sameStringMap } from '../api/meta.js';
@@ -34,20 +34,28 @@ export interface TriggerView {
 const key = (k: string, urgent = false): Trigger => ({ key: k, urgent });
 
 /**
- * Whether a UserGroup changed in a way that can need work: its spec (generation), the rotation annotation, deletion,
+ * Whether a UserGroup changed in a way that can need work: its spec (generation), a request annotation (rotation, sync), deletion,
  * or it is another object of the same name. Our own status writes are not.
  */
 export function relevantChange(old: UserGroup, ug: UserGroup): boolean {
   return (
     old.metadata.generation !== ug.metadata.generation ||
-    old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION] ||
+    newRequest(old, ug) ||
     old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
     old.metadata.uid !== ug.metadata.uid
   );
 }
 
+/** A request annotation changed (rotation or sync): metadata changes do not move the generation. */
+function newRequest(old: UserGroup, ug: UserGroup): boolean {
+  return (
+    old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION] ||
+    old.metadata.annotations[SYNC_ANNOTATION] !== ug.metadata.annotations[SYNC_ANNOTATION]
+  );
+}
+
 /**
- * A UserGroup: its own key, for a change that can need work; a new rotation request is urgent (kubectl usergroup
+ * A UserGroup: its own key, for a change that can need work; a new rotation or sync request is urgent (kubectl usergroup
  * rotate waits on it). A claim's holder that went (or whose id moved) lets a waiting UserGroup of its namespace take
  * the id over: the others with that id. Only a holder going frees the id (a claim, or a synced UserGroup from before
  * claims): a duplicate going changes nothing for the others, and 2,000 of them deleted must not cost 2,000²
@@ -56,7 +64,7 @@ export function relevantChange(old: UserGroup, ug: UserGroup): boolean {
 export function userGroupTriggers(type: InformerEventType, ug: UserGroup, old: UserGroup | undefined, view: TriggerView): Trigger[] {
   if (type === 'updated' && old && !relevantChange(old, ug)) return [];
   const own = objectKey(ug.metadata);
-  const urgent = type === 'updated' && old !== undefined && old.metadata.annotations[ROTATE_ANNOTATION] !== ug.metadata.annotations[ROTATE_ANNOTATION];
+  const urgent = type === 'updated' && old !== undefined && newRequest(old, ug);
   const triggers = [key(own, urgent)];
   const id = ug.spec.ok ? ug.spec.value.userGroupId : undefined;
   const oldId = old?.spec.ok ? old.spec.value.userGroupId : undefined;

@@ -205,7 +205,7 @@ describe('the single executable krew installed, with no Node on PATH', () => {
     expect(lines.slice(1)).toEqual([expect.stringMatching(statusRow)]);
   });
 
-  it('kubectl usergroup status and rotate: kubectl finds the file on PATH and runs it', async () => {
+  it('kubectl usergroup status, rotate and sync: kubectl finds the file on PATH and runs it', async () => {
     const status = await run('kubectl', ['usergroup', 'status', '-n', env.namespace, '--kubeconfig', env.kubeconfigPath]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout.trimEnd().split('\n').slice(1)).toEqual([expect.stringMatching(statusRow)]);
@@ -218,6 +218,12 @@ describe('the single executable krew installed, with no Node on PATH', () => {
     const after = await env.secretToken('solo-token');
     expect(after).toBeTruthy();
     expect(after).not.toBe(before);
+
+    // sync: the same PATCH-then-watch, answered by one PUT that keeps the token.
+    const sync = await run('kubectl', ['usergroup', 'sync', 'solo', '-n', env.namespace, '--kubeconfig', env.kubeconfigPath]);
+    expect(sync.code, sync.stderr).toBe(0);
+    expect(sync.stdout).toMatch(/^usergroup\/solo synced at \S+: Ready=True Synced\n$/);
+    expect(await env.secretToken('solo-token')).toBe(after);
   });
 
   it('an exec credential plugin (client-node, bundled in the file) authenticates it', async () => {

@@ -9,16 +9,19 @@ import { inject } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { eventually, kubectl, type CommandResult } from '../support/kube.js';
-import { TestEnv, type UserGroupObject } from '../support/operator.js';
+import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
+import { SYNC_REQUEST_BUDGET } from '../../src/controller/sync-request-budget.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /** `npm run build` output; npm test builds before it runs the tests. */
 const PLUGIN = path.join(repoRoot, 'dist/cli/kubectl-usergroup.js');
 const ROTATE = 'usergroup.dev/rotate-requested-at';
+const SYNC = 'usergroup.dev/sync-requested-at';
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 const ready = (ug: UserGroupObject): { status: string; reason: string; message: string } | undefined => ug.status?.conditions?.find((c) => c.type === 'Ready');
 const rotateCalls = (env: TestEnv): number => Object.values(env.calls().rotate).reduce((a, b) => a + b, 0);
+const putCalls = (env: TestEnv): number => Object.values(env.calls().upsert).reduce((a, b) => a + b, 0);
 
 /** The table's rows as whitespace-separated cells, header included (no cell here contains a space). */
 function tableRows(stdout: string): string[][] {
@@ -393,9 +396,162 @@ describe('kubectl and the kubectl-usergroup plugin against a running controller'
     expect(res.code).toBe(2);
     expect(res.stderr).toContain('error: unknown command "frobnicate"');
     expect(res.stderr).toContain('kubectl usergroup rotate <name>');
+    expect(res.stderr).toContain('kubectl usergroup sync <name>');
     const help = await withPlugin(['usergroup', '--help']).done;
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Exit codes: 0 done; 1 refused, failed or timed out');
+  });
+});
+
+/** Changes a group at the service directly, as another client of the account would (the operator is not told). */
+async function changeAtService(env: TestEnv, body: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${env.sim.url}/api/user`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Token ${env.apiKey}` },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`PUT at the service failed: ${res.status}`);
+}
+
+describe('kubectl usergroup sync: drift at the service repaired on demand', () => {
+  let env: TestEnv;
+  let operator: OperatorHandle;
+  const plugin = (...args: string[]): Running => withPlugin(['usergroup', ...args, '-n', env.namespace, '--kubeconfig', env.kubeconfigPath]);
+
+  beforeAll(async () => {
+    env = await TestEnv.create('ksync');
+    operator = await env.startOperator();
+    await env.createUserGroup('drift', { userGroupId: 'drift-1', name: 'Drift', properties: { tier: 'gold' }, tokenSecret: { name: 'drift-token' } });
+    await env.createUserGroup('quiet', { userGroupId: 'quiet-1', name: 'Quiet' });
+    await env.waitForReady('drift');
+    await env.waitForReady('quiet');
+  });
+
+  afterAll(async () => {
+    await ifAssigned(env)?.close();
+  });
+
+  it('a group changed at the service: sync makes exactly one PUT, the service matches the spec again, the token stays', async () => {
+    const token = await env.secretToken('drift-token');
+    await changeAtService(env, { user_group_id: 'drift-1', name: 'Changed Elsewhere', properties: { tier: 'free' } });
+    expect(env.simGroup('drift-1')).toMatchObject({ name: 'Changed Elsewhere', properties: { tier: 'free' } });
+    // The operator does not know: nothing changed on its side, so no call, however long we wait short of the resync.
+    const putsBefore = putCalls(env);
+    await sleep(1_500);
+    expect(putCalls(env)).toBe(putsBefore);
+
+    const res = await plugin('sync', 'drift').done;
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/^usergroup\/drift synced at \S+: Ready=True Synced\n$/);
+    expect(putCalls(env)).toBe(putsBefore + 1);
+    expect(env.simGroup('drift-1')).toMatchObject({ name: 'Drift', properties: { tier: 'gold' } });
+    const ug = await env.getUserGroup('drift');
+    const requested = ug.metadata.annotations?.[SYNC];
+    expect(requested).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(ug.status?.lastHandledSyncRequest).toBe(requested);
+    // The service's PUT returns the group's current token: the Secret still holds it, unchanged.
+    expect(await env.secretToken('drift-token')).toBe(token);
+    expect(sha256(token ?? '')).toBe(env.simGroup('drift-1')?.tokenSha256);
+    expect(res.stdout + res.stderr).not.toContain(token);
+    expect((await env.eventsFor('drift')).some((e) => e.reason === 'Synced' && e.note?.includes('updated at the service'))).toBe(true);
+
+    // Nothing after: the value is handled; the other group never had a request and made no call.
+    await sleep(1_000);
+    expect(putCalls(env)).toBe(putsBefore + 1);
+  });
+
+  it('the same value again, and a controller restart over handled and absent requests: no call', async () => {
+    const ug = await env.getUserGroup('drift');
+    const value = ug.metadata.annotations?.[SYNC] ?? '';
+    expect(value).not.toBe('');
+    const putsBefore = putCalls(env);
+    const annotate = await kubectl(['annotate', 'ug', 'drift', '-n', env.namespace, `${SYNC}=${value}`, '--overwrite']);
+    expect(annotate.code, annotate.stderr).toBe(0);
+    // A restart reconciles every group from scratch: a handled value (drift) and no annotation (quiet) cost nothing.
+    await operator.stop();
+    operator = await env.startOperator();
+    await sleep(3_000);
+    expect(putCalls(env)).toBe(putsBefore);
+    expect((await env.getUserGroup('drift')).status?.lastHandledSyncRequest).toBe(value);
+  });
+
+  it('--no-wait requests the sync and returns at once; the controller then handles it', async () => {
+    const putsBefore = putCalls(env);
+    const res = await plugin('sync', 'quiet', '--no-wait').done;
+    expect(res.code, res.stderr).toBe(0);
+    const match = /^usergroup\/quiet sync requested \(usergroup\.dev\/sync-requested-at=(\S+)\)\n$/.exec(res.stdout);
+    expect(match, res.stdout).not.toBeNull();
+    await eventually(
+      'the --no-wait sync to be handled',
+      async () => ((await env.getUserGroup('quiet')).status?.lastHandledSyncRequest === match?.[1] ? true : undefined),
+      30_000,
+    );
+    expect(putCalls(env)).toBe(putsBefore + 1);
+  });
+
+  it('a suspended group: sync is refused up front; a request written anyway stays pending with no call, and is answered once resumed', async () => {
+    await env.patchUserGroup('quiet', { spec: { suspend: true } });
+    await env.waitForReady('quiet', 'Suspended', 'False');
+    const putsBefore = putCalls(env);
+    const refused = await plugin('sync', 'quiet').done;
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('usergroup/quiet is suspended (spec.suspend: true)');
+    const handledBefore = (await env.getUserGroup('quiet')).status?.lastHandledSyncRequest;
+
+    const annotate = await kubectl(['annotate', 'ug', 'quiet', '-n', env.namespace, `${SYNC}=while-suspended`, '--overwrite']);
+    expect(annotate.code, annotate.stderr).toBe(0);
+    await sleep(2_000);
+    expect(putCalls(env)).toBe(putsBefore);
+    expect((await env.getUserGroup('quiet')).status?.lastHandledSyncRequest).toBe(handledBefore);
+    const status = await plugin('status', 'quiet').done;
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout.split('\n')[1]).toMatch(/^quiet\s+quiet-1\s+False\s+Suspended \(sync pending\)\s/);
+
+    await env.patchUserGroup('quiet', { spec: { suspend: false } });
+    await eventually(
+      'the pending request answered after resume',
+      async () => ((await env.getUserGroup('quiet')).status?.lastHandledSyncRequest === 'while-suspended' ? true : undefined),
+      30_000,
+    );
+    expect(putCalls(env)).toBe(putsBefore + 1);
+  });
+
+  it('many requests at once in one namespace: at most the budget (10, then 10 a minute) goes at once, the rest wait with an Event and are all answered', async () => {
+    const rate = await TestEnv.create('ksyncrate');
+    try {
+      await rate.startOperator();
+      const names = Array.from({ length: 13 }, (_, i) => `g${i}`);
+      for (const name of names) await rate.createUserGroup(name, { userGroupId: `rate-${name}`, name });
+      for (const name of names) await rate.waitForReady(name);
+      const putsBefore = putCalls(rate);
+      const started = Date.now();
+      const annotate = await kubectl(['annotate', 'ug', '--all', '-n', rate.namespace, `${SYNC}=burst-1`, '--overwrite']);
+      expect(annotate.code, annotate.stderr).toBe(0);
+      await sleep(3_000);
+      const early = putCalls(rate) - putsBefore;
+      const allowed = SYNC_REQUEST_BUDGET.burst + Math.ceil(((Date.now() - started) / 60_000) * SYNC_REQUEST_BUDGET.perMinute);
+      expect(early).toBeLessThanOrEqual(allowed);
+      expect(early).toBeGreaterThanOrEqual(SYNC_REQUEST_BUDGET.burst);
+      // None dropped: every request is answered, one PUT each, the waiting ones at their slots (6 s apart).
+      await eventually(
+        'every request answered',
+        async () => {
+          const handled = await Promise.all(names.map(async (n) => (await rate.getUserGroup(n)).status?.lastHandledSyncRequest));
+          return handled.every((h) => h === 'burst-1') ? true : undefined;
+        },
+        60_000,
+      );
+      const elapsed = Date.now() - started;
+      expect(putCalls(rate) - putsBefore).toBe(names.length);
+      expect(elapsed).toBeGreaterThanOrEqual(((names.length - SYNC_REQUEST_BUDGET.burst - 1) * 60_000) / SYNC_REQUEST_BUDGET.perMinute);
+      const waiting = (await Promise.all(names.map((n) => rate.eventsFor(n)))).flat().filter((e) => e.reason === 'SyncRequestWaiting');
+      expect(waiting.length).toBe(names.length - SYNC_REQUEST_BUDGET.burst);
+      expect(waiting[0]?.note).toMatch(
+        /^sync request "burst-1" waits \d+s for its turn: sync requests in this namespace are limited to 10 at once, then 10 a minute$/,
+      );
+    } finally {
+      await rate.close();
+    }
   });
 });
 

@@ -7,6 +7,8 @@ import {
   refusedAdoption,
   restartHijack,
   rotationFlood,
+  syncFlood,
+  syncOthersId,
   rotationHijack,
   sleeper,
   squatter,
@@ -42,7 +44,8 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
   const outcomes: AttackOutcome[] = [];
 
   beforeAll(async () => {
-    world = await createTenancyWorld('ten');
+    // Three tenants: the third shares a deployment with the second (sync flood: a bystander the flood could crowd out).
+    world = await createTenancyWorld('ten', 3);
   }, 120_000);
   afterEach((ctx) => {
     if (ctx.task.result?.state === 'fail') console.error(`attack outcomes so far: ${JSON.stringify(outcomes, null, 2)}`);
@@ -148,6 +151,23 @@ describe('tenancy: a namespace gets only the user groups it is entitled to', () 
     const o = await warningFlood(world, a, world.outsider, b);
     expectRefused(o);
     expect(o.details['floodEvents']).toBeGreaterThan(0);
+  });
+
+  it('a sync-request flood: at most the namespace budget in PUTs; another tenant of the same deployment is answered at once with one PUT', async () => {
+    const [, b, c] = world.tenants;
+    if (!b || !c) throw new Error('three tenants');
+    const o = await syncFlood(world, b, c);
+    expectRefused(o);
+    // The flood did ask for far more than it got, and got its burst: the budget, not a lack of requests, held it.
+    expect(o.details['requestsWritten']).toBeGreaterThan(50);
+    expect(o.details['floodPuts']).toBeGreaterThanOrEqual(5);
+    expect(o.details['bystanderPuts']).toBe(1);
+  });
+
+  it('sync requests on a UserGroup naming an id another namespace holds: no call, nothing recorded', async () => {
+    const [a, b] = world.tenants;
+    if (!a || !b) throw new Error('two tenants');
+    expectRefused(await syncOthersId(world, a, b));
   });
 
   it('afterwards: no token sits in a namespace that does not hold its group', async () => {

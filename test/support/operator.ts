@@ -52,6 +52,7 @@ export interface UserGroupObject {
     tokenSecretName?: string;
     lastSyncTime?: string;
     syncedHash?: string;
+    lastHandledSyncRequest?: string;
     rotation?: { lastHandledRequest?: string; lastRotationTime?: string; tokenIssuedTime?: string; nextRotationTime?: string };
     rolloutRestarts?: { tokenIssuedTime?: string; lastRestartTime?: string };
   };

@@ -8,6 +8,7 @@ import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js'
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/retry-policy.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
+import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
 import type { ReconcilePorts } from '../../src/controller/usergroup/ports.js';
 import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';
 import type { ApiError } from '../../src/kube/api-error.js';
@@ -149,6 +150,8 @@ export interface World {
   workloadRestarts?: boolean;
   /** What the global cap on workload restarts answers (default 0). */
   restartCapWaitMs?: number;
+  /** What the namespace's sync-request budget answers (default: a slot now). */
+  syncSlot?: SyncSlot;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
@@ -308,6 +311,11 @@ export function harness(world: World): Harness {
         calls.push('restart cap');
         return world.restartCapWaitMs ?? 0;
       },
+      syncRequest: () => {
+        calls.push('sync budget');
+        return world.syncSlot ?? { kind: 'now' };
+      },
+      syncRequestSpent: () => calls.push('sync budget spent'),
     },
     clock: { now: () => now },
   };

@@ -1,4 +1,5 @@
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
+import { SYNC_REQUEST_BUDGET } from '../../src/controller/sync-request-budget.js';
 import { randomBytes } from 'node:crypto';
 import { ApiException, AppsV1Api, PatchStrategy, setHeaderOptions, type V1DeploymentSpec } from '@kubernetes/client-node';
 import { eventually } from './kube.js';
@@ -39,6 +40,7 @@ export interface AttackOutcome {
 const suffix = (): string => randomBytes(3).toString('hex');
 const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const ROTATE = 'usergroup.dev/rotate-requested-at';
+const SYNC = 'usergroup.dev/sync-requested-at';
 
 function outcome(attack: string, evidence: (string | false)[], refusedCalls: number, details: Record<string, unknown>, allowedRefusedCalls = 0): AttackOutcome {
   const found = evidence.filter((e): e is string => e !== false);
@@ -543,6 +545,107 @@ export async function warningFlood(world: TenancyWorld, attacker: Tenant, bystan
     ],
     ids.reduce((calls, id) => calls + world.proxy.putsFor(id).length, 0),
     { floodObjects: count, floodEvents, budget: allowed },
+  );
+}
+
+/**
+ * 15. A sync-request flood on the platform's account: the tenant rewrites usergroup.dev/sync-requested-at on its
+ * own groups as fast as the apiserver takes it, each value a new request for a PUT, to spend the account's rate
+ * (--service-qps, shared by every tenant) and crowd out another tenant of the same deployment. The namespace's
+ * sync-request budget decides: the flood buys at most burst + elapsed × rate PUTs, and the other tenant's one
+ * request, made in the middle of the flood, is answered at once with one PUT.
+ */
+export async function syncFlood(world: TenancyWorld, attacker: Tenant, bystander: Tenant, floodMs = 8_000): Promise<AttackOutcome> {
+  const names = Array.from({ length: 5 }, (_, i) => `syncflood-${suffix()}-${i}`);
+  const ids = names.map((name) => `${attacker.namespace}.${name}`);
+  await Promise.all(names.map((name, i) => createUserGroupAs(attacker, name, { userGroupId: ids[i] ?? '', name: 'Sync Flood' })));
+  for (const name of names) await waitForReason(world, attacker.namespace, name, 'Synced');
+  const quiet = `syncquiet-${suffix()}`;
+  const quietId = `${bystander.namespace}.${quiet}`;
+  await createUserGroupAs(bystander, quiet, { userGroupId: quietId, name: 'Quiet' });
+  await waitForReason(world, bystander.namespace, quiet, 'Synced');
+  const floodPuts = (): number => ids.reduce((calls, id) => calls + world.proxy.putsFor(id).length, 0);
+  const before = floodPuts();
+  const quietBefore = world.proxy.putsFor(quietId).length;
+
+  const started = Date.now();
+  let writes = 0;
+  const flooding = (async () => {
+    for (let round = 1; Date.now() - started < floodMs; round++) {
+      await Promise.all(names.map((name) => annotateUserGroupAs(attacker, name, { [SYNC]: `flood-${String(round)}` })));
+      writes += names.length;
+    }
+  })();
+  // The other tenant asks for one sync in the middle of the flood.
+  await new Promise((resolve) => setTimeout(resolve, floodMs / 4));
+  const askedAt = Date.now();
+  await annotateUserGroupAs(bystander, quiet, { [SYNC]: 'bystander-1' });
+  const answeredInMs = await eventually(
+    "the other tenant's sync request answered",
+    async () => ((await userGroupIn(world, bystander.namespace, quiet))?.status?.lastHandledSyncRequest === 'bystander-1' ? Date.now() - askedAt : undefined),
+    10_000,
+    50,
+  ).catch(() => undefined);
+  await flooding;
+  const bought = floodPuts() - before;
+  const allowed = SYNC_REQUEST_BUDGET.burst + Math.ceil(((Date.now() - started) / 60_000) * SYNC_REQUEST_BUDGET.perMinute);
+  const quietPuts = world.proxy.putsFor(quietId).length - quietBefore;
+  return outcome(
+    "a sync-request flood: new sync values as fast as the apiserver takes them, to spend the shared account's rate",
+    [
+      bought > allowed && `the flood bought ${String(bought)} PUTs (budget ${String(allowed)})`,
+      answeredInMs === undefined && "the other tenant's sync request was not answered within 10 s",
+      (answeredInMs ?? 0) > 5_000 && `the other tenant's sync request took ${String(answeredInMs)} ms`,
+      quietPuts !== 1 && `the other tenant's one request cost ${String(quietPuts)} PUTs`,
+    ],
+    0,
+    { requestsWritten: writes, floodPuts: bought, budget: allowed, bystanderAnsweredInMs: answeredInMs, bystanderPuts: quietPuts },
+  );
+}
+
+/**
+ * 16. Sync requests on a UserGroup naming an id another namespace holds: by its claim (the contested "shared.*",
+ * claimed first by the owner) and outside the tenant's id space (the owner's "<namespace>.*"). A sync request asks
+ * for a sync, not for an exception: no call for either copy, no status records the request, the owner's token is
+ * untouched.
+ */
+export async function syncOthersId(world: TenancyWorld, owner: Tenant, attacker: Tenant): Promise<AttackOutcome> {
+  const claimed = `shared.sync-${suffix()}`;
+  const foreign = `${owner.namespace}.held-${suffix()}`;
+  const ownerNames = { [claimed]: `owner-${suffix()}`, [foreign]: `owner-${suffix()}` };
+  for (const [id, name] of Object.entries(ownerNames)) {
+    await createUserGroupAs(owner, name, { userGroupId: id, name: 'Owner' });
+    await waitForReason(world, owner.namespace, name, 'Synced');
+  }
+  const copies = { [claimed]: `copy-${suffix()}`, [foreign]: `copy-${suffix()}` };
+  await createUserGroupAs(attacker, copies[claimed] ?? '', { userGroupId: claimed, name: 'Copy' });
+  await createUserGroupAs(attacker, copies[foreign] ?? '', { userGroupId: foreign, name: 'Copy' });
+  await waitForReason(world, attacker.namespace, copies[claimed] ?? '', 'UserGroupIdClaimed');
+  await waitForReason(world, attacker.namespace, copies[foreign] ?? '', 'UserGroupIdNotAllowed');
+  const putsBefore = world.proxy.putsFor(claimed).length + world.proxy.putsFor(foreign).length;
+  const tokensBefore = await Promise.all(Object.values(ownerNames).map((name) => secretTokenAs(owner, name)));
+
+  for (let i = 1; i <= 5; i++) {
+    for (const copy of Object.values(copies)) await annotateUserGroupAs(attacker, copy, { [SYNC]: `steal-${String(i)}` });
+  }
+  await new Promise((resolve) => setTimeout(resolve, 3_000));
+  const copiesNow = await Promise.all(Object.values(copies).map((name) => userGroupIn(world, attacker.namespace, name)));
+  const tokensAfter = await Promise.all(Object.values(ownerNames).map((name) => secretTokenAs(owner, name)));
+  const attackerSecrets = await Promise.all(Object.values(copies).map((name) => readSecretAs(attacker, name)));
+  return outcome(
+    'sync requests on a UserGroup naming an id another namespace holds (by claim, and outside the id space)',
+    [
+      ...copiesNow.map((ug) => ug?.status?.lastHandledSyncRequest !== undefined && `${ug.metadata.name} recorded a handled sync request`),
+      ...copiesNow.map(
+        (ug) =>
+          !['UserGroupIdClaimed', 'UserGroupIdNotAllowed'].includes(readyOf(ug)?.reason ?? '') &&
+          `${ug?.metadata.name ?? '?'} is now ${readyOf(ug)?.reason ?? '?'}`,
+      ),
+      tokensAfter.some((t, i) => t !== tokensBefore[i]) && "the owner's token changed",
+      attackerSecrets.some((s) => s !== undefined) && 'a token Secret appeared in the attacker namespace',
+    ],
+    world.proxy.putsFor(claimed).length + world.proxy.putsFor(foreign).length - putsBefore,
+    { requests: 10 },
   );
 }
 

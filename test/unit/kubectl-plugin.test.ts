@@ -4,6 +4,7 @@ import { DEFAULT_TIMEOUT_MS, parsePluginArgs, type PluginCommand } from '../../s
 import { formatGoDuration, parseGoDuration } from '../../src/platform/go-duration.js';
 import { humanDuration } from '../../src/cli/kubectl/duration.js';
 import { checkRotatable, judgeRotation, newRequestValue } from '../../src/cli/kubectl/rotation-outcome.js';
+import { checkSyncable, judgeSync, newSyncValue } from '../../src/cli/kubectl/sync-outcome.js';
 import { renderStatusTable, statusCells } from '../../src/cli/kubectl/status-table.js';
 import { formatTable } from '../../src/cli/kubectl/table.js';
 import { runPlugin } from '../../src/cli/kubectl/plugin.js';
@@ -70,6 +71,22 @@ describe('kubectl usergroup: arguments', () => {
     expect(usageError(['rotate', 'a', '-n', '']).error).toBe('--namespace must not be empty');
   });
 
+  it('sync: the same arguments as rotate (a name, the namespace, --timeout, --no-wait), nothing else', () => {
+    expect(command(['sync', 'acme', '-n', 'team-a'])).toEqual({
+      kind: 'sync',
+      name: 'acme',
+      cluster: { kubeconfig: undefined, context: undefined, namespace: 'team-a' },
+      timeoutMs: DEFAULT_TIMEOUT_MS,
+      wait: true,
+    });
+    expect(command(['-n', 'team-a', 'sync', 'acme', '--timeout=2m', '--no-wait'])).toMatchObject({ kind: 'sync', timeoutMs: 120_000, wait: false });
+    expect(usageError(['sync']).error).toBe('sync needs the name of a UserGroup');
+    expect(usageError(['sync', 'a', 'b']).error).toContain('sync takes one name');
+    expect(usageError(['sync', 'a', '--timeout', '0s']).error).toContain('invalid --timeout');
+    expect(usageError(['sync', 'a', '-A']).error).toBe('sync does not take --all-namespaces');
+    expect(usageError(['sync', 'a', '-o', 'wide']).error).toBe('sync does not take --output');
+  });
+
   it('status: with and without a name, -A, -o wide', () => {
     expect(command(['status'])).toEqual({
       kind: 'status',
@@ -126,6 +143,8 @@ describe('kubectl usergroup: exit codes without a cluster', () => {
     const r = await capture(['--help']);
     expect(r).toMatchObject({ code: 0, err: '' });
     expect(r.out).toContain('kubectl usergroup rotate <name>');
+    expect(r.out).toContain('kubectl usergroup sync <name>');
+    expect(r.out).toContain('usergroup.dev/sync-requested-at');
   });
 
   it('unknown command: the usage on stderr, exit 2', async () => {
@@ -304,6 +323,15 @@ describe('status table', () => {
     expect(statusCells(current, NOW).reason).toBe('Synced');
   });
 
+  it('marks a sync request not handled yet as "(sync pending)"; a handled one shows nothing', () => {
+    const SYNC = 'usergroup.dev/sync-requested-at';
+    const pending = group('acme', { annotations: { [SYNC]: 's2' }, status: readyStatus('True', 'Synced', '', 1, { lastHandledSyncRequest: 's1' }) });
+    expect(statusCells(pending, NOW).reason).toBe('Synced (sync pending)');
+    const handled = group('acme', { annotations: { [SYNC]: 's1' }, status: readyStatus('True', 'Synced', '', 1, { lastHandledSyncRequest: 's1' }) });
+    expect(statusCells(handled, NOW).reason).toBe('Synced');
+    expect(statusCells(group('acme', { annotations: { [SYNC]: 's1' } }), NOW).reason).toBe('- (sync pending)');
+  });
+
   it('copes with a missing status and an unusable spec', () => {
     expect(statusCells(fresh, NOW)).toEqual({
       namespace: 'team-a',
@@ -450,5 +478,57 @@ describe('rotation: judging what the controller did', () => {
       status: readyStatus('False', 'Suspended', '', 1, { rotation: { lastHandledRequest: REQUEST, lastRotationTime: '2025-06-01T12:00:02Z' } }),
     });
     expect(judge(both)).toEqual({ kind: 'rotated', at: '2025-06-01T12:00:02Z' });
+  });
+});
+
+describe('sync: before the request and judging what the controller did', () => {
+  const SYNC = 'usergroup.dev/sync-requested-at';
+  const REQUEST = '2025-06-01T12:00:00.000Z';
+  const annotated = { [SYNC]: REQUEST };
+  const judge = (ug: UserGroup | undefined, fresh = true) => judgeSync(REQUEST, { ug, fresh });
+
+  it('refuses what rotate refuses: a suspended group, an unusable spec, a group the rules refuse', () => {
+    expect(checkSyncable(group('acme'))).toEqual({ ok: true });
+    const suspended = checkSyncable(group('acme', { spec: { userGroupId: 'a', name: 'A', suspend: true } }));
+    expect(!suspended.ok && suspended.message).toContain(
+      'is suspended (spec.suspend: true): the operator makes no call to the service for it and would not sync it',
+    );
+    expect(checkSyncable(group('acme', { status: readyStatus('False', 'UserGroupIdClaimed', 'held elsewhere') }))).toEqual({
+      ok: false,
+      message: 'usergroup/acme gets no service call: UserGroupIdClaimed: held elsewhere',
+    });
+  });
+
+  it('the request value is the request time, never one the object already has (set or handled)', () => {
+    expect(newSyncValue(NOW, group('acme'))).toBe(REQUEST);
+    const taken = group('acme', { annotations: { [SYNC]: REQUEST }, status: { lastHandledSyncRequest: '2025-06-01T12:00:00.001Z' } });
+    expect(newSyncValue(NOW, taken)).toBe('2025-06-01T12:00:00.002Z');
+  });
+
+  it('synced once status records the value, with the Ready condition written with it', () => {
+    const done = group('acme', {
+      annotations: annotated,
+      status: readyStatus('True', 'Synced', '', 1, { lastHandledSyncRequest: REQUEST, lastSyncTime: '2025-06-01T12:00:01Z' }),
+    });
+    expect(judge(done)).toEqual({ kind: 'synced', ready: 'True', reason: 'Synced', lastSyncTime: '2025-06-01T12:00:01Z' });
+  });
+
+  it('waits while not handled or retrying; fails on a fresh failure, a refusal, suspension, a superseding value, deletion', () => {
+    expect(judge(group('acme', { annotations: annotated, status: readyStatus('True', 'Synced') }))).toEqual({
+      kind: 'waiting',
+      blocker: undefined,
+      because: 'in-progress',
+    });
+    const retrying = group('acme', { annotations: annotated, status: readyStatus('False', 'ServiceUnavailable', 'PUT /api/user failed: 503') });
+    expect(judge(retrying)).toMatchObject({ kind: 'waiting', because: 'retrying' });
+    const rejected = group('acme', { annotations: annotated, status: readyStatus('False', 'Rejected', 'the service refused') });
+    expect(judge(rejected, true)).toEqual({ kind: 'failed', reason: 'Rejected', message: 'the service refused' });
+    expect(judge(rejected, false)).toMatchObject({ kind: 'waiting', because: 'predates-request' });
+    expect(judge(group('acme', { annotations: annotated, spec: { userGroupId: 'a', name: 'A', suspend: true } }))).toMatchObject({
+      kind: 'failed',
+      reason: 'Suspended',
+    });
+    expect(judge(group('acme', { annotations: { [SYNC]: 'someone-else' } }))).toMatchObject({ kind: 'failed', reason: 'Superseded' });
+    expect(judge(undefined)).toEqual({ kind: 'failed', reason: 'Deleted', message: 'the UserGroup was deleted while waiting for the sync' });
   });
 });

@@ -11,7 +11,8 @@ export interface ClusterFlags {
 export type PluginCommand =
   | { readonly kind: 'help' }
   | {
-      readonly kind: 'rotate';
+      /** rotate: a token rotation; sync: one PUT of the group now. */
+      readonly kind: 'rotate' | 'sync';
       readonly name: string;
       readonly cluster: ClusterFlags;
       readonly timeoutMs: number;
@@ -47,8 +48,9 @@ const FLAGS: Readonly<Record<FlagName, FlagSpec>> = {
 };
 
 /** Which flags each command accepts; anything else is refused rather than silently ignored. */
-const ACCEPTS: Readonly<Record<'rotate' | 'status', ReadonlySet<FlagName>>> = {
+const ACCEPTS: Readonly<Record<'rotate' | 'sync' | 'status', ReadonlySet<FlagName>>> = {
   rotate: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'timeout', 'no-wait', 'help']),
+  sync: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'timeout', 'no-wait', 'help']),
   status: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'output', 'all-namespaces', 'help']),
 };
 
@@ -71,7 +73,7 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
   const [command, ...names] = positionals;
   if (values.has('help') || command === 'help') return { ok: true, command: { kind: 'help' } };
   if (command === undefined) return { ok: false, error: 'no command given', showUsage: true };
-  if (command !== 'rotate' && command !== 'status') return { ok: false, error: `unknown command "${command}"`, showUsage: true };
+  if (command !== 'rotate' && command !== 'sync' && command !== 'status') return { ok: false, error: `unknown command "${command}"`, showUsage: true };
 
   for (const flag of values.keys()) {
     if (!ACCEPTS[command].has(flag)) return { ok: false, error: `${command} does not take --${flag}`, showUsage: false };
@@ -85,10 +87,10 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
     if (value === '') return { ok: false, error: `--${flag} must not be empty`, showUsage: false };
   }
 
-  if (command === 'rotate') {
+  if (command === 'rotate' || command === 'sync') {
     const [name, ...extra] = names;
-    if (name === undefined) return { ok: false, error: 'rotate needs the name of a UserGroup', showUsage: false };
-    if (extra.length > 0) return { ok: false, error: `rotate takes one name, got ${names.length}: ${names.join(' ')}`, showUsage: false };
+    if (name === undefined) return { ok: false, error: `${command} needs the name of a UserGroup`, showUsage: false };
+    if (extra.length > 0) return { ok: false, error: `${command} takes one name, got ${names.length}: ${names.join(' ')}`, showUsage: false };
     let timeoutMs = DEFAULT_TIMEOUT_MS;
     const timeout = values.get('timeout');
     if (timeout !== undefined) {
@@ -98,7 +100,7 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
       }
       timeoutMs = parsed;
     }
-    return { ok: true, command: { kind: 'rotate', name, cluster, timeoutMs, wait: !values.has('no-wait') } };
+    return { ok: true, command: { kind: command, name, cluster, timeoutMs, wait: !values.has('no-wait') } };
   }
 
   const [name, ...extra] = names;

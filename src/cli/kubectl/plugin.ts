@@ -5,6 +5,7 @@ import type { Io } from './io.js';
 import { resolveCluster, type ResolvedCluster } from './kubeconfig.js';
 import { rotateCommand } from './rotate.js';
 import { statusCommand } from './status.js';
+import { syncCommand } from './sync.js';
 import { usage } from './usage.js';
 import { KubeUserGroupAccess } from './usergroup-api.js';
 import { errorText } from '../../platform/error-text.js';
@@ -37,10 +38,11 @@ export async function runPlugin(argv: readonly string[], io: Io): Promise<number
   }
   const deps = { api: new KubeUserGroupAccess(client), io, now: () => Date.now() };
   try {
-    if (command.kind === 'rotate') {
-      return await rotateCommand({ namespace: cluster.namespace, name: command.name, timeoutMs: command.timeoutMs, wait: command.wait }, deps);
+    if (command.kind === 'status') {
+      return await statusCommand({ namespace: cluster.namespace, name: command.name, allNamespaces: command.allNamespaces, wide: command.wide }, deps);
     }
-    return await statusCommand({ namespace: cluster.namespace, name: command.name, allNamespaces: command.allNamespaces, wide: command.wide }, deps);
+    const request = { namespace: cluster.namespace, name: command.name, timeoutMs: command.timeoutMs, wait: command.wait };
+    return await (command.kind === 'rotate' ? rotateCommand(request, deps) : syncCommand(request, deps));
   } catch (err) {
     io.err(`${describeFailure(err, command.cluster, cluster)}\n`);
     return 1;

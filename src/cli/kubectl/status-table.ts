@@ -1,4 +1,4 @@
-import { ROTATE_ANNOTATION } from '../../api/constants.js';
+import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 import { ageOf, humanDuration } from './duration.js';
 import { formatTable } from './table.js';
@@ -56,13 +56,15 @@ export function statusCells(ug: UserGroup, now: number): StatusCells {
   const requested = ug.metadata.annotations[ROTATE_ANNOTATION];
   const pending = requested !== undefined && requested !== ug.status.rotation?.lastHandledRequest;
   const lastRotation = ageOf(ug.status.rotation?.lastRotationTime, now) ?? 'never';
+  const syncRequested = ug.metadata.annotations[SYNC_ANNOTATION];
+  const syncPending = syncRequested !== undefined && syncRequested !== ug.status.lastHandledSyncRequest ? ' (sync pending)' : '';
   return {
     namespace: ug.metadata.namespace,
     name: ug.metadata.name,
     userGroupId: ug.spec.ok ? ug.spec.value.userGroupId : NONE,
     // No Ready condition yet (the controller has not seen it): Unknown, as the API conventions have it.
     ready: ready?.status ?? 'Unknown',
-    reason: ready?.reason ? `${ready.reason}${stale ? ' (stale)' : ''}` : NONE,
+    reason: `${ready?.reason ? `${ready.reason}${stale ? ' (stale)' : ''}` : NONE}${syncPending}`,
     secret: ug.status.tokenSecretName ?? NONE,
     lastRotation: pending ? `${lastRotation} (pending)` : lastRotation,
     tokenAge: ageOf(ug.status.rotation?.tokenIssuedTime, now) ?? NONE,

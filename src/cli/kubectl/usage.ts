@@ -1,10 +1,12 @@
-import { ROTATE_ANNOTATION } from '../../api/constants.js';
+import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
+import { SYNC_REQUEST_BUDGET } from '../../controller/sync-request-budget.js';
 
 /** `kubectl usergroup --help`. Written for the person at the terminal, so it explains the exit codes too. */
 export const usage = `Manage UserGroups (usergroup.dev) from kubectl.
 
 Usage:
   kubectl usergroup rotate <name> [-n <namespace>] [--timeout 60s] [--no-wait]
+  kubectl usergroup sync <name> [-n <namespace>] [--timeout 60s] [--no-wait]
   kubectl usergroup status [<name>] [-n <namespace> | -A] [-o wide]
 
 Commands:
@@ -12,17 +14,22 @@ Commands:
            annotation to a new value) and wait until the new token is in the Secret.
            Refuses a UserGroup that does not exist or is suspended. While the service is
            unavailable or rate-limiting, the operator retries and rotate keeps waiting.
+  sync     ask the operator to send the group to the service again now, even if nothing
+           changed (sets the ${SYNC_ANNOTATION} annotation to a new value), and
+           wait until it has: repairs a group changed at the service. Refuses a UserGroup
+           that does not exist or is suspended. The operator answers ${SYNC_REQUEST_BUDGET.burst} sync requests of a
+           namespace at once, then ${SYNC_REQUEST_BUDGET.perMinute} a minute; a request beyond that waits its turn.
   status   one line per UserGroup: its id, Ready, reason, Secret, last rotation, age.
-           "(pending)" marks a requested rotation not handled yet; "(stale)" a status that
-           describes an older spec. -o wide adds the Ready condition's message.
+           "(pending)" marks a requested rotation not handled yet, "(sync pending)" a sync
+           request; "(stale)" a status that describes an older spec. -o wide adds the Ready condition's message.
 
 Flags:
   -n, --namespace <ns>     namespace (default: the kubeconfig context's, else "default")
   -A, --all-namespaces     status: every namespace
       --kubeconfig <path>  kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)
       --context <name>     kubeconfig context
-      --timeout <d>        rotate: how long to wait, a duration such as 30s or 2m (default 60s)
-      --no-wait            rotate: request the rotation and return at once
+      --timeout <d>        rotate, sync: how long to wait, a duration such as 30s or 2m (default 60s)
+      --no-wait            rotate, sync: make the request and return at once
   -o, --output wide        status: add the MESSAGE column
   -h, --help               this help
 

@@ -72,6 +72,13 @@ export const Events = {
       ? `user group synced; token Secret ${how.secret} restored`
       : `user group ${how.created ? 'created' : 'updated'} at the service (${how.connection}); token in Secret ${how.secret}`,
   }),
+  /** A sync request over its namespace's budget: it waits for the slot kept for it (said once per slot). */
+  syncRequestWaiting: (value: string, inMs: number, budget: { readonly burst: number; readonly perMinute: number }): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'SyncRequestWaiting',
+    action: 'Sync',
+    note: `sync request "${value}" waits ${Math.ceil(inMs / 1000)}s for its turn: sync requests in this namespace are limited to ${budget.burst} at once, then ${budget.perMinute} a minute`,
+  }),
   restartsDisabled: (targets: string): UserGroupEvent => ({
     type: 'Warning',
     reason: 'RolloutRestartDisabled',

@@ -1,5 +1,5 @@
 import type { UserGroupClaim } from '../../api/claim.js';
-import { ROTATE_ANNOTATION } from '../../api/constants.js';
+import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import type { UpsertRequest } from '../../service/types.js';
 import type { Connection } from '../connections.js';
@@ -16,6 +16,7 @@ import {
   type SyncDecision,
 } from '../decide.js';
 import type { Wake } from '../retry-policy.js';
+import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
 import type { SecretInspection } from '../token-secret.js';
 import type { ReconcileSettings } from './context.js';
 
@@ -39,6 +40,8 @@ export interface Plan extends Held {
   readonly owned: OwnedSecret | undefined;
   readonly sync: SyncDecision;
   readonly rotation: RotationDecision;
+  /** A sync request (usergroup.dev/sync-requested-at) to answer: by the PUT planned anyway, or by one of its own. */
+  readonly syncRequest: SyncRequestDecision;
   /** When the held token was obtained, as far as anything records it (the Secret, else the status, else creation). */
   readonly issuedAt: string;
   /** The scheduled rotation of the held token, with spec.rotation.maxTokenAge. */
@@ -65,18 +68,25 @@ export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
   const resyncAt = nextResyncAt(ug.status.lastSyncTime, ug.metadata.uid, settings.resyncPeriodMs);
   const { rotation, issuedAt, schedule } = rotationFor(ug, held.spec, secret, settings, now);
   const owned = secret.state === 'owned' ? secret : undefined;
+  const sync = decideSync({ status: ug.status, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt });
   return {
     ...held,
     request,
     hash,
     now,
     owned,
-    sync: decideSync({ status: ug.status, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt }),
+    sync,
     rotation,
+    syncRequest: decideSyncRequest(ug.metadata.annotations[SYNC_ANNOTATION], ug.status.lastHandledSyncRequest, putPlanned(sync, rotation)),
     issuedAt,
     schedule,
     syncedBefore: owned?.trusted === true || ug.status.syncedHash === hash,
   };
+}
+
+/** Whether the sync step PUTs: the plan says so, or a rotation begun before a crash needs the current token. */
+export function putPlanned(sync: SyncDecision, rotation: RotationDecision): boolean {
+  return sync.kind === 'upsert' || rotation.kind === 'recover' || rotation.kind === 'settle';
 }
 
 /**
@@ -131,8 +141,10 @@ export function wakeAfterSync(input: {
   readonly schedule: ScheduledRotation | undefined;
   readonly rotationSlotInMs: number | undefined;
   readonly restartSlotInMs: number | undefined;
+  /** A sync request waits for its namespace's budget: the slot kept for it. */
+  readonly syncRequestSlotInMs?: number | undefined;
 }): Wake | undefined {
   const dueAt = [input.resyncAt, input.rotationSlotInMs === undefined ? input.schedule?.dueAt : undefined].filter((t): t is number => t !== undefined);
-  const slotInMs = [input.rotationSlotInMs, input.restartSlotInMs].filter((ms): ms is number => ms !== undefined);
+  const slotInMs = [input.rotationSlotInMs, input.restartSlotInMs, input.syncRequestSlotInMs].filter((ms): ms is number => ms !== undefined);
   return dueAt.length === 0 && slotInMs.length === 0 ? undefined : { dueAt, slotInMs };
 }

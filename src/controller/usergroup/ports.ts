@@ -7,6 +7,7 @@ import type { ClaimWriteResult } from '../../kube/claim-writer.js';
 import type { EventType } from '../../kube/events.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
+import type { SyncSlot } from '../sync-request-budget.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { Connection, Resolution } from '../connections.js';
 
@@ -116,6 +117,10 @@ export interface CapsPort {
   rotation(key: string): number;
   /** Workload restarts (--workload-restarts-per-minute). */
   restart(key: string): number;
+  /** Sync requests: a slot of the budget of the UserGroup's namespace (sync-request-budget.ts). */
+  syncRequest(namespace: string, key: string): SyncSlot;
+  /** The sync request's PUT went out: its slot is used up (a deferred one keeps it). */
+  syncRequestSpent(namespace: string, key: string): void;
 }
 
 export interface ClockPort {

@@ -29,6 +29,8 @@ export interface Progress {
   readonly stored?: { readonly issuedAt: string; readonly changed: boolean };
   /** A scheduled rotation fell due but the global cap keeps a slot for it this far ahead. */
   readonly rotationSlotInMs?: number;
+  /** A sync request waits for its namespace's budget: the slot kept for it is this far ahead. */
+  readonly syncRequestSlotInMs?: number;
   /** From the restart step. */
   readonly restarts?: RestartProgress;
 }

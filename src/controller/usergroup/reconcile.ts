@@ -17,6 +17,7 @@ import { restartConsumers } from './restart-consumers.js';
 import { rotateIfAsked } from './rotate.js';
 import { storeToken } from './store-token.js';
 import { syncAtService } from './sync.js';
+import { syncOnRequest } from './sync-on-request.js';
 import { secretAppeared, type SecretAppeared } from './write-secret.js';
 
 /** What the worker hands a reconcile: a key, never an event (level-triggered). */
@@ -39,8 +40,8 @@ export interface ReconcilerDeps {
 /** A step after the plan: `(ctx, plan, progress) → Step`, each in its own module. */
 type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress, Outcome | SecretAppeared>>;
 
-/** Sync at the service → adopt what was there → rotate if asked → store the token → restart its consumers. */
-const STEPS: readonly ConvergeStep[] = [syncAtService, adoptIfFound, rotateIfAsked, storeToken, restartConsumers];
+/** Sync at the service (or on request) → adopt what was there → rotate if asked → store the token → restart its consumers. */
+const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, rotateIfAsked, storeToken, restartConsumers];
 
 /**
  * Brings one UserGroup's world in line with its spec: the group at the service, its token in the Secret, and its

@@ -2,6 +2,7 @@ import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js
 import { dropUndefined } from '../../platform/json-value.js';
 import { nextReadyCondition, Reason } from '../conditions.js';
 import { nextResyncAt } from '../decide.js';
+import { handledSyncRequest } from '../sync-request.js';
 import { canonicalJson } from '../hash.js';
 import type { ReconcileResult } from '../retry-policy.js';
 import type { ReconcileContext } from './context.js';
@@ -56,6 +57,7 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     tokenSecretName: plan.spec.tokenSecret.name,
     lastSyncTime,
     syncedHash: group ? plan.hash : previous.syncedHash,
+    lastHandledSyncRequest: handledSyncRequest(plan.syncRequest, group !== undefined, previous.lastHandledSyncRequest),
     ...(Object.keys(rotation).length > 0 ? { rotation } : {}),
     ...(progress.adopted ? { adoption: progress.adopted } : {}),
     rolloutRestarts: progress.restarts?.status,
@@ -66,6 +68,7 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     schedule,
     rotationSlotInMs: progress.rotationSlotInMs,
     restartSlotInMs: restarts?.slotInMs,
+    syncRequestSlotInMs: progress.syncRequestSlotInMs,
   });
   const result: ReconcileResult = restarts?.failure ? failed(restarts.failure) : wake ? { kind: 'done', wake } : DONE;
   return { report: { status: 'True', reason: Reason.Synced, message: Messages.synced(plan.spec.tokenSecret.name), fields }, result };

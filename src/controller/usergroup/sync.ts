@@ -1,7 +1,7 @@
 import type { ReconcileContext } from './context.js';
 import { isDeferral } from './context.js';
 import { deferred, end, next, serviceFailed, type Step } from './outcome.js';
-import type { Plan } from './plan.js';
+import { putPlanned, type Plan } from './plan.js';
 import type { Progress } from './progress.js';
 
 /**
@@ -9,8 +9,8 @@ import type { Progress } from './progress.js';
  * has no read, so a PUT is also how the current token comes back.
  */
 export async function syncAtService(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
-  const { sync, rotation, connection } = plan;
-  if (sync.kind !== 'upsert' && rotation.kind !== 'recover' && rotation.kind !== 'settle') return next(progress);
+  const { sync, connection } = plan;
+  if (!putPlanned(sync, plan.rotation)) return next(progress);
   const result = await ctx.calls.upsert(connection, plan.request);
   if (isDeferral(result)) return end(deferred(result, 'sync', connection));
   if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));

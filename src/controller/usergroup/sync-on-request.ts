@@ -1,0 +1,32 @@
+import { SYNC_REQUEST_BUDGET } from '../sync-request-budget.js';
+import type { ReconcileContext } from './context.js';
+import { isDeferral } from './context.js';
+import { Events } from './events.js';
+import { deferred, end, next, serviceFailed, type Step } from './outcome.js';
+import type { Plan } from './plan.js';
+import type { Progress } from './progress.js';
+
+/**
+ * A sync request that nothing else answers (plan.syncRequest `put`): one PUT, once the namespace's budget gives it
+ * a slot. Over the budget the request waits for the slot kept for it (a `SyncRequestWaiting` Event says so, once)
+ * and the rest of the reconcile goes on without it. The token the PUT returns is stored by the store step, as
+ * after any sync; report.ts records the value as handled.
+ */
+export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
+  const request = plan.syncRequest;
+  if (request.kind !== 'put' || progress.group !== undefined) return next(progress);
+  const slot = ctx.ports.caps.syncRequest(ctx.ug.metadata.namespace, ctx.key);
+  if (slot.kind === 'wait') {
+    if (slot.first) ctx.ports.events.emit(ctx.ug, Events.syncRequestWaiting(request.value, slot.inMs, SYNC_REQUEST_BUDGET));
+    return next({ ...progress, syncRequestSlotInMs: slot.inMs });
+  }
+  const { connection } = plan;
+  const result = await ctx.calls.upsert(connection, plan.request);
+  // Deferred by the account's rate limit or a failing connection: the slot stays paid for this key.
+  if (isDeferral(result)) return end(deferred(result, 'sync', connection));
+  ctx.ports.caps.syncRequestSpent(ctx.ug.metadata.namespace, ctx.key);
+  if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
+  const { group } = result;
+  ctx.log.info({ why: 'requested', request: request.value, created: group.created }, 'user group synced');
+  return next({ ...progress, group, token: group.token });
+}

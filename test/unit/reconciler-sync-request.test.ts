@@ -1,0 +1,113 @@
+import { describe, expect, it } from 'vitest';
+import { SYNC_ANNOTATION } from '../../src/api/constants.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupStatus } from '../../src/api/usergroup.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { SEAL, storedSecret } from '../support/fixtures.js';
+import { harness, userGroup, type Harness } from '../support/reconciler-harness.js';
+import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
+
+/**
+ * Sync on demand through the reconciler's ports (fake apiserver and service, no I/O): a new value of
+ * usergroup.dev/sync-requested-at costs one PUT of its own (and a slot of the namespace's budget) when nothing else
+ * PUTs, rides on a PUT planned anyway, and is recorded in status.lastHandledSyncRequest; without the annotation a
+ * synced group costs nothing at all.
+ */
+
+async function syncedStatus(): Promise<UserGroupStatus> {
+  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
+  await h.reconcile();
+  const status = h.statuses.at(-1);
+  if (!status) throw new Error('no status written');
+  return status;
+}
+
+function sealedSecret(token: string): ObservedSecret {
+  const ug = userGroup();
+  if (!ug.spec.ok) throw new Error(ug.spec.error);
+  const parsed = parseSecret(
+    storedSecret(desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined }, SEAL), '20'),
+  );
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+async function world(
+  init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: SyncSlot; suspend?: boolean } = {},
+): Promise<Harness> {
+  const status = init.status ?? (await syncedStatus());
+  const ug = userGroup({
+    annotations: init.request === undefined ? {} : { [SYNC_ANNOTATION]: init.request },
+    status,
+    ...(init.suspend !== undefined ? { suspend: init.suspend } : {}),
+  });
+  const stored = sealedSecret('tok-1');
+  return harness({
+    ug,
+    cached: stored,
+    live: stored,
+    otherKnown: false,
+    serviceToken: init.serviceToken ?? 'tok-1',
+    ...(init.syncSlot ? { syncSlot: init.syncSlot } : {}),
+  });
+}
+
+describe('sync on demand, through the ports', () => {
+  it('no annotation on a synced group: no call, no budget asked, no status write', async () => {
+    const h = await world();
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual([]);
+  });
+
+  it('a new value: one PUT (a slot of the budget first), the same token kept, the value recorded', async () => {
+    const h = await world({ request: '2026-11-26T20:00:00.000Z' });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual(['sync budget', 'PUT', 'sync budget spent', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes).toEqual([]);
+    expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('2026-11-26T20:00:00.000Z');
+  });
+
+  it('the value already handled: nothing', async () => {
+    const status = { ...(await syncedStatus()), lastHandledSyncRequest: 's1' };
+    const h = await world({ request: 's1', status });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual([]);
+  });
+
+  it('the PUT returns another token (the service may): it is stored like after any sync', async () => {
+    const h = await world({ request: 's1', serviceToken: 'tok-new' });
+    await h.reconcile();
+    expect(h.calls).toEqual(['sync budget', 'PUT', 'sync budget spent', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.writes.at(-1)?.token).toBe('tok-new');
+    expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('s1');
+  });
+
+  it('over the budget: no call, an Event says it waits (once per slot), the key comes back at its slot, status untouched', async () => {
+    const h = await world({ request: 's1', syncSlot: { kind: 'wait', inMs: 6_000, first: true } });
+    const result = await h.reconcile();
+    expect(h.calls).toEqual(['sync budget', 'Event Normal SyncRequestWaiting']);
+    expect(result).toMatchObject({ kind: 'done', wake: { slotInMs: [6_000] } });
+    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 6_000 });
+    const again = await world({ request: 's1', syncSlot: { kind: 'wait', inMs: 3_000, first: false } });
+    await again.reconcile();
+    expect(again.calls).toEqual(['sync budget']);
+  });
+
+  it('a PUT planned anyway (the spec changed) answers the request: one PUT, no budget spent', async () => {
+    const status = { ...(await syncedStatus()), syncedHash: 'sha256:older-spec' };
+    const h = await world({ request: 's1', status });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c === 'PUT')).toHaveLength(1);
+    expect(h.calls).not.toContain('sync budget');
+    expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('s1');
+  });
+
+  it('a suspended group: no call, the request stays pending', async () => {
+    const h = await world({ request: 's1', suspend: true });
+    await h.reconcile();
+    expect(h.calls).not.toContain('PUT');
+    expect(h.calls).not.toContain('sync budget');
+    expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBeUndefined();
+  });
+});
