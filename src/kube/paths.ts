@@ -8,7 +8,8 @@ const ns = (namespace: string | undefined): string => (namespace ? `/namespaces/
 /** Collection and object paths of the resources the operator touches; no namespace = cluster-wide. */
 export const paths = {
   userGroups: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUP_PLURAL}`,
-  userGroupStatus: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}/status`,
+  userGroup: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}`,
+  userGroupStatus: (namespace: string, name: string): string => `${paths.userGroup(namespace, name)}/status`,
   userGroupServices: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUPSERVICE_PLURAL}`,
   clusterUserGroupServices: (): string => `/apis/${GROUP}/${VERSION}/${CLUSTERUSERGROUPSERVICE_PLURAL}`,
   claims: (): string => `/apis/${GROUP}/${CLAIM_VERSION}/${CLAIM_PLURAL}`,

