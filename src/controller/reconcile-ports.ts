@@ -99,7 +99,9 @@ function finalizersPort({ caches, writers, fence }: PortDeps): FinalizersPort {
       }
       return true;
     },
-    namespaceTerminating: (namespace) => caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.deletionTimestamp !== undefined,
+    namespaceTerminating: async (namespace) =>
+      caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.deletionTimestamp !== undefined ||
+      (await writers.finalizers.deleting(paths.namespace(namespace))),
   };
 }
 

@@ -23,6 +23,17 @@ const PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;
 export class FinalizerWriter {
   constructor(private readonly client: KubeClient) {}
 
+  /** Whether the object (metadata only) is being deleted; a missing one counts as deleted. */
+  async deleting(path: string): Promise<boolean> {
+    const read = await call(this.client, 'GET', path, { accept: PARTIAL_OBJECT });
+    if (!read.ok) {
+      if (isNotFound(read.error)) return true;
+      throw read.error;
+    }
+    const metadata = isRecord(read.body) && isRecord(read.body['metadata']) ? read.body['metadata'] : {};
+    return metadata['deletionTimestamp'] !== undefined;
+  }
+
   /** `path` is the object's (paths.userGroup, paths.secret); `uid` the object meant: a newer one of the name is not touched. */
   async set(path: string, uid: string, finalizer: string, present: boolean): Promise<FinalizerWriteResult> {
     // A namespace deletion or garbage collection writes the object while we do: read it again, a few times.

@@ -15,6 +15,7 @@ export const paths = {
   claims: (): string => `/apis/${GROUP}/${CLAIM_VERSION}/${CLAIM_PLURAL}`,
   claim: (name: string): string => `${paths.claims()}/${encodeURIComponent(name)}`,
   namespaces: (): string => '/api/v1/namespaces',
+  namespace: (name: string): string => `/api/v1/namespaces/${encodeURIComponent(name)}`,
   secrets: (namespace?: string): string => `/api/v1${ns(namespace)}/secrets`,
   secret: (namespace: string, name: string): string => `${paths.secrets(namespace)}/${encodeURIComponent(name)}`,
   events: (namespace: string): string => `/apis/events.k8s.io/v1${ns(namespace)}/events`,

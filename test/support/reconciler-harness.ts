@@ -155,6 +155,8 @@ export interface World {
   restartCapWaitMs?: number;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
+  /** The UserGroup's namespace is being deleted. */
+  namespaceTerminating?: boolean;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
   workloadChangesAfterRead?: boolean;
 }
@@ -328,7 +330,7 @@ export function harness(world: World): Harness {
         calls.push(`${present ? 'add' : 'remove'} Secret finalizer ${secret.metadata.name}`);
         return Promise.resolve(true);
       },
-      namespaceTerminating: () => false,
+      namespaceTerminating: () => Promise.resolve(world.namespaceTerminating ?? false),
     },
   };
   const settings = { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, workloadRestarts: world.workloadRestarts ?? true, deletionRotationTimeoutMs: 300_000 };

@@ -18,12 +18,13 @@ const NOW = Date.parse('2026-11-22T01:00:00Z');
 const DELETED_AT = '2026-11-22T00:59:00Z';
 
 /** Our own token Secret, sealed with `seal`, holding `token`; `stored`: what its data really holds (a tenant's edit). */
-function sealedSecret(token: string, opts: { finalized?: boolean; stored?: string; seal?: typeof SEAL } = {}): ObservedSecret {
+function sealedSecret(token: string, opts: { finalized?: boolean; stored?: string; seal?: typeof SEAL; terminating?: boolean } = {}): ObservedSecret {
   const ug = userGroup();
   if (!ug.spec.ok) throw new Error(ug.spec.error);
   const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined }, opts.seal ?? SEAL);
   const raw = storedSecret(desired, '20') as { metadata: Record<string, unknown>; data: Record<string, string> };
   if (opts.finalized) raw.metadata['finalizers'] = [ROTATE_ON_DELETE_FINALIZER];
+  if (opts.terminating) raw.metadata['deletionTimestamp'] = DELETED_AT;
   if (opts.stored !== undefined) raw.data = { token: Buffer.from(opts.stored).toString('base64') };
   const parsed = parseSecret(raw);
   if (!parsed.ok) throw new Error(parsed.error);
@@ -69,6 +70,24 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     await h.reconcile();
     expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
     expect(h.calls).not.toContain('PUT');
+  });
+});
+
+describe('deletionPolicy: a token Secret deleted while its UserGroup lives', () => {
+  it('let go (a refusal revoked it, or a tenant deleted it): both finalizers go', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, terminating: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+  });
+
+  it("kept while its namespace is being deleted: the namespace controller deleted the Secret first, the UserGroup's deletion needs the token", async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, terminating: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, namespaceTerminating: true });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual([]);
   });
 });
 

@@ -44,13 +44,18 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   const currentName = spec?.tokenSecret.name;
   const currentSecret = currentName === undefined ? undefined : ownedSecret(ctx, currentName);
   const stale = owned.filter((s) => s.metadata.name !== currentName && hasRotateFinalizer(s.metadata));
-  const decision = decideLiveFinalizers({
+  const inputs = {
     policy: policyOf(spec),
     userGroupFinalized,
     current: currentSecret && secretView(currentSecret),
     staleFinalized: stale.length,
-    namespaceTerminating: ports.finalizers.namespaceTerminating(ug.metadata.namespace),
-  });
+    namespaceTerminating: false,
+  };
+  let decision = decideLiveFinalizers(inputs);
+  // A removal may be a namespace's deletion on its way (its Secrets deleted before its UserGroups): asked only then.
+  if ((decision.currentSecret === 'remove' || decision.userGroup === 'remove') && (await ports.finalizers.namespaceTerminating(ug.metadata.namespace))) {
+    decision = decideLiveFinalizers({ ...inputs, namespaceTerminating: true });
+  }
   // The Secret first: the UserGroup never holds its deletion for a token its Secret does not keep.
   if (decision.currentSecret && currentSecret && !(await ports.finalizers.secret(currentSecret, decision.currentSecret === 'add'))) return LOST_RACE;
   if (decision.staleSecrets) for (const secret of stale) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;

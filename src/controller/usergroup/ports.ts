@@ -33,8 +33,8 @@ export interface FinalizersPort {
   /** Adds or removes it; false when the object changed meanwhile (decide again) — gone counts as done. */
   userGroup(ug: UserGroup, present: boolean): Promise<boolean>;
   secret(secret: Pick<ObservedSecret, 'metadata'>, present: boolean): Promise<boolean>;
-  /** The namespace is being deleted (the namespace cache). */
-  namespaceTerminating(namespace: string): boolean;
+  /** The namespace is being deleted: the namespace cache, else a live read (its watch event may come after a Secret's). */
+  namespaceTerminating(namespace: string): Promise<boolean>;
 }
 
 /** The UserGroup cache. */
