@@ -94,7 +94,12 @@ describe('Helm chart', () => {
       'RoleBinding',
       'Service',
       'ServiceAccount',
+      'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicyBinding',
     ]);
+    // The controller's patch on UserGroups may change only the rotate-on-delete finalizer (rbac.test.ts tries it).
+    const policy = only(objects, 'ValidatingAdmissionPolicy')[0] as { spec: { matchConditions: { expression: string }[] } } | undefined;
+    expect(policy?.spec.matchConditions[0]?.expression).toBe("request.userInfo.username == 'system:serviceaccount:ugo-system:ugo-usergroup-operator'");
     const { replicas, pod } = deploymentOf(objects);
     expect(replicas).toBe(2);
     expect(pod.automountServiceAccountToken).toBe(false);
