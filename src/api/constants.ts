@@ -42,6 +42,13 @@ export const ROTATION_PENDING_ANNOTATION = 'usergroup.dev/rotation-pending';
 /** On the token Secret, sealed with it: when the operator obtained the stored token (its age counts from here). */
 export const TOKEN_ISSUED_AT_ANNOTATION = 'usergroup.dev/token-issued-at';
 
+/**
+ * On a UserGroup with spec.deletionPolicy Rotate that holds a token, and on its token Secret: the operator rotates the
+ * token once before either goes (controller/usergroup/finalize.ts). The Secret's copy keeps the token at hand when a
+ * namespace deletion removes both at once.
+ */
+export const ROTATE_ON_DELETE_FINALIZER = 'usergroup.dev/rotate-on-delete';
+
 export const DEFAULT_TOKEN_KEY = 'token';
 export const FIELD_MANAGER = 'usergroup-operator';
 

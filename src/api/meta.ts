@@ -1,5 +1,6 @@
 import { intern, internRecent } from './intern.js';
 import { isRecord } from '../platform/json-value.js';
+import { ROTATE_ON_DELETE_FINALIZER } from './constants.js';
 
 /** The parts of metadata the operator reads, parsed once from what the apiserver sends. */
 export interface ObjectMeta {
@@ -13,6 +14,11 @@ export interface ObjectMeta {
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   readonly ownerReferences: readonly OwnerReference[];
+  /**
+   * The operator's own finalizers among metadata.finalizers (others are not kept: a tenant's list must not land in
+   * the cache); absent when there are none.
+   */
+  readonly finalizers?: readonly string[];
 }
 
 export interface OwnerReference {
@@ -93,6 +99,7 @@ export function parseMeta(raw: unknown, keep: MetaKeep = {}): Parsed<ObjectMeta>
     labels: internValues(labels),
     annotations,
     ownerReferences,
+    ...ownFinalizers(raw['finalizers']),
   };
   // Not enumerable: the key is derived, and must not show up where the metadata is compared or printed.
   Object.defineProperty(value, KEY, { value: `${ns}/${name}` });
@@ -106,7 +113,27 @@ export function withAnnotations(meta: ObjectMeta, annotations: Readonly<Record<s
   return copy;
 }
 
+/** A copy of parsed metadata with the operator's finalizers (and the resourceVersion) as a write left them; it keeps its object key. */
+export function withFinalizers(meta: ObjectMeta, finalizers: readonly string[] | undefined, resourceVersion: string): ObjectMeta {
+  const copy: ObjectMeta = { ...meta, resourceVersion };
+  if (finalizers && finalizers.length > 0) (copy as { finalizers?: readonly string[] }).finalizers = finalizers;
+  else delete (copy as { finalizers?: readonly string[] }).finalizers;
+  Object.defineProperty(copy, KEY, { value: objectKey(meta) });
+  return copy;
+}
+
 const NO_OWNERS: readonly OwnerReference[] = Object.freeze([]);
+/** Shared by every object that carries the operator's finalizer. */
+const ROTATE_ON_DELETE: readonly string[] = Object.freeze([ROTATE_ON_DELETE_FINALIZER]);
+
+function ownFinalizers(raw: unknown): { finalizers?: readonly string[] } {
+  return Array.isArray(raw) && raw.includes(ROTATE_ON_DELETE_FINALIZER) ? { finalizers: ROTATE_ON_DELETE } : {};
+}
+
+/** Whether the object carries the operator's rotate-on-delete finalizer. */
+export function hasRotateFinalizer(meta: Pick<ObjectMeta, 'finalizers'>): boolean {
+  return meta.finalizers?.includes(ROTATE_ON_DELETE_FINALIZER) === true;
+}
 
 function parseOwnerReferences(raw: unknown): OwnerReference[] {
   const ownerReferences: OwnerReference[] = [];

@@ -14,11 +14,15 @@ export interface UserGroupSpec {
   readonly tokenSecret: TokenSecretSpec;
   readonly serviceRef: ServiceRef | undefined;
   readonly suspend: boolean;
+  /** What deleting the UserGroup does to its token (spec.deletionPolicy): Retain (default) or Rotate once before it goes. */
+  readonly deletionPolicy: DeletionPolicy;
   /** Scheduled rotation: the token is rotated once it is older than this (spec.rotation.maxTokenAge). */
   readonly maxTokenAgeMs: number | undefined;
   /** Workloads in the namespace to restart after the token changed (spec.rolloutRestartTargets). */
   readonly rolloutRestartTargets: readonly RestartTarget[];
 }
+
+export type DeletionPolicy = 'Retain' | 'Rotate';
 
 /** A UserGroupService in the UserGroup's namespace (the team's own account), or a shared ClusterUserGroupService. */
 export interface ServiceRef {
@@ -169,7 +173,7 @@ function overLongRequests(metadata: unknown): [string, string][] {
 
 function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
-  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend, rotation, rolloutRestartTargets } = raw;
+  const { userGroupId, name, mapping, properties, tokenSecret, serviceRef, suspend, rotation, rolloutRestartTargets, deletionPolicy } = raw;
   // Counted in code points, as the apiserver's maxLength and the service count (not UTF-16 units).
   const idLength = typeof userGroupId === 'string' ? chars(userGroupId) : 0;
   if (typeof userGroupId !== 'string' || idLength < 1 || idLength > 255) {
@@ -204,6 +208,9 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
     ref = { kind, name: serviceRef['name'] };
   }
   if (suspend !== undefined && typeof suspend !== 'boolean') return { ok: false, error: 'spec.suspend must be a boolean' };
+  if (deletionPolicy !== undefined && deletionPolicy !== null && deletionPolicy !== 'Retain' && deletionPolicy !== 'Rotate') {
+    return { ok: false, error: 'spec.deletionPolicy must be Retain or Rotate' };
+  }
   const maxTokenAge = parseRotation(rotation);
   if (!maxTokenAge.ok) return maxTokenAge;
   const targets = parseRestartTargets(rolloutRestartTargets);
@@ -218,6 +225,7 @@ function parseSpec(raw: unknown, objectName: string): Parsed<UserGroupSpec> {
       tokenSecret: secret.value,
       serviceRef: ref,
       suspend: suspend === true,
+      deletionPolicy: deletionPolicy === 'Rotate' ? 'Rotate' : 'Retain',
       maxTokenAgeMs: maxTokenAge.value,
       rolloutRestartTargets: targets.value,
     },

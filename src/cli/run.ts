@@ -71,6 +71,7 @@ export async function startOperator(config: RunConfig, log: Logger, access: Kube
         tokenRotated: (trigger) => metrics.tokensRotated.inc({ trigger }),
         rotationFailed: (trigger) => metrics.rotationFailures.inc({ trigger }),
         workloadRestarted: (kind, outcome) => metrics.workloadRestarts.inc({ kind, outcome }),
+        deletionRotation: (result) => metrics.deleteRotations.inc({ result }),
         event: (type, reason) => metrics.events.inc({ type, reason }),
         eventDropped: (type, reason) => metrics.eventsDropped.inc({ type, reason }),
       },

@@ -6,6 +6,7 @@ import { ClaimWriter } from '../kube/claim-writer.js';
 import { EventRecorder } from '../kube/events.js';
 import type { KubeClient } from '../kube/http.js';
 import type { InformerStats } from '../kube/informer.js';
+import { FinalizerWriter } from '../kube/finalizer-writer.js';
 import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkloadRestarter } from '../kube/workload-restarter.js';
@@ -32,7 +33,7 @@ import {
   type TriggerView,
 } from './triggers.js';
 import { Events } from './usergroup/events.js';
-import type { ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
+import type { DeletionRotationResult, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
 import { reconcileUserGroup } from './usergroup/reconcile.js';
 import { Workers, type ReconcileVerdict } from './worker.js';
 
@@ -43,6 +44,7 @@ export interface ControllerHooks {
   readonly tokenRotated?: (trigger: RotationTrigger) => void;
   readonly rotationFailed?: (trigger: RotationTrigger) => void;
   readonly workloadRestarted?: (kind: RestartKind, outcome: RestartOutcome) => void;
+  readonly deletionRotation?: (result: DeletionRotationResult) => void;
   readonly event?: (type: string, reason: string) => void;
   readonly eventDropped?: (type: string, reason: string) => void;
 }
@@ -89,6 +91,7 @@ export class Controller {
     this.caches = new Caches({ client, log, namespaces: settings.namespaces, watchInactivityMs: settings.watchInactivityTimeoutMs, owns: deps.owns });
     const caches = this.caches;
     const secrets = new SecretWriter(client);
+    const finalizers = new FinalizerWriter(client);
     const fence = leaseFence(lease);
     this.recorder = new EventRecorder(client, {
       controller: 'usergroup.dev/usergroup-operator',
@@ -100,13 +103,14 @@ export class Controller {
     this.connections = connections(deps, caches, secrets, fence);
     const ports = (this.ports = reconcilePorts({
       caches,
-      writers: { secrets, claims: new ClaimWriter(client), status: new StatusWriter(client), workloads: new WorkloadRestarter(client) },
+      writers: { secrets, claims: new ClaimWriter(client), status: new StatusWriter(client), workloads: new WorkloadRestarter(client), finalizers },
       connections: this.connections,
       recorder: this.recorder,
       metrics: {
         tokenRotated: (trigger) => hooks.tokenRotated?.(trigger),
         rotationFailed: (trigger) => hooks.rotationFailed?.(trigger),
         workloadRestarted: (kind, outcome) => hooks.workloadRestarted?.(kind, outcome),
+        deletionRotation: (result) => hooks.deletionRotation?.(result),
       },
       caps: { ...rateCaps(settings), syncRequests: new SyncRequestBudget() },
       fence,
@@ -120,6 +124,7 @@ export class Controller {
       resyncPeriodMs: settings.resyncPeriodMs,
       minTokenAgeMs: settings.minTokenAgeMs,
       workloadRestarts: settings.workloadRestartsPerMinute > 0,
+      deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
     };
     this.workers = new Workers({
       concurrency: settings.concurrency,

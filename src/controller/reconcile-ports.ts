@@ -1,4 +1,4 @@
-import { objectKey } from '../api/meta.js';
+import { objectKey, parseMeta, withFinalizers } from '../api/meta.js';
 import { parseTokenSecretMeta, type ObservedSecret } from '../api/secret.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { ClaimWriter, ClaimWriteResult } from '../kube/claim-writer.js';
@@ -11,8 +11,10 @@ import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
 import type { RateCap } from './rate-cap.js';
 import type { SyncRequestBudget } from './sync-request-budget.js';
-import type { ClaimsPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
-import { API_VERSION, USERGROUP_KIND } from '../api/constants.js';
+import type { ClaimsPort, FinalizersPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
+import { API_VERSION, ROTATE_ON_DELETE_FINALIZER, USERGROUP_KIND } from '../api/constants.js';
+import type { FinalizerWriter } from '../kube/finalizer-writer.js';
+import { paths } from '../kube/paths.js';
 
 /** The apiserver writers a reconcile uses. */
 export interface Writers {
@@ -20,6 +22,7 @@ export interface Writers {
   readonly claims: ClaimWriter;
   readonly status: StatusWriter;
   readonly workloads: WorkloadRestarter;
+  readonly finalizers: FinalizerWriter;
 }
 
 export interface PortDeps {
@@ -63,6 +66,45 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
       syncRequestSpent: (namespace, key) => caps.syncRequests.spent(namespace, key),
     },
     clock: { now: () => Date.now() },
+    finalizers: finalizersPort(deps),
+  };
+}
+
+function finalizersPort({ caches, writers, fence }: PortDeps): FinalizersPort {
+  return {
+    userGroup: async (ug, present) => {
+      fence();
+      const written = await writers.finalizers.set(
+        paths.userGroup(ug.metadata.namespace, ug.metadata.name),
+        ug.metadata.uid,
+        ROTATE_ON_DELETE_FINALIZER,
+        present,
+      );
+      if (written.kind === 'conflict') return false;
+      // Known at once, as a status write is: the next reconcile must not write it again.
+      const meta = written.kind === 'gone' ? undefined : parseMeta(written.metadata);
+      if (meta?.ok) caches.userGroups.upsertLocal({ ...ug, metadata: withFinalizers(ug.metadata, meta.value.finalizers, meta.value.resourceVersion) });
+      return true;
+    },
+    secret: async (secret, present) => {
+      fence();
+      const { namespace, name, uid, resourceVersion } = secret.metadata;
+      const written = await writers.finalizers.set(paths.secret(namespace, name), uid, ROTATE_ON_DELETE_FINALIZER, present);
+      if (written.kind === 'conflict') return false;
+      if (written.kind !== 'patched') return true;
+      const cached = parseTokenSecretMeta({ metadata: written.metadata });
+      if (cached) {
+        const key = objectKey(cached.metadata);
+        // Only metadata.finalizers changed: data this process knew at the version before is still known.
+        const known = caches.verified.known(key, resourceVersion);
+        caches.secrets.upsertLocal(cached);
+        if (known.verified && written.before === resourceVersion) caches.verified.remember(key, cached.metadata.resourceVersion, known.token);
+      }
+      return true;
+    },
+    namespaceTerminating: async (namespace) =>
+      caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.deletionTimestamp !== undefined ||
+      (await writers.finalizers.deleting(paths.namespace(namespace))),
   };
 }
 
@@ -167,6 +209,8 @@ function toPartial(secret: ObservedSecret): unknown {
       labels: m.labels,
       annotations: m.annotations,
       ownerReferences: m.ownerReferences.map((o) => ({ apiVersion: o.apiVersion, kind: o.kind, name: o.name, uid: o.uid, controller: o.controller })),
+      ...(m.deletionTimestamp !== undefined ? { deletionTimestamp: m.deletionTimestamp } : {}),
+      ...(m.finalizers !== undefined ? { finalizers: m.finalizers } : {}),
     },
   };
 }

@@ -23,6 +23,8 @@ export interface ControllerSettings {
   /** The operator's rules for namespaced UserGroupService URLs (--allowed-service-hosts, --allow-http-services). */
   readonly allowedServiceHosts: readonly string[];
   readonly allowHttpServices: boolean;
+  /** The longest a deletion with spec.deletionPolicy Rotate is held, from its deletionTimestamp (--deletion-rotation-timeout). */
+  readonly deletionRotationTimeoutMs: number;
 }
 
 /** The rates that are the operator's as a whole, shared out among the replicas at work. */

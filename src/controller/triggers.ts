@@ -1,7 +1,7 @@
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../api/constants.js';
 import type { UserGroupClaim } from '../api/claim.js';
 import type { ClusterUserGroupService } from '../api/clusterusergroupservice.js';
-import { objectKey, sameStringMap } from '../api/meta.js';
+import { hasRotateFinalizer, objectKey, sameStringMap } from '../api/meta.js';
 import type { ObservedSecret } from '../api/secret.js';
 import type { ServiceRef, UserGroup } from '../api/usergroup.js';
 import type { UserGroupService } from '../api/usergroupservice.js';
@@ -42,6 +42,8 @@ export function relevantChange(old: UserGroup, ug: UserGroup): boolean {
     old.metadata.generation !== ug.metadata.generation ||
     newRequest(old, ug) ||
     old.metadata.deletionTimestamp !== ug.metadata.deletionTimestamp ||
+    // The rotate-on-delete finalizer, removed by someone else, is put back (or its deletion goes on).
+    hasRotateFinalizer(old.metadata) !== hasRotateFinalizer(ug.metadata) ||
     old.metadata.uid !== ug.metadata.uid
   );
 }

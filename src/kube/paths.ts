@@ -8,12 +8,14 @@ const ns = (namespace: string | undefined): string => (namespace ? `/namespaces/
 /** Collection and object paths of the resources the operator touches; no namespace = cluster-wide. */
 export const paths = {
   userGroups: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUP_PLURAL}`,
-  userGroupStatus: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}/status`,
+  userGroup: (namespace: string, name: string): string => `${paths.userGroups(namespace)}/${encodeURIComponent(name)}`,
+  userGroupStatus: (namespace: string, name: string): string => `${paths.userGroup(namespace, name)}/status`,
   userGroupServices: (namespace?: string): string => `/apis/${GROUP}/${VERSION}${ns(namespace)}/${USERGROUPSERVICE_PLURAL}`,
   clusterUserGroupServices: (): string => `/apis/${GROUP}/${VERSION}/${CLUSTERUSERGROUPSERVICE_PLURAL}`,
   claims: (): string => `/apis/${GROUP}/${CLAIM_VERSION}/${CLAIM_PLURAL}`,
   claim: (name: string): string => `${paths.claims()}/${encodeURIComponent(name)}`,
   namespaces: (): string => '/api/v1/namespaces',
+  namespace: (name: string): string => `/api/v1/namespaces/${encodeURIComponent(name)}`,
   secrets: (namespace?: string): string => `/api/v1${ns(namespace)}/secrets`,
   secret: (namespace: string, name: string): string => `${paths.secrets(namespace)}/${encodeURIComponent(name)}`,
   events: (namespace: string): string => `/apis/events.k8s.io/v1${ns(namespace)}/events`,

@@ -41,13 +41,14 @@ export class SecretWriter {
   async apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult> {
     if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
     const resourceVersion = current?.metadata.resourceVersion;
-    const res = await this.send(desired, resourceVersion);
+    const res = await this.send(desired, resourceVersion, current?.metadata.finalizers);
     if (res.ok) return { kind: resourceVersion === undefined ? 'created' : 'updated', secret: parsed(res.body) };
     if (isAlreadyExists(res.error) || isConflict(res.error)) return { kind: 'conflict', ...conflictOf(desired, resourceVersion) };
     return { kind: 'refused', error: res.error };
   }
 
-  private send(desired: V1Secret, resourceVersion: string | undefined): Promise<ApiResult> {
+  /** `finalizers`: the operator's own on the Secret now (a replace would drop them otherwise). */
+  private send(desired: V1Secret, resourceVersion: string | undefined, finalizers: readonly string[] | undefined): Promise<ApiResult> {
     const namespace = desired.metadata?.namespace ?? '';
     const name = desired.metadata?.name ?? '';
     const query = { fieldManager: FIELD_MANAGER };
@@ -58,7 +59,7 @@ export class SecretWriter {
           query,
           // client-node's V1Secret is a plain data class: the spread copy is what goes on the wire.
           // eslint-disable-next-line @typescript-eslint/no-misused-spread
-          body: { ...desired, metadata: { ...desired.metadata, resourceVersion } },
+          body: { ...desired, metadata: { ...desired.metadata, resourceVersion, ...(finalizers ? { finalizers } : {}) } },
         });
   }
 }

@@ -115,6 +115,12 @@ export class Metrics {
     labelNames: ['trigger'],
     registers: [this.registry],
   });
+  readonly deleteRotations = new Counter({
+    name: 'usergroup_delete_rotations_total',
+    help: 'Deletions of UserGroups with spec.deletionPolicy Rotate that held the rotate-on-delete finalizer, by result: rotated (or the token was already invalid), skipped (no call: suspended, refused, no trusted token, policy back to Retain), abandoned (the limit passed or the connection is gone; the token stays valid).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
   readonly workloadRestarts = new Counter({
     name: 'usergroup_workload_restarts_total',
     help: 'spec.rolloutRestartTargets after a token change, by kind and outcome: restarted, not-allowed (its owner did not name the UserGroup), missing, failed (retried).',

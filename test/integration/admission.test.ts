@@ -221,6 +221,11 @@ const badUserGroups: BadCase[] = [
     error: 'spec.suspend in body must be of type boolean: "string"',
   },
   { what: 'spec.suspend a number', manifest: userGroup(fresh(), { ...good, suspend: 1 }), error: 'spec.suspend in body must be of type boolean: "integer"' },
+  {
+    what: 'spec.deletionPolicy not Retain or Rotate',
+    manifest: userGroup(fresh(), { ...good, deletionPolicy: 'Delete' }),
+    error: 'spec.deletionPolicy: Unsupported value: "Delete": supported values: "Retain", "Rotate"',
+  },
   // ---- size limits (docs/usergroup-reference.md "Limits"): what the schema can see of properties, and all of mapping ----
   {
     what: 'spec.properties with 65 top-level entries',
@@ -465,6 +470,7 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
         },
         serviceRef: { name: 'svc-https' },
         suspend: false,
+        deletionPolicy: 'Rotate',
         rotation: { maxTokenAge: '720h' },
       }),
     );
@@ -486,12 +492,13 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       },
       serviceRef: { kind: 'UserGroupService', name: 'svc-https' },
       suspend: false,
+      deletionPolicy: 'Rotate',
       rotation: { maxTokenAge: '720h' },
     });
 
     const minimal = await apply(userGroup('minimal', { userGroupId: 'minimal-1', name: 'Minimal' }));
     expect(minimal.code, minimal.stderr).toBe(0);
-    expect((await getJson('usergroup', 'minimal'))['spec']).toEqual({ userGroupId: 'minimal-1', name: 'Minimal', suspend: false });
+    expect((await getJson('usergroup', 'minimal'))['spec']).toEqual({ userGroupId: 'minimal-1', name: 'Minimal', suspend: false, deletionPolicy: 'Retain' });
   });
 
   it('accepts a UserGroup at every size limit, null and nested values kept (positive control for the limits)', async () => {
@@ -657,11 +664,13 @@ describe('admission: bad manifests are refused by the apiserver with a clear mes
       ['tokenSecret', '<Object>'],
       ['serviceRef', '<Object>'],
       ['suspend', '<boolean>'],
+      ['deletionPolicy', '<string>'],
     ];
     for (const [field, type] of fields) {
-      // "  field\t<type>" followed by an indented description line
-      expect(res.stdout, `field ${field}`).toMatch(new RegExp(`^  ${field}\\s+${escapeRegExp(type)}\\n    \\S`, 'm'));
+      // "  field\t<type>" followed by an indented description line (after its enum values, if it has some)
+      expect(res.stdout, `field ${field}`).toMatch(new RegExp(`^  ${field}\\s+${escapeRegExp(type)}\\n(  enum: .*\\n)?    \\S`, 'm'));
     }
+    expect(res.stdout).toMatch(/^ {2}deletionPolicy\s+<string>\n {2}enum: Retain, Rotate\n/m);
     expect(res.stdout).toContain('Immutable');
     expect(res.stdout).not.toContain('<no description>');
 

@@ -94,7 +94,12 @@ describe('Helm chart', () => {
       'RoleBinding',
       'Service',
       'ServiceAccount',
+      'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicyBinding',
     ]);
+    // The controller's patch on UserGroups may change only the rotate-on-delete finalizer (rbac.test.ts tries it).
+    const policy = only(objects, 'ValidatingAdmissionPolicy')[0] as { spec: { matchConditions: { expression: string }[] } } | undefined;
+    expect(policy?.spec.matchConditions[0]?.expression).toBe("request.userInfo.username == 'system:serviceaccount:ugo-system:ugo-usergroup-operator'");
     const { replicas, pod } = deploymentOf(objects);
     expect(replicas).toBe(2);
     expect(pod.automountServiceAccountToken).toBe(false);
@@ -129,15 +134,28 @@ describe('Helm chart', () => {
     expect(one(objects, 'PodDisruptionBudget')['spec']).toMatchObject({ maxUnavailable: 1 });
   });
 
-  it('grants the controller no wildcard and never a write to UserGroups themselves', async () => {
+  it('grants the controller no wildcard and no write to UserGroups but a patch (of their finalizers)', async () => {
     const objects = await template();
     const controllerRoles = (kind: string): K8sObject[] => only(objects, kind).filter((r) => !/-(edit|view|metrics-reader)$/.test(r.metadata.name));
     const rules = [...controllerRoles('ClusterRole'), ...controllerRoles('Role')].flatMap((r) => r['rules'] as Rule[]);
     for (const rule of rules) {
       expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
       if (rule.resources.some((r) => ['usergroups', 'usergroupservices', 'clusterusergroupservices', 'namespaces'].includes(r)))
-        expect(rule.verbs).toEqual(['get', 'list', 'watch']);
+        expect(rule.verbs).toEqual(
+          rule.resources.length === 1 && rule.resources[0] === 'usergroups' && rule.verbs.length === 1 ? ['patch'] : ['get', 'list', 'watch'],
+        );
     }
+    // spec.deletionPolicy Rotate: the finalizer on UserGroups (patch only: no update, create or delete) and on token Secrets.
+    expect(rules.filter((r) => r.resources.includes('usergroups')).map((r) => r.verbs)).toEqual([['get', 'list', 'watch'], ['patch']]);
+    expect(rules.find((r) => r.resources.includes('secrets') && r.verbs.includes('create'))?.verbs).toEqual([
+      'get',
+      'list',
+      'watch',
+      'create',
+      'update',
+      'patch',
+      'delete',
+    ]);
     expect(rules.find((r) => r.resources.includes('usergroups/status'))?.verbs).toEqual(['patch']);
     expect(rules.find((r) => r.resources.includes('usergroupclaims'))?.verbs).toEqual(['get', 'list', 'watch', 'create', 'update', 'delete']);
     // For /metrics (metrics.auth): reviewing scrapers' tokens, nothing more.

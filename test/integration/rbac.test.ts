@@ -13,6 +13,8 @@ import { CHART_DIR } from '../support/manifests.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 
+const ROTATE_ON_DELETE = 'usergroup.dev/rotate-on-delete';
+
 /** GET /metrics on loopback, with a bearer token or none. */
 const scrape = (port: number, token: string | undefined): Promise<HttpAnswer> =>
   httpGet(port, '/metrics', { authorization: token === undefined ? undefined : `Bearer ${token}` });
@@ -195,8 +197,20 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       // Denied: writing the shared connections or namespaces (their labels admit tenants).
       await expectForbidden(sa.as, ['patch', 'clusterusergroupservice', 'ugo-usergroup-operator', '--type=merge', '-p', '{"spec":{"tenants":[]}}']);
       await expectForbidden(sa.as, ['label', 'namespace', other, 'usergroup.dev/tenant=true']);
-      // Denied: any write to a UserGroup itself (spec, labels, annotations), creating or deleting one.
+      // Denied: any write to a UserGroup itself (spec, labels, annotations, others' finalizers), creating or deleting
+      // one. RBAC grants patch (for the rotate-on-delete finalizer); the chart's ValidatingAdmissionPolicy refuses
+      // every other change the ServiceAccount would make.
       await expectForbidden(sa.as, ['patch', 'usergroup', 'acme', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
+      await expectForbidden(sa.as, [
+        'patch',
+        'usergroup',
+        'acme',
+        '-n',
+        env.namespace,
+        '--type=merge',
+        '-p',
+        '{"metadata":{"finalizers":["example.com/hold"]}}',
+      ]);
       await expectForbidden(sa.as, ['annotate', 'usergroup', 'acme', '-n', env.namespace, 'usergroup.dev/rotate-requested-at=x', '--overwrite']);
       await expectForbidden(sa.as, ['label', 'usergroup', 'acme', '-n', env.namespace, 'a=b']);
       await expectForbidden(sa.as, ['delete', 'usergroup', 'acme', '-n', env.namespace]);
@@ -343,7 +357,35 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
       await expectMetricsGuarded(system, 'ugc-usergroup-operator-metrics-reader', metricsPort);
       expect(noAuthorizationTrouble(c)).toEqual([]);
 
+      // Patch is granted for the rotate-on-delete finalizer (spec.deletionPolicy), and admission refuses any other
+      // change; a replace is not granted.
       await expectForbidden(sa.as, ['patch', 'usergroup', 'globex', '-n', env.namespace, '--type=merge', '-p', '{"spec":{"name":"Hijacked"}}']);
+      expect((await sa.as(['auth', 'can-i', 'update', 'usergroups', '-n', env.namespace])).stdout.trim()).toBe('no');
+      // spec.deletionPolicy Rotate with only that token: the finalizers go on, and the deletion rotates once.
+      await env.createUserGroup('initech', { userGroupId: 'initech', name: 'Initech', deletionPolicy: 'Rotate' });
+      await env.waitForReady('initech');
+      const held = (await env.secretToken('initech')) ?? '';
+      await eventually(
+        'the rotate-on-delete finalizers on the UserGroup and its Secret',
+        async () => {
+          const ug = (await env.getUserGroup('initech')) as { metadata: { finalizers?: string[] } };
+          const secret = await env.getSecret('initech');
+          return ug.metadata.finalizers?.includes(ROTATE_ON_DELETE) && secret?.metadata?.finalizers?.includes(ROTATE_ON_DELETE) ? true : undefined;
+        },
+        30_000,
+      );
+      await env.deleteUserGroup('initech');
+      await eventually(
+        'initech gone',
+        () =>
+          env.getUserGroup('initech').then(
+            () => undefined,
+            () => true,
+          ),
+        30_000,
+      );
+      expect(env.simGroup('initech')?.tokenSha256).not.toBe(sha256(held));
+      expect(noAuthorizationTrouble(c)).toEqual([]);
       await expectForbidden(
         sa.as,
         ['create', '-n', env.namespace, '-f', '-'],

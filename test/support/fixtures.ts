@@ -27,6 +27,7 @@ export function userGroupSpec(over: Partial<UserGroupSpec> = {}): UserGroupSpec 
     tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
     serviceRef: undefined,
     suspend: false,
+    deletionPolicy: 'Retain',
     maxTokenAgeMs: undefined,
     rolloutRestartTargets: [],
     ...over,

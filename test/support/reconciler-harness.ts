@@ -40,6 +40,8 @@ export interface UserGroupInit {
   readonly rolloutRestartTargets?: readonly RestartTarget[];
   readonly serviceRef?: { readonly kind: 'UserGroupService' | 'ClusterUserGroupService'; readonly name: string };
   readonly deletionTimestamp?: string;
+  readonly deletionPolicy?: 'Retain' | 'Rotate';
+  readonly finalizers?: readonly string[];
 }
 
 export function userGroup(init: UserGroupInit = {}): UserGroup {
@@ -56,6 +58,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       creationTimestamp: '2026-11-22T00:00:00Z',
       ...(init.deletionTimestamp !== undefined ? { deletionTimestamp: init.deletionTimestamp } : {}),
       annotations: init.annotations ?? {},
+      ...(init.finalizers !== undefined ? { finalizers: init.finalizers } : {}),
     },
     spec: {
       userGroupId: init.userGroupId ?? 'acme-1',
@@ -64,6 +67,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       ...(init.suspend !== undefined ? { suspend: init.suspend } : {}),
       ...(init.rolloutRestartTargets !== undefined ? { rolloutRestartTargets: init.rolloutRestartTargets } : {}),
       ...(init.serviceRef !== undefined ? { serviceRef: init.serviceRef } : {}),
+      ...(init.deletionPolicy !== undefined ? { deletionPolicy: init.deletionPolicy } : {}),
     },
     status: init.status ?? {},
   });
@@ -154,6 +158,8 @@ export interface World {
   syncSlot?: SyncSlot;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
+  /** The UserGroup's namespace is being deleted. */
+  namespaceTerminating?: boolean;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
   workloadChangesAfterRead?: boolean;
 }
@@ -301,7 +307,12 @@ export function harness(world: World): Harness {
       },
     },
     events: { emit: (_ug, event) => calls.push(`Event ${event.type} ${event.reason}`) },
-    metrics: { tokenRotated: () => undefined, rotationFailed: () => undefined, workloadRestarted: () => undefined },
+    metrics: {
+      tokenRotated: () => undefined,
+      rotationFailed: () => undefined,
+      workloadRestarted: () => undefined,
+      deletionRotation: (result) => calls.push(`deletion ${result}`),
+    },
     caps: {
       rotation: () => {
         calls.push('cap');
@@ -318,8 +329,19 @@ export function harness(world: World): Harness {
       syncRequestSpent: () => calls.push('sync budget spent'),
     },
     clock: { now: () => now },
+    finalizers: {
+      userGroup: (_ug, present) => {
+        calls.push(`${present ? 'add' : 'remove'} UserGroup finalizer`);
+        return Promise.resolve(true);
+      },
+      secret: (secret, present) => {
+        calls.push(`${present ? 'add' : 'remove'} Secret finalizer ${secret.metadata.name}`);
+        return Promise.resolve(true);
+      },
+      namespaceTerminating: () => Promise.resolve(world.namespaceTerminating ?? false),
+    },
   };
-  const settings = { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, workloadRestarts: world.workloadRestarts ?? true };
+  const settings = { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, workloadRestarts: world.workloadRestarts ?? true, deletionRotationTimeoutMs: 300_000 };
   const reconcile = (): Promise<ReconcileResult> =>
     reconcileUserGroup(
       { ports, settings, log: pino({ level: 'silent' }) },

@@ -37,6 +37,7 @@ describe('parseUserGroup', () => {
         tokenSecret: { name: 'acme', key: 'token', labels: {}, annotations: {} },
         serviceRef: undefined,
         suspend: false,
+        deletionPolicy: 'Retain',
         rolloutRestartTargets: [],
       },
     });
@@ -52,6 +53,7 @@ describe('parseUserGroup', () => {
       tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
       serviceRef: { name: 'own-account' },
       suspend: true,
+      deletionPolicy: 'Rotate',
       rolloutRestartTargets: [
         { kind: 'Deployment', name: 'web' },
         { kind: 'StatefulSet', name: 'web' },
@@ -67,11 +69,19 @@ describe('parseUserGroup', () => {
         tokenSecret: { name: 'acme-token', key: 'api.token', labels: { l: '1' }, annotations: { a: '2' } },
         serviceRef: { kind: 'UserGroupService', name: 'own-account' },
         suspend: true,
+        deletionPolicy: 'Rotate',
         rolloutRestartTargets: [
           { kind: 'Deployment', name: 'web' },
           { kind: 'StatefulSet', name: 'web' },
         ],
       },
+    });
+  });
+
+  it('refuses a deletionPolicy other than Retain or Rotate', () => {
+    expect(ug({ userGroupId: 'acme-1', name: 'Acme', deletionPolicy: 'Delete' }).spec).toEqual({
+      ok: false,
+      error: 'spec.deletionPolicy must be Retain or Rotate',
     });
   });
 

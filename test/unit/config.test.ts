@@ -24,6 +24,7 @@ describe('parseRunConfig defaults', () => {
       scheduledRotationsPerMinute: 60,
       minTokenAgeMs: 3_600_000,
       workloadRestartsPerMinute: 0,
+      deletionRotationTimeoutMs: 300_000,
       serviceQps: 10,
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,

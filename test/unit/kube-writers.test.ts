@@ -130,6 +130,20 @@ describe('SecretWriter', () => {
     expect(updated.kind === 'updated' && updated.secret.metadata.resourceVersion).toBe('9');
   });
 
+  it("apply: a replace carries the operator's rotate-on-delete finalizer over (a PUT without it would drop it), and no other", async () => {
+    const withFinalizers = (finalizers: string[]): ObservedSecret => {
+      const parsed = parseSecret({ ...secretObject('8'), metadata: { ...(secretObject('8')['metadata'] as object), finalizers } });
+      if (!parsed.ok) throw new Error(parsed.error);
+      return parsed.value;
+    };
+    const ours = scripted({ status: 200, body: secretObject('9') });
+    await new SecretWriter(ours.client).apply(desired, withFinalizers(['usergroup.dev/rotate-on-delete', 'example.com/other']));
+    expect((ours.sent[0]?.options.body as { metadata: { finalizers?: string[] } }).metadata.finalizers).toEqual(['usergroup.dev/rotate-on-delete']);
+    const none = scripted({ status: 200, body: secretObject('9') });
+    await new SecretWriter(none.client).apply(desired, withFinalizers(['example.com/other']));
+    expect((none.sent[0]?.options.body as { metadata: { finalizers?: string[] } }).metadata.finalizers).toBeUndefined();
+  });
+
   it('apply: the Secret already is the desired one: "unchanged", and no request at all', async () => {
     const none = scripted();
     const current = stored('7', 's3cret-token');

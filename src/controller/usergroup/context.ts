@@ -12,6 +12,8 @@ export interface ReconcileSettings {
   readonly minTokenAgeMs: number;
   /** Whether the operator restarts spec.rolloutRestartTargets (the chart's opt-in, which also grants the RBAC). */
   readonly workloadRestarts: boolean;
+  /** The longest a deletion with spec.deletionPolicy Rotate is held, from its deletionTimestamp (--deletion-rotation-timeout). */
+  readonly deletionRotationTimeoutMs: number;
 }
 
 /**
@@ -53,6 +55,15 @@ export class ServiceCalls {
 
   async rotate(connection: Connection, token: SecretValue): Promise<ServiceResult | Deferral> {
     return this.count(await connection.rotate(token, this.context()));
+  }
+
+  /** The same calls, cut off after `ms` (a deletion's rotation may not outlast its limit); the cut throws a TimeoutError. */
+  within(ms: number): ServiceCalls {
+    const deadline = AbortSignal.timeout(Math.max(1, Math.ceil(ms)));
+    const within = new ServiceCalls(this.key, this.signal ? AbortSignal.any([this.signal, deadline]) : deadline, this.wake);
+    within.made = this.made;
+    within.intentStored = this.intentStored;
+    return within;
   }
 
   /** Why no call could go out now, if so (asked before work that only makes sense with a call after it). */

@@ -109,6 +109,22 @@ export const Events = {
     action: 'Restart',
     note: `could not restart ${target} for the new token: ${error}`,
   }),
+  /** spec.deletionPolicy Rotate: the token was rotated before the UserGroup went (the new token is discarded). */
+  rotatedOnDelete: (alreadyInvalid: boolean): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'TokenRotatedOnDelete',
+    action: 'Delete',
+    note: alreadyInvalid
+      ? 'deletionPolicy Rotate: the service no longer accepts the held token as current, so it is already invalid; the UserGroup may go'
+      : 'deletionPolicy Rotate: the token was rotated at the service and the new one discarded, so the deleted token no longer works',
+  }),
+  /** spec.deletionPolicy Rotate: the deletion let go without the rotation; the token stays valid at the service. */
+  deletionRotationAbandoned: (why: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'RotationOnDeleteAbandoned',
+    action: 'Delete',
+    note: `deletionPolicy Rotate: the token was NOT rotated before the UserGroup went (${why}); it stays valid at the service until rotated there`,
+  }),
   /** Sent by the controller when a UserGroup goes (only the active replica speaks). */
   deleted: (): UserGroupEvent => ({
     type: 'Normal',

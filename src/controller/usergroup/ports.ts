@@ -26,6 +26,16 @@ export interface ReconcilePorts {
   readonly metrics: MetricsPort;
   readonly caps: CapsPort;
   readonly clock: ClockPort;
+  readonly finalizers: FinalizersPort;
+}
+
+/** The rotate-on-delete finalizer (spec.deletionPolicy Rotate), on UserGroups and their token Secrets. */
+export interface FinalizersPort {
+  /** Adds or removes it; false when the object changed meanwhile (decide again) — gone counts as done. */
+  userGroup(ug: UserGroup, present: boolean): Promise<boolean>;
+  secret(secret: Pick<ObservedSecret, 'metadata'>, present: boolean): Promise<boolean>;
+  /** The namespace is being deleted: the namespace cache, else a live read (its watch event may come after a Secret's). */
+  namespaceTerminating(namespace: string): Promise<boolean>;
 }
 
 /** The UserGroup cache. */
@@ -106,7 +116,12 @@ export interface MetricsPort {
   /** A rotation the service did not do (not one that was only deferred: that is no failure). */
   rotationFailed(trigger: RotationTrigger): void;
   workloadRestarted(kind: RestartKind, outcome: RestartOutcome): void;
+  /** A deletion that held the rotate-on-delete finalizer let go: after rotating, without a call, or giving up. */
+  deletionRotation(result: DeletionRotationResult): void;
 }
+
+/** How a deletion with spec.deletionPolicy Rotate ended (usergroup_delete_rotations_total). */
+export type DeletionRotationResult = 'rotated' | 'skipped' | 'abandoned';
 
 /**
  * The global caps (rate-cap.ts). Each takes a slot for this UserGroup key: 0 when it may go now, else the

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { objectKey } from '../../api/meta.js';
+import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import { Reason } from '../conditions.js';
 import type { ReconcileResult } from '../retry-policy.js';
 import { adoptIfFound } from './adopt.js';
@@ -7,6 +7,7 @@ import { admit } from './admit.js';
 import { holdClaim } from './claim.js';
 import { ServiceCalls, type ReconcileContext, type ReconcileSettings } from './context.js';
 import { Messages } from './events.js';
+import { finalizeDeletion, keepFinalizers } from './finalize.js';
 import { observeSecret, type SecretSource } from './observe-secret.js';
 import { blocked, DONE, failed, next, type Outcome, type Step } from './outcome.js';
 import { plan, type Held, type Plan } from './plan.js';
@@ -51,8 +52,10 @@ const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFou
  */
 export async function reconcileUserGroup(deps: ReconcilerDeps, request: ReconcileRequest): Promise<ReconcileResult> {
   const ug = deps.ports.userGroups.get(request.key);
-  // Gone or going: nothing to do. The service has no delete; the Secret goes by garbage collection.
-  if (!ug || ug.metadata.deletionTimestamp) return DONE;
+  if (!ug) return DONE;
+  // Going: the service has no delete, and the Secret goes by garbage collection. Only the rotate-on-delete
+  // finalizer (spec.deletionPolicy Rotate) asks for work; without it a deletion costs nothing.
+  if (ug.metadata.deletionTimestamp && !hasRotateFinalizer(ug.metadata)) return DONE;
   const ctx: ReconcileContext = {
     key: request.key,
     ug,
@@ -63,9 +66,10 @@ export async function reconcileUserGroup(deps: ReconcilerDeps, request: Reconcil
     signal: request.signal,
     calls: new ServiceCalls(request.key, request.signal, request.wake),
   };
+  if (ug.metadata.deletionTimestamp) return finalizeDeletion(ctx);
   const outcome = await converge(ctx);
   await report(ctx, outcome.report);
-  return outcome.result;
+  return (await keepFinalizers(ctx)) ?? outcome.result;
 }
 
 /** The preconditions and the id's claim, then the steps from the token Secret on. */

@@ -105,6 +105,11 @@ app.kubernetes.io/part-of: usergroup-operator
 - apiGroups: [usergroup.dev]
   resources: [usergroups]
   verbs: [get, list, watch]
+# spec.deletionPolicy Rotate: add and remove the usergroup.dev/rotate-on-delete finalizer, by a merge patch of
+# metadata.finalizers alone (RBAC cannot narrow patch to one field; the controller writes no other).
+- apiGroups: [usergroup.dev]
+  resources: [usergroups]
+  verbs: [patch]
 # Report observedGeneration and conditions (merge patch of the status subresource only).
 - apiGroups: [usergroup.dev]
   resources: [usergroups/status]
@@ -115,10 +120,10 @@ app.kubernetes.io/part-of: usergroup-operator
   verbs: [get, list, watch]
 # Token Secrets: list/watch (label-selected to the operator's own) to notice deletion and edits; get for
 # API-key Secrets of UserGroupServices and name conflicts; create/update to store tokens; delete for
-# Secrets left behind when spec.tokenSecret.name changes.
+# Secrets left behind when spec.tokenSecret.name changes; patch for the rotate-on-delete finalizer.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch, create, update, delete]
+  verbs: [get, list, watch, create, update, patch, delete]
 # Events: create a series, patch its count.
 - apiGroups: [events.k8s.io]
   resources: [events]

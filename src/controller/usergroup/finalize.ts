@@ -1,0 +1,188 @@
+import { claimName } from '../../api/claim.js';
+import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
+import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
+import type { ObservedSecret } from '../../api/secret.js';
+import type { UserGroupSpec } from '../../api/usergroup.js';
+import { Reason } from '../conditions.js';
+import type { Connection } from '../connections.js';
+import {
+  afterDeletionRotation,
+  decideDeletion,
+  decideLiveFinalizers,
+  type DeletionDecision,
+  type PolicyView,
+  type SecretFinalizerView,
+} from '../deletion-decision.js';
+import type { ReconcileResult } from '../retry-policy.js';
+import { inspectSecret } from '../token-secret.js';
+import { isDeferral, type ReconcileContext } from './context.js';
+import { Events } from './events.js';
+import { DONE, failed } from './outcome.js';
+import type { DeletionRotationResult } from './ports.js';
+
+/**
+ * spec.deletionPolicy: the rotate-on-delete finalizer kept on the objects that ask for it (keepFinalizers, after a
+ * reconcile of a live UserGroup), and a deletion that holds it (finalizeDeletion): one POST /api/user with the held
+ * token through the connection's gates, then the finalizers go. Decisions are in deletion-decision.ts.
+ */
+
+const LOST_RACE: ReconcileResult = failed('lost-race');
+const RESULT: Readonly<Record<Ending['kind'], DeletionRotationResult>> = { rotated: 'rotated', abandon: 'abandoned', skip: 'skipped' };
+
+/**
+ * After the reconcile of a UserGroup that is not being deleted: adds or removes the finalizer on it and its token
+ * Secret as decideLiveFinalizers says. Reads the caches only, so a Retain UserGroup without finalizers costs no
+ * request. Returns a result only when a write met a newer version (decide again).
+ */
+export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+  const { ug, ports } = ctx;
+  const spec = ug.spec.ok ? ug.spec.value : undefined;
+  const owned = ports.tokenSecrets.owned(ug);
+  const userGroupFinalized = hasRotateFinalizer(ug.metadata);
+  if (spec?.deletionPolicy !== 'Rotate' && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;
+
+  const currentName = spec?.tokenSecret.name;
+  const currentSecret = currentName === undefined ? undefined : ownedSecret(ctx, currentName);
+  const stale = owned.filter((s) => s.metadata.name !== currentName && hasRotateFinalizer(s.metadata));
+  const inputs = {
+    policy: policyOf(spec),
+    userGroupFinalized,
+    current: currentSecret && secretView(currentSecret),
+    staleFinalized: stale.length,
+    namespaceTerminating: false,
+  };
+  let decision = decideLiveFinalizers(inputs);
+  // A removal may be a namespace's deletion on its way (its Secrets deleted before its UserGroups): asked only then.
+  if ((decision.currentSecret === 'remove' || decision.userGroup === 'remove') && (await ports.finalizers.namespaceTerminating(ug.metadata.namespace))) {
+    decision = decideLiveFinalizers({ ...inputs, namespaceTerminating: true });
+  }
+  // The Secret first: the UserGroup never holds its deletion for a token its Secret does not keep.
+  if (decision.currentSecret && currentSecret && !(await ports.finalizers.secret(currentSecret, decision.currentSecret === 'add'))) return LOST_RACE;
+  if (decision.staleSecrets) for (const secret of stale) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
+  if (decision.userGroup && !(await ports.finalizers.userGroup(ug, decision.userGroup === 'add'))) return LOST_RACE;
+  if (decision.userGroup || decision.currentSecret) ctx.log.debug({ decision }, 'rotate-on-delete finalizers changed');
+  return undefined;
+}
+
+/**
+ * A UserGroup being deleted that holds the finalizer: rotate its token once (policy Rotate, not suspended, admitted
+ * by the tenant rules, holding its id's claim, with a token its Secret's sealed record vouches for), then remove
+ * the finalizers. Never held past the limit from the deletionTimestamp: then it lets go with a Warning Event. The
+ * new token is discarded unread. A second pass after a crash finds the old token no longer current: done.
+ */
+export async function finalizeDeletion(ctx: ReconcileContext): Promise<ReconcileResult> {
+  const { ug, ports, settings } = ctx;
+  const spec = ug.spec.ok ? ug.spec.value : undefined;
+  const elapsedMs = ports.clock.now() - Date.parse(ug.metadata.deletionTimestamp ?? '');
+  const limit = { elapsedMs: Number.isFinite(elapsedMs) ? elapsedMs : 0, limitMs: settings.deletionRotationTimeoutMs };
+  const policy = policyOf(spec);
+  // What can be decided without any read first: a Retain or suspended UserGroup lets go at once.
+  const early = decideDeletion({ policy, connection: 'resolved', claimHeld: true, trustedToken: true, ...limit });
+  if (early.kind === 'skip') return release(ctx, early, spec);
+  if (!spec) return release(ctx, { kind: 'skip', why: 'invalid-spec' }, spec);
+
+  const resolution = await ports.connections.resolve(ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+  if (!resolution.ok) {
+    const refused = resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed;
+    const decision = decideDeletion({ policy, connection: refused ? 'refused' : 'unresolved', claimHeld: false, trustedToken: false, ...limit });
+    if (decision.kind === 'abandon') return release(ctx, { ...decision, detail: resolution.message }, spec);
+    if (decision.kind === 'skip') return release(ctx, decision, spec);
+    throw new Error('a deletion without a connection cannot rotate');
+  }
+  const { connection } = resolution;
+  const claim = ports.claims.cached(claimName(connection.account, spec.userGroupId));
+  const claimHeld = claim?.spec.userGroup.uid === ug.metadata.uid;
+  // The token as its Secret holds it now, data and all (a terminating Secret is still readable: our finalizer keeps it).
+  const live = claimHeld ? await ports.tokenSecrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
+  const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);
+  const token = inspected.state === 'owned' && inspected.trusted ? inspected.token : undefined;
+  const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, ...limit });
+  if (decision.kind !== 'rotate') return release(ctx, decision, spec, live);
+  if (!token) throw new Error('no trusted token to rotate');
+
+  let answer: Awaited<ReturnType<ReconcileContext['calls']['rotate']>>;
+  try {
+    answer = await ctx.calls.within(decision.remainingMs).rotate(connection, token);
+  } catch (err) {
+    // The limit passed while the call was out (a service that does not answer): the next pass lets go.
+    if (!(err instanceof DOMException && err.name === 'TimeoutError')) throw err;
+    failedCall(ctx, connection, 'unavailable', 'no answer before --deletion-rotation-timeout');
+    return { kind: 'wait', afterMs: 1 };
+  }
+  const after = isDeferral(answer)
+    ? afterDeletionRotation('deferred', decision.remainingMs, answer.afterMs)
+    : afterDeletionRotation(answer.ok ? 'rotated' : answer.failure.kind === 'rejected' ? 'not-current' : 'failed', decision.remainingMs);
+  if (after.kind === 'retry') {
+    if (!isDeferral(answer) && !answer.ok) failedCall(ctx, connection, answer.failure.kind, answer.failure.message);
+    return { kind: 'wait', afterMs: after.afterMs };
+  }
+  // The new token (answer.group.token) is dropped here, unread: nobody may use the deleted tenant's group with it.
+  ctx.log.info({ alreadyInvalid: after.rotated === 'already-invalid' }, 'token rotated before the UserGroup goes (deletionPolicy Rotate)');
+  return release(ctx, { kind: 'rotated', alreadyInvalid: after.rotated === 'already-invalid' }, spec, live);
+}
+
+/** How a deletion that held the finalizer ends. */
+type Ending =
+  | Extract<DeletionDecision, { kind: 'skip' }>
+  | (Extract<DeletionDecision, { kind: 'abandon' }> & { readonly detail?: string })
+  | { readonly kind: 'rotated'; readonly alreadyInvalid: boolean };
+
+/** Removes the finalizers (the token Secrets' first), counts the outcome and tells it. */
+async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpec | undefined, live?: ObservedSecret): Promise<ReconcileResult> {
+  const { ug, ports } = ctx;
+  const secrets = new Map<string, Pick<ObservedSecret, 'metadata'>>();
+  for (const secret of ports.tokenSecrets.owned(ug)) if (hasRotateFinalizer(secret.metadata)) secrets.set(secret.metadata.name, secret);
+  // A Secret whose label a tenant removed is not in the token-Secret cache: the live read still finds our finalizer.
+  if (live && hasRotateFinalizer(live.metadata) && live.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid)) {
+    secrets.set(live.metadata.name, live);
+  }
+  if (spec && !secrets.has(spec.tokenSecret.name) && !live) {
+    const named = ports.tokenSecrets.cached(objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name }));
+    if (named && hasRotateFinalizer(named.metadata)) secrets.set(named.metadata.name, named);
+  }
+  for (const secret of secrets.values()) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
+  if (!(await ports.finalizers.userGroup(ug, false))) return LOST_RACE;
+
+  ports.metrics.deletionRotation(RESULT[ending.kind]);
+  switch (ending.kind) {
+    case 'rotated':
+      ports.events.emit(ug, Events.rotatedOnDelete(ending.alreadyInvalid));
+      break;
+    case 'abandon': {
+      const why =
+        ending.why === 'timeout'
+          ? `no rotation succeeded within --deletion-rotation-timeout (${Math.round(ctx.settings.deletionRotationTimeoutMs / 1000)}s)`
+          : `the connection cannot be resolved: ${ending.detail ?? 'unknown'}`;
+      ports.events.emit(ug, Events.deletionRotationAbandoned(why));
+      ctx.log.warn({ why: ending.why }, 'let a deletion go without rotating its token (deletionPolicy Rotate)');
+      break;
+    }
+    case 'skip':
+      ctx.log.info({ why: ending.why }, 'released a deletion without a call (deletionPolicy Rotate)');
+  }
+  return DONE;
+}
+
+/** A failed deletion rotation: logged (the Event comes if it is abandoned); a refused API key is read again. */
+function failedCall(ctx: ReconcileContext, connection: Connection, kind: string, detail: string): void {
+  ctx.log.warn({ kind, detail: connection.shared ? detail : undefined }, 'rotation before deletion failed; retrying within the limit');
+  if (kind === 'unauthorized') ctx.ports.connections.invalidate(connection);
+}
+
+function policyOf(spec: UserGroupSpec | undefined): PolicyView | undefined {
+  return spec && { policy: spec.deletionPolicy, suspend: spec.suspend };
+}
+
+/** The named Secret if this UserGroup controls it (the cache). */
+function ownedSecret(ctx: ReconcileContext, name: string): ObservedSecret | undefined {
+  const secret = ctx.ports.tokenSecrets.cached(objectKey({ namespace: ctx.ug.metadata.namespace, name }));
+  return secret?.metadata.ownerReferences.some((o) => o.controller && o.uid === ctx.ug.metadata.uid) ? secret : undefined;
+}
+
+function secretView(secret: ObservedSecret): SecretFinalizerView {
+  return {
+    finalized: hasRotateFinalizer(secret.metadata),
+    terminating: secret.metadata.deletionTimestamp !== undefined,
+    recorded: secret.metadata.annotations[TOKEN_RECORD_ANNOTATION] !== undefined,
+  };
+}

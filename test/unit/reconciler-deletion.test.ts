@@ -1,0 +1,186 @@
+import { describe, expect, it } from 'vitest';
+import { claimName } from '../../src/api/claim.js';
+import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
+import type { UserGroupStatus } from '../../src/api/usergroup.js';
+import { desiredSecret } from '../../src/controller/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
+import { OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
+import { ACCOUNT, claim, harness, userGroup, type UserGroupInit } from '../support/reconciler-harness.js';
+
+/**
+ * spec.deletionPolicy through the reconciler's ports (fake apiserver and service, no I/O): which objects get the
+ * rotate-on-delete finalizer, and what a deletion holding it calls. The real apiserver's side (finalizers, garbage
+ * collection, namespace deletion) is in test/integration/deletion-policy.test.ts.
+ */
+
+const NOW = Date.parse('2026-11-22T01:00:00Z');
+const DELETED_AT = '2026-11-22T00:59:00Z';
+
+/** Our own token Secret, sealed with `seal`, holding `token`; `stored`: what its data really holds (a tenant's edit). */
+function sealedSecret(token: string, opts: { finalized?: boolean; stored?: string; seal?: typeof SEAL; terminating?: boolean } = {}): ObservedSecret {
+  const ug = userGroup();
+  if (!ug.spec.ok) throw new Error(ug.spec.error);
+  const desired = desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined }, opts.seal ?? SEAL);
+  const raw = storedSecret(desired, '20') as { metadata: Record<string, unknown>; data: Record<string, string> };
+  if (opts.finalized) raw.metadata['finalizers'] = [ROTATE_ON_DELETE_FINALIZER];
+  if (opts.terminating) raw.metadata['deletionTimestamp'] = DELETED_AT;
+  if (opts.stored !== undefined) raw.data = { token: Buffer.from(opts.stored).toString('base64') };
+  const parsed = parseSecret(raw);
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+/** The status a first sync leaves (so that no PUT is due), from a real first reconcile. */
+async function syncedStatus(init: UserGroupInit = {}): Promise<UserGroupStatus> {
+  const h = harness({ ug: userGroup(init), cached: undefined, otherKnown: false, live: undefined });
+  await h.reconcile();
+  const status = h.statuses.at(-1);
+  if (!status) throw new Error('no status written');
+  return status;
+}
+
+const deleting = (init: UserGroupInit = {}): UserGroupInit => ({
+  deletionPolicy: 'Rotate',
+  finalizers: [ROTATE_ON_DELETE_FINALIZER],
+  deletionTimestamp: DELETED_AT,
+  ...init,
+});
+
+describe('deletionPolicy: the finalizer on live UserGroups', () => {
+  it('Retain (the default), synced: no finalizer write, no call of any kind', async () => {
+    const stored = sealedSecret('tok-1');
+    const h = harness({ ug: userGroup({ status: await syncedStatus() }), cached: stored, live: stored, now: NOW });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls).toEqual([]);
+  });
+
+  it('Rotate with a token held: the Secret gets the finalizer first, then the UserGroup', async () => {
+    const stored = sealedSecret('tok-1');
+    const ug = userGroup({ deletionPolicy: 'Rotate', status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls).toEqual(['add Secret finalizer acme', 'add UserGroup finalizer']);
+  });
+
+  it('Rotate, suspended: the finalizers it had go, nothing else', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', suspend: true, finalizers: [ROTATE_ON_DELETE_FINALIZER] });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+    expect(h.calls).not.toContain('PUT');
+  });
+});
+
+describe('deletionPolicy: a token Secret deleted while its UserGroup lives', () => {
+  it('let go (a refusal revoked it, or a tenant deleted it): both finalizers go', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, terminating: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+  });
+
+  it("kept while its namespace is being deleted: the namespace controller deleted the Secret first, the UserGroup's deletion needs the token", async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, terminating: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, namespaceTerminating: true });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual([]);
+  });
+});
+
+describe('deletionPolicy: a deletion holding the finalizer', () => {
+  it('Retain being deleted without a finalizer: nothing at all', async () => {
+    const stored = sealedSecret('tok-1');
+    const h = harness({ ug: userGroup({ deletionTimestamp: DELETED_AT }), cached: stored, live: stored, now: NOW });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual([]);
+  });
+
+  it('Rotate: one POST with the held token, the finalizers go, counted and told; the new token is not stored', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual([
+      'GET Secret',
+      'POST',
+      'remove Secret finalizer acme',
+      'remove UserGroup finalizer',
+      'deletion rotated',
+      'Event Normal TokenRotatedOnDelete',
+    ]);
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.writes).toEqual([]);
+  });
+
+  it('the service says the held token is not current (already rotated, or a crash after the POST): done, one POST', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, serviceToken: 'tok-r1' });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(h.calls).toContain('deletion rotated');
+    expect(h.serviceToken()).toBe('tok-r1');
+  });
+
+  it('suspended: no read, no call; the finalizers go', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug: userGroup(deleting({ suspend: true })), cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+  });
+
+  it('a Secret whose token a tenant replaced (the sealed digest does not match): no call with it', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, stored: 'someone-elses-token' });
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, serviceToken: 'someone-elses-token' });
+    await h.reconcile();
+    expect(h.calls).not.toContain('POST');
+    expect(h.calls).toContain('deletion skipped');
+    expect(h.serviceToken()).toBe('someone-elses-token');
+  });
+
+  it('a record sealed under another account: no call', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, seal: OTHER_SEAL });
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls).not.toContain('POST');
+    expect(h.calls).toContain('deletion skipped');
+  });
+
+  it("the id's claim is held by another UserGroup: no read of the Secret, no call", async () => {
+    const ug = userGroup(deleting());
+    const other = userGroup({ name: 'other', namespace: 'elsewhere', uid: 'uid-other' });
+    const claims = new Map([[claimName(ACCOUNT, 'acme-1'), claim({ holder: other })]]);
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, claims });
+    await h.reconcile();
+    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+  });
+
+  it('the tenant rules refuse it: no call', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({
+      ug: userGroup(deleting()),
+      cached: stored,
+      live: stored,
+      now: NOW,
+      resolution: { ok: false, reason: 'NamespaceNotAllowed', message: 'not allowed' } as never,
+    });
+    await h.reconcile();
+    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+  });
+
+  it('past the limit from the deletionTimestamp: no call, the finalizers go with a Warning', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug: userGroup(deleting({ deletionTimestamp: '2026-11-22T00:50:00Z' })), cached: stored, live: stored, now: NOW });
+    await h.reconcile();
+    expect(h.calls).toEqual([
+      'GET Secret',
+      'remove Secret finalizer acme',
+      'remove UserGroup finalizer',
+      'deletion abandoned',
+      'Event Warning RotationOnDeleteAbandoned',
+    ]);
+  });
+});
