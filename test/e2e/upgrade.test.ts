@@ -523,13 +523,15 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     expect(ready.notReady.filter((s) => s.event !== 'LISTED')).toEqual([]);
   });
 
-  it(`upgrades to ${THIS_VERSION}: the new CRDs applied server-side (README's command, with --force-conflicts), then helm upgrade to this chart and image; nothing called, rotated, restarted or flipped`, async () => {
+  it(`upgrades to ${THIS_VERSION}: the new CRDs applied server-side with --force-conflicts, then helm upgrade to this chart and image; nothing called, rotated, restarted or flipped`, async () => {
     const before = await baseline();
     const image = inject('operatorImage');
-    // README.md, Install: `kubectl apply --server-side -f crds/` (Helm never upgrades crds/), with
-    // --force-conflicts: Helm created the CRDs (field manager "helm"), so without it the apply fails with
-    // `conflict with "helm": .spec.versions` (seen here on the first run); taking those fields over from Helm is
-    // the point. Before the chart, since the new operator watches usergroup.dev/v1, which only the new CRDs serve.
+    // The new CRDs first, server-side, with --force-conflicts, as README.md's upgrade section must say (Helm never
+    // upgrades crds/). --force-conflicts: Helm created the CRDs (field manager "helm"), and without it the apply
+    // fails: `Apply failed with 1 conflict: conflict with "helm": .spec.versions` (seen here). First: the new
+    // chart's ClusterUserGroupService is usergroup.dev/v1, so `helm upgrade` over the old CRDs fails ("UPGRADE
+    // FAILED: resource mapping not found … no matches for kind "ClusterUserGroupService" in version
+    // "usergroup.dev/v1"", tried here), and the new operator watches v1, which only the new CRDs serve.
     const started = Date.now();
     await run(path.join(inject('binDir'), 'kubectl'), ['--kubeconfig', inject('kubeconfig'), 'apply', '--server-side', '--force-conflicts', '-f', 'crds/'], {
       cwd: repoRoot,
