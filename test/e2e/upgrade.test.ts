@@ -1,0 +1,580 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { stringify } from 'yaml';
+import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { run } from '../../src/devtools/node/exec.js';
+import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import type { SimStats } from '../../src/devtools/sim/stats.js';
+import { adminKubeConfig } from '../support/kube.js';
+import { parsePrometheus } from '../support/prometheus-text.js';
+import { getJson, helm, kubectl, leaderPod, podReady, waitFor, type PodView } from './support/cluster.js';
+import { extractPreviousRelease, PREVIOUS_RELEASE } from './support/previous-release.js';
+import { ResumableWatch } from './support/resumable-watch.js';
+import {
+  LeaseRecorder,
+  OperatorLogs,
+  PodRecorder,
+  ReadyRecorder,
+  readyOf,
+  since,
+  type ConsumerPodView,
+  type LeaseObject,
+  type UserGroupView,
+} from './support/upgrade-observers.js';
+
+// Issue 32: upgrade from the previous release (0.2.0, built from its own commit: support/previous-release.ts) to this
+// tree, and roll back, on the real node, with UserGroups a user wrote for 0.2.0 (usergroup.dev/v1alpha1) and a
+// workload that consumes their tokens. Watches run through both: every UserGroup's Ready condition, the consumer's
+// Pods, the leader Lease and the operator Pods' logs. Each step must cost nothing: no service call, no token
+// changed, no consumer restarted, Ready never False or Unknown; the Lease ends with a Pod of the new ReplicaSet.
+//
+// Its own release, namespaces, ClusterUserGroupService and ids, so chart.test.ts's release is untouched; it needs
+// the 0.2.0 CRDs, so it deletes the usergroup.dev CRDs another file left (chart.test.ts keeps them after its
+// uninstall, on purpose) and deletes them again at the end, so the next file's chart installs its own.
+
+const RELEASE = 'ugo-upgrade';
+const SYSTEM = 'ugo-upgrade-system';
+const TENANT = 'ugo-upgrade-team';
+const FULLNAME = `${RELEASE}-usergroup-operator`;
+const SELECTOR = `app.kubernetes.io/instance=${RELEASE}`;
+const API_KEY = 'e2e-upgrade-key';
+const API_KEY_SECRET = 'upgrade-api-key';
+const SCRAPER = 'upgrade-scraper';
+const CONSUMER = 'consumer';
+/** More than the 50 issue 32 asks for; every few of them use another optional field (userGroupManifest). */
+const GROUPS = 60;
+const CRDS = ['usergroups', 'usergroupservices', 'clusterusergroupservices', 'usergroupclaims'].map((p) => `${p}.usergroup.dev`);
+/** No service call for this long after everything else has settled. */
+const QUIET_MS = 5_000;
+const BUSYBOX = 'usergroup-operator.dev/e2e/busybox:1';
+const THIS_VERSION = (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
+let sim: Simulator;
+let work: string;
+let previousChart: string;
+let scraperToken: string;
+let groupNames: string[] = [];
+let watches: { stop(): Promise<void> }[] = [];
+const ready = new ReadyRecorder();
+const consumerPods = new PodRecorder();
+const lease = new LeaseRecorder();
+let logs: OperatorLogs | undefined;
+/** The figures the closing note quotes, printed at the end. */
+const figures: string[] = [];
+
+function groupName(i: number): string {
+  return `g-${String(i).padStart(2, '0')}`;
+}
+
+/**
+ * UserGroup i as a user wrote it for 0.2.0 (usergroup.dev/v1alpha1), every few with one more optional field, so the
+ * new version meets each kind of stored state: mapping, properties, its own Secret name, key, labels and
+ * annotations, a scheduled rotation (not due for 30 days), and g-00 lists the consumer as a restart target.
+ */
+function userGroupManifest(i: number): Record<string, unknown> {
+  const name = groupName(i);
+  const spec: Record<string, unknown> = { userGroupId: `${TENANT}.${name}`, name: `Customer ${i}` };
+  if (i % 3 === 0) spec['mapping'] = { sales: `sales_${i}`, support: `support_${i}` };
+  if (i % 4 === 1) spec['properties'] = { region: 'eu-west', seats: 10 * i, flags: { beta: i % 2 === 0 } };
+  if (i % 5 === 3) spec['tokenSecret'] = { name: `${name}-dashboard-token`, key: 'api-token', labels: { app: 'dashboards' }, annotations: { owner: 'team' } };
+  if (i % 7 === 2) spec['rotation'] = { maxTokenAge: '720h' };
+  if (i === 0) spec['rolloutRestartTargets'] = [{ kind: 'Deployment', name: CONSUMER }];
+  return { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: { name, namespace: TENANT }, spec };
+}
+
+/** The chart's values, the same for each release but the image: what a user keeps in a values file. */
+function valuesFile(image: { repository: string; tag: string }): string {
+  const file = path.join(work, `values-${image.tag}.json`);
+  const values = {
+    image: { repository: image.repository, tag: image.tag, pullPolicy: 'Never' },
+    watchNamespaces: [TENANT],
+    connection: { url: sim.url, allowInsecure: true, apiKey: { existingSecret: API_KEY_SECRET, key: 'apiKey' } },
+    // Short timings, as chart.test.ts: a hand-over within seconds.
+    leaderElection: { leaseDuration: '6s', renewDeadline: '4s', retryPeriod: '1s' },
+    // Which reconcile decided what, should a step call the service after all.
+    controller: { logLevel: 'debug' },
+    rolloutRestart: { enabled: true },
+  };
+  fs.writeFileSync(file, JSON.stringify(values));
+  return file;
+}
+
+function callsOf(stats: SimStats): number {
+  return Object.values(stats.operations).reduce((sum, outcomes) => sum + Object.values(outcomes).reduce((a, b) => a + b, 0), 0);
+}
+
+function sha256(data: string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+interface SecretView {
+  metadata: { name: string; resourceVersion: string };
+  data?: Record<string, string>;
+}
+
+/** Every token Secret's data as hashes (a token is never printed, not even in a failed assertion's diff). */
+async function tokenSecrets(): Promise<Map<string, { data: Record<string, string>; resourceVersion: string }>> {
+  const list = await getJson<{ items: SecretView[] }>(['-n', TENANT, 'get', 'secrets', '-l', 'app.kubernetes.io/managed-by=usergroup-operator']);
+  return new Map(
+    list.items.map((s) => [
+      s.metadata.name,
+      { data: Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, sha256(v)])), resourceVersion: s.metadata.resourceVersion },
+    ]),
+  );
+}
+
+async function userGroups(): Promise<UserGroupView[]> {
+  return (await getJson<{ items: UserGroupView[] }>(['-n', TENANT, 'get', 'usergroups.v1alpha1.usergroup.dev'])).items;
+}
+
+interface OperatorPod extends PodView {
+  status: PodView['status'] & { podIP?: string };
+  spec: PodView['spec'] & { containers: { name: string; image: string }[] };
+}
+
+async function operatorPods(): Promise<OperatorPod[]> {
+  return (await getJson<{ items: OperatorPod[] }>(['-n', SYSTEM, 'get', 'pods', '-l', SELECTOR])).items;
+}
+
+/** The sum of a metric family's samples (optionally only those with `labels`) on a Pod's /metrics. */
+async function scrape(pod: OperatorPod): Promise<(name: string, labels?: Record<string, string>) => number> {
+  const res = await fetch(`http://${pod.status.podIP ?? ''}:8080/metrics`, { headers: { authorization: `Bearer ${scraperToken}` } });
+  if (res.status !== 200) throw new Error(`/metrics of ${pod.metadata.name}: ${res.status}`);
+  const families = parsePrometheus(await res.text());
+  return (name, labels = {}) =>
+    (families.get(name)?.samples ?? [])
+      .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+      .reduce((sum, s) => sum + s.value, 0);
+}
+
+async function podSummary(): Promise<string> {
+  const out = await kubectl(['-n', SYSTEM, 'get', 'pods', '-o', 'wide']).catch((err: unknown) => String(err));
+  const events = await kubectl(['-n', SYSTEM, 'get', 'events', '--sort-by=.lastTimestamp']).catch((err: unknown) => String(err));
+  return `${out}\n${events.split('\n').slice(-20).join('\n')}`;
+}
+
+/** What a step must leave unchanged, read just before it. */
+interface Baseline {
+  readonly at: number;
+  readonly calls: number;
+  readonly secrets: Awaited<ReturnType<typeof tokenSecrets>>;
+  readonly groups: Map<string, { generation: number | undefined; readySince: string | undefined }>;
+  readonly simTokens: Map<string, { tokenSha256: string; updatedAt: string }>;
+  readonly consumer: { generation: number; template: string; pods: Record<string, { name: string; restarts: number }> };
+  readonly operatorPods: Set<string>;
+}
+
+async function baseline(): Promise<Baseline> {
+  const deployment = await getJson<{ metadata: { generation: number }; spec: { template: unknown } }>(['-n', TENANT, 'get', 'deployment', CONSUMER]);
+  const pods = await getJson<{ items: (ConsumerPodView & PodView)[] }>(['-n', TENANT, 'get', 'pods', '-l', `app=${CONSUMER}`]);
+  return {
+    at: Date.now(),
+    calls: callsOf(sim.stats()),
+    secrets: await tokenSecrets(),
+    groups: new Map((await userGroups()).map((ug) => [ug.metadata.name, { generation: ug.metadata.generation, readySince: readyOf(ug)?.lastTransitionTime }])),
+    simTokens: new Map(sim.groups(API_KEY).map((g) => [g.userGroupId, { tokenSha256: g.tokenSha256, updatedAt: g.updatedAt }])),
+    consumer: {
+      generation: deployment.metadata.generation,
+      template: JSON.stringify(deployment.spec.template),
+      pods: Object.fromEntries(
+        pods.items.map((p) => [p.metadata.uid, { name: p.metadata.name, restarts: p.status.containerStatuses?.[0]?.restartCount ?? -1 }]),
+      ),
+    },
+    operatorPods: new Set((await operatorPods()).map((p) => p.metadata.name)),
+  };
+}
+
+interface Settled {
+  /** From the start of the helm command until everything below held. */
+  readonly ms: number;
+  readonly leader: string;
+  readonly reconciles: number;
+  /** What the new leader counts of its own service calls (usergroup_service_requests_total) once settled. */
+  readonly leaderServiceRequests: number;
+}
+
+/**
+ * Waits until a helm upgrade or rollback has settled: the Deployment rolled out (two Ready Pods, all of them
+ * new and running `image`, none left terminating), the Lease held by one of the new Pods, that leader's own
+ * /metrics say it runs `version`, counts every UserGroup Ready=True in its cache and has reconciled at least as
+ * many times as there are UserGroups (each is queued when its informer lists it) with an empty queue, and every
+ * UserGroup reads Ready=True for its generation. The quiet period follows (the caller's).
+ */
+async function settle(before: Baseline, image: { repository: string; tag: string }, version: string, started: number): Promise<Settled> {
+  const wanted = `${image.repository}:${image.tag}`;
+  const fresh = await waitFor(
+    `two new Ready Pods running ${wanted}, the old ones gone`,
+    async () => {
+      const all = await operatorPods();
+      const ok =
+        all.length === 2 &&
+        all.every((p) => !before.operatorPods.has(p.metadata.name) && p.metadata.deletionTimestamp === undefined && podReady(p)) &&
+        all.every((p) => p.spec.containers.find((c) => c.name === 'controller')?.image === wanted);
+      return ok ? all : undefined;
+    },
+    240_000,
+  ).catch(async (err: unknown) => {
+    throw new Error(`${String(err)}\n${await podSummary()}`);
+  });
+  const leader = await waitFor(
+    'the Lease held by a new Pod',
+    async () => {
+      const name = await leaderPod(SYSTEM, FULLNAME);
+      return fresh.find((p) => p.metadata.name === name);
+    },
+    60_000,
+  );
+  let reconciles = 0;
+  let leaderServiceRequests = 0;
+  await waitFor(
+    `the leader ${leader.metadata.name} (${version}) has reconciled every UserGroup and is idle`,
+    async () => {
+      const metric = await scrape(leader);
+      reconciles = metric('usergroup_reconcile_total');
+      const ok =
+        metric('usergroup_build_info', { version }) === 1 &&
+        metric('usergroup_usergroups', { ready: 'True' }) === GROUPS &&
+        reconciles >= GROUPS &&
+        metric('workqueue_depth') === 0;
+      leaderServiceRequests = metric('usergroup_service_requests_total');
+      return ok ? true : undefined;
+    },
+    120_000,
+  );
+  await waitFor(
+    'every UserGroup Ready=True for its generation',
+    async () => {
+      const list = await userGroups();
+      return list.length === GROUPS && list.every((ug) => readyOf(ug)?.status === 'True' && ug.status?.observedGeneration === ug.metadata.generation)
+        ? true
+        : undefined;
+    },
+    60_000,
+  );
+  return { ms: Date.now() - started, leader: leader.metadata.name, reconciles, leaderServiceRequests };
+}
+
+/** Watches the service for QUIET_MS and returns the calls it saw meanwhile. */
+async function quietPeriod(): Promise<number> {
+  const at = callsOf(sim.stats());
+  await sleep(QUIET_MS);
+  return callsOf(sim.stats()) - at;
+}
+
+/** The four properties of a step that costs nothing, against what was read before it. */
+async function expectNothingChanged(step: string, before: Baseline, settled: Settled, calls: number, note = ''): Promise<void> {
+  const handOvers = lease.handOversSince(before.at);
+  const flips = ready.sightingsSince(before.at);
+  const after = await tokenSecrets();
+  const rewritten = [...after].filter(([name, s]) => before.secrets.get(name)?.resourceVersion !== s.resourceVersion).length;
+  const statusChanges = ready.changesTotal();
+  process.stderr.write(
+    `[e2e upgrade] ${step}: settled in ${(settled.ms / 1000).toFixed(1)} s (helm start → new Pods Ready, Lease on ${settled.leader}, ` +
+      `its ${settled.reconciles} reconciles done, every UserGroup Ready), then ${QUIET_MS / 1000} s quiet; service calls ${calls}; ` +
+      `Lease holders ${handOvers.map((h) => `${h.holder || '(released)'} ${since(before.at, h.at)}`).join(' → ')}; ` +
+      `Ready not True seen ${flips.length}×; token Secrets rewritten ${rewritten}; UserGroup changes seen so far ${statusChanges}\n`,
+  );
+  figures.push(
+    `| ${step} | ${(settled.ms / 1000).toFixed(1)} s | ${calls} | ${handOvers.length} (${handOvers.map((h) => (h.holder === '' ? 'released' : h.holder.replace(/_[0-9a-f]{8}$/, ''))).join(' → ')}) | ${flips.length} | ${rewritten} | ${note} |`,
+  );
+
+  // 1. No service call, from just before the step until the quiet period after it settled.
+  const callLines = logs?.serviceCallLines(before.at) ?? [];
+  const touched = sim
+    .groups(API_KEY)
+    .filter((g) => before.simTokens.get(g.userGroupId)?.updatedAt !== g.updatedAt)
+    .map((g) => g.userGroupId);
+  expect({ calls, leaderCalls: settled.leaderServiceRequests, touched, callLines }, `service calls during ${step}`).toEqual({
+    calls: 0,
+    leaderCalls: 0,
+    touched: [],
+    callLines: [],
+  });
+
+  // 2. Every token byte-identical, and still the service's.
+  expect(new Map([...after].map(([n, s]) => [n, s.data]))).toEqual(new Map([...before.secrets].map(([n, s]) => [n, s.data])));
+  for (const g of sim.groups(API_KEY)) expect(g.tokenSha256, g.userGroupId).toBe(before.simTokens.get(g.userGroupId)?.tokenSha256);
+
+  // 3. The consumer untouched: the same Pods, no restart, no new rollout.
+  const deployment = await getJson<{ metadata: { generation: number }; spec: { template: unknown } }>(['-n', TENANT, 'get', 'deployment', CONSUMER]);
+  expect(deployment.metadata.generation).toBe(before.consumer.generation);
+  expect(JSON.stringify(deployment.spec.template)).toBe(before.consumer.template);
+  const pods = await getJson<{ items: (ConsumerPodView & PodView)[] }>(['-n', TENANT, 'get', 'pods', '-l', `app=${CONSUMER}`]);
+  expect(
+    Object.fromEntries(pods.items.map((p) => [p.metadata.uid, { name: p.metadata.name, restarts: p.status.containerStatuses?.[0]?.restartCount ?? -1 }])),
+  ).toEqual(before.consumer.pods);
+  expect(consumerPods.podsSince(before.at), 'every consumer Pod the watch saw during the step').toEqual(before.consumer.pods);
+
+  // 4. Ready never anything but True, as watched; and the condition's lastTransitionTime unchanged (a flip the
+  // watch could have missed would have moved it).
+  expect(flips.map((f) => `${since(before.at, f.at)} ${f.name} ${f.event} Ready=${f.status} ${f.reason ?? ''}`)).toEqual([]);
+  for (const ug of await userGroups()) {
+    const was = before.groups.get(ug.metadata.name);
+    expect({ name: ug.metadata.name, generation: ug.metadata.generation, readySince: readyOf(ug)?.lastTransitionTime }).toEqual({
+      name: ug.metadata.name,
+      ...was,
+    });
+  }
+
+  // The Lease went to the new leader: the last holder is a Pod of the new ReplicaSet, the old one released it.
+  expect(handOvers.at(-1)?.holder.replace(/_[0-9a-f]{8}$/, '')).toBe(settled.leader);
+  expect(before.operatorPods.has(settled.leader)).toBe(false);
+}
+
+describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, () => {
+  beforeAll(async () => {
+    const setup = Date.now();
+    if (inject('previousOperatorImage') === null) {
+      throw new Error(
+        `no ${PREVIOUS_RELEASE.version} image: run the e2e tests with \`npm run test:e2e\`, which builds it (test/e2e/support/previous-release-image-cli.ts)`,
+      );
+    }
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-upgrade-'));
+    previousChart = path.join(
+      extractPreviousRelease(path.join(work, PREVIOUS_RELEASE.version), ['deploy/helm/usergroup-operator', 'crds']),
+      'deploy/helm/usergroup-operator',
+    );
+    sim = await startSimulator({ host: inject('nodeAddress'), port: 0, apiKeys: [API_KEY] });
+    // A user installing 0.2.0 had no usergroup.dev CRDs yet: another file's leftovers (chart.test.ts keeps its CRDs
+    // after uninstalling, on purpose) would make helm skip the 0.2.0 ones.
+    const left = (await kubectl(['get', 'crd', '-o', 'name'])).split('\n').filter((l) => l.endsWith('.usergroup.dev'));
+    if (left.length > 0) {
+      process.stderr.write(`[e2e upgrade] deleting the usergroup.dev CRDs another test left: ${left.join(' ')}\n`);
+      await kubectl(['delete', '--wait', ...left], undefined, 180_000);
+    }
+    await kubectl(['create', 'namespace', SYSTEM]);
+    await kubectl(['label', 'namespace', SYSTEM, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/enforce-version=latest']);
+    await kubectl(['create', 'namespace', TENANT]);
+    await kubectl(['-n', SYSTEM, 'create', 'secret', 'generic', API_KEY_SECRET, `--from-literal=apiKey=${API_KEY}`]);
+    process.stderr.write(`[e2e upgrade] set up in ${((Date.now() - setup) / 1000).toFixed(1)} s\n`);
+  });
+
+  afterAll(async () => {
+    await Promise.all(watches.map((w) => w.stop()));
+    logs?.stop();
+    if (figures.length > 0) {
+      process.stderr.write(
+        [
+          `[e2e upgrade] ${PREVIOUS_RELEASE.version} (${PREVIOUS_RELEASE.commit.slice(0, 7)}) ⇄ ${THIS_VERSION}, ${GROUPS} UserGroups (v1alpha1 manifests), a 2-replica consumer, 2 operator replicas`,
+          '| step | helm start → settled | service calls | Lease holders after the step began | Ready not True | token Secrets rewritten | |',
+          '|---|---|---|---|---|---|---|',
+          ...figures,
+          '',
+        ].join('\n'),
+      );
+    }
+    // The release and the CRDs gone before the next file (its chart installs its own CRDs); the namespaces,
+    // emptied with them, may finish terminating while it runs.
+    const cleanup = Date.now();
+    await helm(['uninstall', RELEASE, '--namespace', SYSTEM, '--wait', '--timeout', '3m']).catch(() => undefined);
+    await kubectl(['delete', 'clusterrolebinding', SCRAPER, '--ignore-not-found']).catch(() => undefined);
+    await kubectl(['delete', 'crd', ...CRDS, '--ignore-not-found', '--wait'], undefined, 180_000).catch(() => undefined);
+    await kubectl(['delete', 'namespace', TENANT, SYSTEM, '--ignore-not-found', '--wait=false']).catch(() => undefined);
+    await (sim as Simulator | undefined)?.stop();
+    if (work) fs.rmSync(work, { recursive: true, force: true });
+    process.stderr.write(`[e2e upgrade] cleaned up in ${((Date.now() - cleanup) / 1000).toFixed(1)} s\n`);
+  });
+
+  it(`installs ${PREVIOUS_RELEASE.version} from its own commit: its chart, CRDs and image; ${GROUPS} v1alpha1 UserGroups synced; a consumer of their Secrets`, async () => {
+    const previous = inject('previousOperatorImage');
+    if (previous === null) throw new Error('unreachable: checked in beforeAll');
+    const started = Date.now();
+    await helm(['install', RELEASE, previousChart, '--namespace', SYSTEM, '-f', valuesFile(previous)]);
+    // The 0.2.0 CRDs, as its chart installed them: v1alpha1 only.
+    const crd = await getJson<{ spec: { versions: { name: string; storage: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
+    expect(crd.spec.versions.map((v) => `${v.name}${v.storage ? ' (storage)' : ''}`)).toEqual(['v1alpha1 (storage)']);
+    const running = await waitFor(
+      'both 0.2.0 Pods Ready',
+      async () => {
+        const list = await operatorPods();
+        return list.length === 2 && list.every(podReady) ? list : undefined;
+      },
+      240_000,
+    ).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}\n${await podSummary()}`);
+    });
+    const leader = await waitFor('a leader', () => leaderPod(SYSTEM, FULLNAME), 60_000);
+    expect(running.map((p) => p.metadata.name)).toContain(leader);
+
+    // Who reads the leaders' /metrics: a ServiceAccount bound to the chart's metrics-reader ClusterRole.
+    await kubectl(['-n', SYSTEM, 'create', 'serviceaccount', SCRAPER]);
+    await kubectl(['create', 'clusterrolebinding', SCRAPER, `--clusterrole=${FULLNAME}-metrics-reader`, `--serviceaccount=${SYSTEM}:${SCRAPER}`]);
+    scraperToken = (await kubectl(['-n', SYSTEM, 'create', 'token', SCRAPER, '--duration=2h'])).trim();
+    const metric = await scrape(running.find((p) => p.metadata.name === leader) ?? running[0]!);
+    expect(metric('usergroup_build_info', { version: PREVIOUS_RELEASE.version })).toBe(1);
+
+    groupNames = Array.from({ length: GROUPS }, (_, i) => groupName(i));
+    await kubectl(['apply', '-f', '-'], Array.from({ length: GROUPS }, (_, i) => stringify(userGroupManifest(i))).join('---\n'));
+    await waitFor(
+      `${GROUPS} UserGroups Ready`,
+      async () => {
+        const list = await userGroups();
+        return list.length === GROUPS && list.every((ug) => readyOf(ug)?.status === 'True') ? true : undefined;
+      },
+      180_000,
+    );
+    expect(
+      sim
+        .groups(API_KEY)
+        .map((g) => g.userGroupId)
+        .sort(),
+    ).toEqual(groupNames.map((n) => `${TENANT}.${n}`));
+
+    // One token rotated on request under 0.2.0: its annotation stays, and a later version must not rotate again.
+    const request = `before-upgrade-${Date.now()}`;
+    await kubectl(['-n', TENANT, 'annotate', 'usergroups.v1alpha1.usergroup.dev', 'g-02', `usergroup.dev/rotate-requested-at=${request}`]);
+    await waitFor(
+      'g-02 rotated',
+      async () => {
+        const ug = await getJson<UserGroupView>(['-n', TENANT, 'get', 'usergroups.v1alpha1.usergroup.dev', 'g-02']);
+        return ug.status?.rotation?.lastHandledRequest === request && readyOf(ug)?.status === 'True' ? true : undefined;
+      },
+      60_000,
+    );
+    expect(sim.stats(API_KEY).rotationsByUserGroupId).toEqual({ [`${TENANT}.g-02`]: 1 });
+
+    // The consumer: g-00's Secret as files (and it consents to be restarted for g-00's new tokens), g-01's token in
+    // an environment variable. Any restart of it would show as a new Pod or a restartCount.
+    const secretOf = async (name: string): Promise<{ name: string; key: string }> => {
+      const ug = await getJson<UserGroupView & { spec: { tokenSecret?: { key?: string } } }>(['-n', TENANT, 'get', 'usergroups.v1alpha1.usergroup.dev', name]);
+      return { name: ug.status?.tokenSecretName ?? '', key: ug.spec.tokenSecret?.key ?? 'token' };
+    };
+    const mounted = await secretOf('g-00');
+    const env = await secretOf('g-01');
+    await kubectl(
+      ['apply', '-f', '-'],
+      stringify({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: CONSUMER, namespace: TENANT, annotations: { 'usergroup.dev/restart-on-token-change': 'g-00' } },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: { app: CONSUMER } },
+          template: {
+            metadata: { labels: { app: CONSUMER } },
+            spec: {
+              securityContext: { runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534 },
+              containers: [
+                {
+                  name: 'app',
+                  image: BUSYBOX,
+                  imagePullPolicy: 'Never',
+                  command: ['sh', '-c', `while :; do test -s /tokens/${mounted.key} && test -n "$G01_TOKEN" || echo "a token is missing"; sleep 5; done`],
+                  env: [{ name: 'G01_TOKEN', valueFrom: { secretKeyRef: { name: env.name, key: env.key } } }],
+                  volumeMounts: [{ name: 'g-00', mountPath: '/tokens', readOnly: true }],
+                },
+              ],
+              volumes: [{ name: 'g-00', secret: { secretName: mounted.name } }],
+            },
+          },
+        },
+      }),
+    );
+    await waitFor(
+      'the consumer rolled out',
+      async () => {
+        const d = await getJson<{
+          metadata: { generation: number };
+          status: { observedGeneration?: number; readyReplicas?: number; updatedReplicas?: number };
+        }>(['-n', TENANT, 'get', 'deployment', CONSUMER]);
+        return d.status.observedGeneration === d.metadata.generation && d.status.readyReplicas === 2 && d.status.updatedReplicas === 2 ? true : undefined;
+      },
+      120_000,
+    );
+    expect(callsOf(sim.stats())).toBe(GROUPS + 1);
+    process.stderr.write(
+      `[e2e upgrade] ${PREVIOUS_RELEASE.version} installed, ${GROUPS} UserGroups synced, g-02 rotated, consumer Ready in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+    );
+
+    // From here to the end: every UserGroup (read as v1alpha1, the version the user's manifests use, served
+    // throughout), the consumer's Pods, the Lease, and every operator Pod's log.
+    const kc = adminKubeConfig();
+    // What 0.2.0 logged before this is not followed: only calls from here on count.
+    logs = new OperatorLogs(new Date().toISOString());
+    watches = [
+      await ResumableWatch.start<UserGroupView>(kc, `/apis/usergroup.dev/v1alpha1/namespaces/${TENANT}/usergroups`, {}, ready.onEvent),
+      await ResumableWatch.start<ConsumerPodView & { metadata: { resourceVersion?: string } }>(
+        kc,
+        `/api/v1/namespaces/${TENANT}/pods`,
+        { labelSelector: `app=${CONSUMER}` },
+        consumerPods.onEvent,
+      ),
+      await ResumableWatch.start<LeaseObject>(
+        kc,
+        `/apis/coordination.k8s.io/v1/namespaces/${SYSTEM}/leases`,
+        { fieldSelector: `metadata.name=${FULLNAME}` },
+        lease.onEvent,
+      ),
+      await ResumableWatch.start<OperatorPod & { metadata: { resourceVersion?: string } }>(
+        kc,
+        `/api/v1/namespaces/${SYSTEM}/pods`,
+        { labelSelector: SELECTOR },
+        (_t, pod) => {
+          if (pod.status.containerStatuses?.some((c) => c.name === 'controller' && (c.state as { running?: unknown } | undefined)?.running !== undefined)) {
+            logs?.follow(SYSTEM, pod.metadata.name);
+          }
+        },
+      ),
+    ];
+    expect(ready.notReady.filter((s) => s.event !== 'LISTED')).toEqual([]);
+  });
+
+  it(`upgrades to ${THIS_VERSION}: the new CRDs applied server-side with --force-conflicts, then helm upgrade to this chart and image; nothing called, rotated, restarted or flipped`, async () => {
+    const before = await baseline();
+    const image = inject('operatorImage');
+    // The new CRDs first, server-side, with --force-conflicts, as README.md's upgrade section must say (Helm never
+    // upgrades crds/). --force-conflicts: Helm created the CRDs (field manager "helm"), and without it the apply
+    // fails: `Apply failed with 1 conflict: conflict with "helm": .spec.versions` (seen here). First: the new
+    // chart's ClusterUserGroupService is usergroup.dev/v1, so `helm upgrade` over the old CRDs fails ("UPGRADE
+    // FAILED: resource mapping not found … no matches for kind "ClusterUserGroupService" in version
+    // "usergroup.dev/v1"", tried here), and the new operator watches v1, which only the new CRDs serve.
+    const started = Date.now();
+    await run(path.join(inject('binDir'), 'kubectl'), ['--kubeconfig', inject('kubeconfig'), 'apply', '--server-side', '--force-conflicts', '-f', 'crds/'], {
+      cwd: repoRoot,
+      timeoutMs: 120_000,
+    });
+    const crd = await getJson<{ spec: { versions: { name: string; storage: boolean; served: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
+    expect(crd.spec.versions.map((v) => `${v.name}${v.storage ? ' (storage)' : ''}`)).toEqual(['v1 (storage)', 'v1alpha1']);
+    const helmStarted = Date.now();
+    await helm(['upgrade', RELEASE, path.join(repoRoot, 'deploy/helm/usergroup-operator'), '--namespace', SYSTEM, '-f', valuesFile(image)]);
+    const settled = await settle(before, image, THIS_VERSION, helmStarted);
+    const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());
+    await expectNothingChanged(
+      'upgrade',
+      before,
+      settled,
+      calls,
+      `kubectl apply --server-side --force-conflicts -f crds/ took ${((helmStarted - started) / 1000).toFixed(1)} s before`,
+    );
+  });
+
+  it(`rolls back with helm rollback to ${PREVIOUS_RELEASE.version} (its operator on the new CRDs, which stay): nothing called, rotated, restarted or flipped`, async () => {
+    const before = await baseline();
+    const previous = inject('previousOperatorImage');
+    if (previous === null) throw new Error('unreachable: checked in beforeAll');
+    const started = Date.now();
+    await helm(['rollback', RELEASE, '1', '--namespace', SYSTEM]);
+    const settled = await settle(before, previous, PREVIOUS_RELEASE.version, started);
+    const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());
+    // Helm never touches crds/: the v1 CRDs stay, and 0.2.0 reads and writes through their v1alpha1.
+    const crd = await getJson<{ spec: { versions: { name: string; storage: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
+    expect(crd.spec.versions.map((v) => `${v.name}${v.storage ? ' (storage)' : ''}`)).toEqual(['v1 (storage)', 'v1alpha1']);
+    await expectNothingChanged('rollback', before, settled, calls);
+
+    // And it still works: a new v1alpha1 UserGroup syncs under the rolled-back operator, with one call.
+    await kubectl(['apply', '-f', '-'], stringify(userGroupManifest(GROUPS)));
+    await waitFor(
+      `${groupName(GROUPS)} Ready`,
+      async () => {
+        const ug = await getJson<UserGroupView>(['-n', TENANT, 'get', 'usergroups.v1alpha1.usergroup.dev', groupName(GROUPS)]);
+        return readyOf(ug)?.status === 'True' ? true : undefined;
+      },
+      60_000,
+    );
+    expect(callsOf(sim.stats()) - before.calls).toBe(1);
+  });
+});
