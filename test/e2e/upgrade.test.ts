@@ -542,13 +542,24 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     const helmStarted = Date.now();
     await helm(['upgrade', RELEASE, path.join(repoRoot, 'deploy/helm/usergroup-operator'), '--namespace', SYSTEM, '-f', valuesFile(image)]);
     const settled = await settle(before, image, THIS_VERSION, helmStarted);
+    // The upgrade's step 3 (README): what etcd holds is rewritten as v1 (a StorageVersionMigration on this 1.37
+    // apiserver); every UserGroup is written once more, and the new operator, which sees each update, calls nothing.
+    const migrationStarted = Date.now();
+    await run(path.join(repoRoot, 'deploy/storage-migration/migrate.sh'), [], {
+      cwd: repoRoot,
+      timeoutMs: 300_000,
+      env: { ...process.env, KUBECTL: path.join(inject('binDir'), 'kubectl'), KUBECONFIG: inject('kubeconfig') },
+    });
+    const migration = `; deploy/storage-migration/migrate.sh ${((Date.now() - migrationStarted) / 1000).toFixed(1)} s after it`;
+    const stored = await getJson<{ status: { storedVersions: string[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
+    expect(stored.status.storedVersions).toEqual(['v1']);
     const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());
     await expectNothingChanged(
       'upgrade',
       before,
       settled,
       calls,
-      `kubectl apply --server-side --force-conflicts -f crds/ took ${((helmStarted - started) / 1000).toFixed(1)} s before`,
+      `kubectl apply --server-side --force-conflicts -f crds/ took ${((helmStarted - started) / 1000).toFixed(1)} s before${migration}`,
     );
   });
 

@@ -5,8 +5,12 @@ import path from 'node:path';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
 /**
- * The release before this one, as users run it: upgrade tests start from its CRDs, chart and image, taken from
- * git (a fresh clone has the whole history) so that they are the bytes that release shipped, not a reconstruction.
+ * The release before this one, as users run it: the upgrade tests (test/e2e/upgrade.test.ts on the node,
+ * test/integration/storage-migration.test.ts) start from its CRDs, chart and image, taken from this repository's
+ * history (a fresh clone has all of it) so that they are the bytes that release shipped, not a reconstruction:
+ * there is no registry here. The commit is exactly what 0.2.0 shipped (its package.json, chart and CRDs say 0.2.0;
+ * the next commit, b3edf8f, made 0.3.0 and moved the kinds to usergroup.dev/v1). Change both fields together when a
+ * release is made, to the commit whose tree is that release.
  */
 export const PREVIOUS_RELEASE = { version: '0.2.0', commit: '920f1a8957000f4046e5dfc5b9f6feaaff24932a' } as const;
 

@@ -3,15 +3,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
 import { OPERATOR_IMAGE } from '../../../src/devtools/node/images.js';
+import { PREVIOUS_RELEASE } from '../../support/previous-release.js';
 
-/**
- * The release before this tree: what test/e2e/upgrade.test.ts installs, upgrades from and rolls back to. Its
- * source is read from this repository's own history (git archive of the commit), not from a published chart or
- * image: there is no registry here, and the commit is exactly what 0.2.0 shipped (its package.json, chart and
- * CRDs say 0.2.0; the next commit, b3edf8f, made 0.3.0 and moved the kinds to usergroup.dev/v1). Change both
- * fields together when a release is made, to the commit whose tree is that release.
- */
-export const PREVIOUS_RELEASE = { version: '0.2.0', commit: '920f1a8957000f4046e5dfc5b9f6feaaff24932a' } as const;
+// The release this tree upgrades from is named once, in test/support/previous-release.ts.
+export { PREVIOUS_RELEASE };
 
 /** The previous release's image in the node's containerd: the same repository as this tree's, tagged with its version. */
 export const PREVIOUS_OPERATOR_IMAGE = { repository: OPERATOR_IMAGE.repository, tag: PREVIOUS_RELEASE.version } as const;
