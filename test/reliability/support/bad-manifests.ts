@@ -399,11 +399,11 @@ export const badCases: readonly BadCase[] = [
   badUg('u-top-field', 'an unknown top-level field', base('u-top-field'), 'strict decoding error: unknown field "extra"', { top: { extra: 1 } }),
   {
     id: 'k-apiversion',
-    what: 'apiVersion usergroup.dev/v1 (no such version)',
+    what: 'apiVersion usergroup.dev/v2 (no such version)',
     ns: 'bad',
-    stdin: () => json({ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', metadata: { name: 'k-apiversion' }, spec: base('k-apiversion') }),
+    stdin: () => json({ apiVersion: 'usergroup.dev/v2', kind: 'UserGroup', metadata: { name: 'k-apiversion' }, spec: base('k-apiversion') }),
     object: ugOf('k-apiversion'),
-    expected: rejected('no matches for kind "UserGroup" in version "usergroup.dev/v1"'),
+    expected: rejected('no matches for kind "UserGroup" in version "usergroup.dev/v2"'),
   },
   {
     id: 'k-kind',
