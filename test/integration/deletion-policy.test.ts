@@ -32,6 +32,25 @@ interface Meta {
   managedFields?: V1ManagedFieldsEntry[];
 }
 
+const notFound = (err: unknown): boolean => err instanceof ApiException && err.code === 404;
+
+/** Waits until the namespace is gone: the limit, plus room for the namespace controller's own 8 s cadence. */
+async function namespaceGone(env: TestEnv, name: string): Promise<void> {
+  await eventually(
+    `namespace ${name} gone`,
+    async () => {
+      try {
+        await env.core.readNamespace({ name });
+        return undefined;
+      } catch (err) {
+        return notFound(err) ? true : undefined;
+      }
+    },
+    LIMIT_S * 1000 + 60_000,
+    250,
+  );
+}
+
 describe('spec.deletionPolicy', () => {
   let env: TestEnv;
   let proxy: RecordingProxy;
@@ -77,8 +96,6 @@ describe('spec.deletionPolicy', () => {
   });
 
   // --- What the test sees, as the admin ---------------------------------------------------------------
-
-  const notFound = (err: unknown): boolean => err instanceof ApiException && err.code === 404;
 
   async function ugIn(
     ns: string,
@@ -221,19 +238,7 @@ describe('spec.deletionPolicy', () => {
     for (let i = 0; i < ids.length; i++) await env.core.deleteNamespacedSecret({ namespace: doomed, name: `g${i}` });
     let heldMs = 0;
     for (let i = 0; i < ids.length; i++) heldMs = Math.max(heldMs, (await waitHeld(doomed, `g${i}`, LIMIT_S * 1000 + 30_000)).heldMs);
-    await eventually(
-      `namespace ${doomed} gone`,
-      async () => {
-        try {
-          await env.core.readNamespace({ name: doomed });
-          return undefined;
-        } catch (err) {
-          return notFound(err) ? true : undefined;
-        }
-      },
-      LIMIT_S * 1000 + 60_000,
-      250,
-    );
+    await namespaceGone(env, doomed);
     const tookMs = Date.now() - start;
     console.log(
       `namespace deletion with ${ids.length} Rotate UserGroups: UserGroups held at most ${heldMs} ms from their deletionTimestamp, the namespace gone after ${tookMs} ms (limit ${LIMIT_S} s)`,
@@ -383,19 +388,7 @@ describe('spec.deletionPolicy', () => {
     await env.core.deleteNamespace({ name: c.namespace });
     let heldMs = 0;
     for (const name of ['block', 'plain']) heldMs = Math.max(heldMs, (await waitHeld(c.namespace, name, LIMIT_S * 1000 + 30_000)).heldMs);
-    await eventually(
-      `namespace ${c.namespace} gone`,
-      async () => {
-        try {
-          await env.core.readNamespace({ name: c.namespace });
-          return undefined;
-        } catch (err) {
-          return notFound(err) ? true : undefined;
-        }
-      },
-      LIMIT_S * 1000 + 60_000,
-      250,
-    );
+    await namespaceGone(env, c.namespace);
     const tookMs = Date.now() - start;
     const tenantPosts = tenantSim.stats(key).operations.rotate;
     console.log(

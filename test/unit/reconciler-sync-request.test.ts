@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SYNC_ANNOTATION } from '../../src/api/constants.js';
-import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
-import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL, storedSecret } from '../support/fixtures.js';
-import { harness, userGroup, type Harness } from '../support/reconciler-harness.js';
+import { harness, sealedSecret, syncedStatus, userGroup, type Harness } from '../support/reconciler-harness.js';
 import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
 
 /**
@@ -14,24 +10,6 @@ import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
  * PUTs, rides on a PUT planned anyway, and is recorded in status.lastHandledSyncRequest; without the annotation a
  * synced group costs nothing at all.
  */
-
-async function syncedStatus(): Promise<UserGroupStatus> {
-  const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
-  await h.reconcile();
-  const status = h.statuses.at(-1);
-  if (!status) throw new Error('no status written');
-  return status;
-}
-
-function sealedSecret(token: string): ObservedSecret {
-  const ug = userGroup();
-  if (!ug.spec.ok) throw new Error(ug.spec.error);
-  const parsed = parseSecret(
-    storedSecret(desiredSecret(ug.metadata, ug.spec.value, { token: new SecretValue(token), handled: undefined, pending: undefined }, SEAL), '20'),
-  );
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.value;
-}
 
 async function world(
   init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: SyncSlot; suspend?: boolean } = {},
