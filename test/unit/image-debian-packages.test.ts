@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { aptOptions, debianArchOf, parseControlFields, parsePrintUris } from '../../src/devtools/image/debian-packages.js';
+import { absentPackages, aptOptions, debianArchOf, parseControlFields, parsePrintUris } from '../../src/devtools/image/debian-packages.js';
 
 describe('Debian packages for an image platform', () => {
   it("names the platform's architecture as Debian does, Linux only", () => {
@@ -62,5 +62,13 @@ describe('Debian packages for an image platform', () => {
       arch: 'arm64',
     });
     expect(() => parseControlFields('Package: libc6\nArchitecture: arm64\n')).toThrow(/no Version/);
+  });
+});
+
+describe('absentPackages: every package asked for must be there', () => {
+  it('names those apt did not list', () => {
+    const got = [{ name: 'libc6', version: '2.36', arch: 'arm64' }];
+    expect(absentPackages(['libc6', 'tzdata'], got)).toEqual(['tzdata']);
+    expect(absentPackages(['libc6'], got)).toEqual([]);
   });
 });

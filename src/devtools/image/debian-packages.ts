@@ -115,26 +115,35 @@ export function debianPackages(
 
 function fetchDebs(packages: readonly string[], options: readonly string[], debs: string, say: (line: string) => void): DownloadedDeb[] {
   fs.mkdirSync(debs, { recursive: true });
-  const wanted = parsePrintUris(apt([...options, '--print-uris', 'download', ...packages], debs));
-  const missing = wanted.filter((d) => !hasFile(path.join(debs, d.filename), d.sha256));
-  if (missing.length > 0) {
-    say(`  apt-get download ${missing.map((d) => d.filename).join(' ')}`);
-    // Into a directory of its own first, so an interrupted download never leaves a partial file under a cached name.
-    const fresh = fs.mkdtempSync(path.join(debs, '.download-'));
-    try {
+  // A directory of its own: an interrupted download never leaves a partial file under a cached name, and apt sees
+  // no .deb there (it leaves out of --print-uris any package whose file is already in the current directory).
+  const fresh = fs.mkdtempSync(path.join(debs, '.download-'));
+  try {
+    const wanted = parsePrintUris(apt([...options, '--print-uris', 'download', ...packages], fresh));
+    const missing = wanted.filter((d) => !hasFile(path.join(debs, d.filename), d.sha256));
+    if (missing.length > 0) {
+      say(`  apt-get download ${missing.map((d) => d.filename).join(' ')}`);
       apt([...options, 'download', ...missing.map((d) => d.filename.replace(/_.*/, ''))], fresh);
       for (const d of missing) {
         if (!hasFile(path.join(fresh, d.filename), d.sha256)) throw new Error(`apt-get download gave no ${d.filename} with SHA256 ${d.sha256}`);
         fs.renameSync(path.join(fresh, d.filename), path.join(debs, d.filename));
       }
-    } finally {
-      fs.rmSync(fresh, { recursive: true, force: true });
     }
+    const got = wanted.map((d) => {
+      const file = path.join(debs, d.filename);
+      return { file, ...parseControlFields(execFileSync('dpkg-deb', ['-f', file, 'Package', 'Version', 'Architecture'], { encoding: 'utf8' })) };
+    });
+    const absent = absentPackages(packages, got);
+    if (absent.length > 0) throw new Error(`apt-get --print-uris download listed no ${absent.join(', ')}`);
+    return got;
+  } finally {
+    fs.rmSync(fresh, { recursive: true, force: true });
   }
-  return wanted.map((d) => {
-    const file = path.join(debs, d.filename);
-    return { file, ...parseControlFields(execFileSync('dpkg-deb', ['-f', file, 'Package', 'Version', 'Architecture'], { encoding: 'utf8' })) };
-  });
+}
+
+/** The packages asked for that are not among those got: a base without its libc must not be built quietly. */
+export function absentPackages(asked: readonly string[], got: readonly DebianPackage[]): string[] {
+  return asked.filter((name) => !got.some((p) => p.name === name));
 }
 
 function hasFile(file: string, sha256: string): boolean {
