@@ -1,6 +1,7 @@
-// `npm run build:plugin`: the kubectl plugin as one executable, its release tarball and krew manifest (release.ts).
+// `npm run build:plugin`: the kubectl plugin's release tarballs, one per platform, and its krew manifest (release.ts).
 import fs from 'node:fs';
 import path from 'node:path';
+import { platformName } from '../platform-node.js';
 import { buildPluginRelease } from './release.js';
 
 const started = Date.now();
@@ -9,7 +10,6 @@ const mb = (file: string): string => `${(fs.statSync(file).size / 1e6).toFixed(1
 const shown = (file: string): string => path.relative(process.cwd(), file);
 process.stdout.write(
   `${release.rebuilt ? 'built' : 'up to date'} in ${((Date.now() - started) / 1000).toFixed(1)} s (v${release.version})\n` +
-    `  ${shown(release.executable)}  ${mb(release.executable)}\n` +
-    `  ${shown(release.tarball)}  ${mb(release.tarball)}  sha256 ${release.sha256}\n` +
+    release.platforms.map((p) => `  ${shown(p.tarball)}  ${mb(p.tarball)}  ${platformName(p.platform)} ${p.kind}  sha256 ${p.sha256}\n`).join('') +
     `  ${shown(release.manifest)}  (krew manifest)\n`,
 );

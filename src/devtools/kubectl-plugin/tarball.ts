@@ -1,4 +1,7 @@
-import { gzipSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { gzip } from 'node:zlib';
+
+const gzipAsync = promisify(gzip);
 
 export interface TarEntry {
   readonly name: string;
@@ -10,15 +13,15 @@ export interface TarEntry {
  * A gzipped ustar archive of regular files, written here rather than by tar(1) so it is byte for byte
  * the same on every machine: no owner names, uid/gid 0, mtime 0, entries in the given order, and a gzip
  * header without a timestamp (zlib's default). Then the sha256 in the krew manifest is a property of the
- * sources, not of the build.
+ * sources, not of the build. Compressed on libuv's thread pool, so the platforms' tarballs are made side by side.
  */
-export function tarGz(entries: readonly TarEntry[]): Buffer {
+export async function tarGz(entries: readonly TarEntry[]): Promise<Buffer> {
   const blocks: Buffer[] = [];
   for (const entry of entries) {
     blocks.push(header(entry), entry.data, Buffer.alloc(padding(entry.data.length)));
   }
   blocks.push(Buffer.alloc(1024)); // two zero blocks end the archive
-  return gzipSync(Buffer.concat(blocks));
+  return gzipAsync(Buffer.concat(blocks));
 }
 
 const BLOCK = 512;
