@@ -1,21 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { buildGoTool } from '../../src/devtools/go-tool.js';
 
-/**
- * Runs a tool's build script (test/<dir>/build.sh: built from its Go module, or found in the cache) and returns
- * the binary's path, the script's last line of stdout; build progress goes to stderr.
- */
-export function buildGoTool(name: string, script: string): string {
-  const build = path.join(repoRoot, script);
-  const res = spawnSync('bash', [build], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-  if (res.error) throw res.error;
-  if (res.status !== 0) throw new Error(`building ${name} failed (bash ${build} exited ${String(res.status)}); see its output above`);
-  const binary = res.stdout.trim().split('\n').pop();
-  if (!binary) throw new Error(`bash ${build} printed no binary path`);
-  return binary;
-}
+export { buildGoTool };
 
 /** A vitest globalSetup that builds the tool once per run and provides its path under `key`. */
 export function provideGoTool(key: 'argocdLua' | 'promtool' | 'krew', name: string, build: () => string): (project: TestProject) => void {

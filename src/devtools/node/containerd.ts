@@ -8,6 +8,19 @@ import { POD_CIDR, type NodeLayout } from './layout.js';
 /** The CRI sandbox image: Debian's static busybox as a shell that waits for TERM (devtools/node/busybox-image.sh). */
 export const PAUSE_IMAGE = 'usergroup-operator.dev/e2e/pause:1';
 
+/**
+ * containerd's registry hosts directory (`<host:port>/hosts.toml`, read at every pull, so a test can add a registry
+ * to a running node): how the e2e suite tells the kubelet's pulls that its registry speaks plain HTTP.
+ */
+export const registryHostsDir = (layout: Pick<NodeLayout, 'root'>): string => path.join(layout.root, 'containerd', 'certs.d');
+
+/** Lets the node's containerd pull from `host` (host:port) over plain HTTP, as a hosts.toml of its own says. */
+export function trustPlainHttpRegistry(layout: Pick<NodeLayout, 'root'>, host: string): void {
+  const dir = path.join(registryHostsDir(layout), host);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'hosts.toml'), `server = "http://${host}"\n\n[host."http://${host}"]\n  capabilities = ["pull", "resolve"]\n`);
+}
+
 export interface Containerd {
   readonly process: ManagedProcess;
   readonly socket: string;
@@ -70,6 +83,8 @@ export async function startContainerd(layout: NodeLayout, bins: NodeBinaries, lo
     `    conf_dir = ${q(netConf)}`,
     '[plugins."io.containerd.cri.v1.images"]',
     '  snapshotter = "overlayfs"',
+    '  [plugins."io.containerd.cri.v1.images".registry]',
+    `    config_path = ${q(registryHostsDir(layout))}`,
     '  [plugins."io.containerd.cri.v1.images".pinned_images]',
     `    sandbox = ${q(PAUSE_IMAGE)}`,
     '',

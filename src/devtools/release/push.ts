@@ -1,0 +1,55 @@
+import path from 'node:path';
+import { chartRepositoryOf, imageRepositoryOf, type ReleaseManifest } from './release.js';
+import { run } from './run.js';
+import { referrersTag } from './sign.js';
+import type { ReleaseTools } from './tools.js';
+
+/**
+ * Publishes a release directory to a registry: the image index (crane push of its layout, byte for byte, so the
+ * signed digest is the pushed one), the chart (helm push of the packaged .tgz, which gives the same manifest
+ * digest wherever it is pushed) and, for a signed release, both signatures under the referrers tag of the digest
+ * they sign, where `cosign verify` finds them. Every digest is checked against release.json.
+ */
+export interface Pushed {
+  readonly image: string;
+  readonly chart: string;
+}
+
+export async function pushRelease(options: {
+  readonly tools: Pick<ReleaseTools, 'crane' | 'helm'>;
+  readonly dir: string;
+  readonly manifest: ReleaseManifest;
+  /** Another registry than the release was made for (its signatures still verify: they sign digests). */
+  readonly registry?: string;
+  /** Plain HTTP, for a registry on localhost or a test network. */
+  readonly plainHttp: boolean;
+}): Promise<Pushed> {
+  const { tools, dir, manifest } = options;
+  const imageRepository = options.registry ? imageRepositoryOf(options.registry) : manifest.image.repository;
+  const chartRepository = options.registry ? chartRepositoryOf(options.registry) : manifest.chart.repository;
+  const insecure = options.plainHttp ? ['--insecure'] : [];
+
+  await run(tools.crane, ['push', ...insecure, path.join(dir, manifest.image.layout), `${imageRepository}:${manifest.image.tag}`]);
+  const imageDigest = (await run(tools.crane, ['digest', ...insecure, `${imageRepository}:${manifest.image.tag}`])).trim();
+  if (imageDigest !== manifest.image.digest)
+    throw new Error(`${imageRepository}:${manifest.image.tag} is ${imageDigest}, the release's image is ${manifest.image.digest}`);
+  if (manifest.image.signature) {
+    await run(tools.crane, ['push', ...insecure, path.join(dir, manifest.image.signature), `${imageRepository}:${referrersTag(imageDigest)}`]);
+  }
+
+  const helmOut = await run(tools.helm, [
+    'push',
+    path.join(dir, manifest.chart.file),
+    `oci://${path.posix.dirname(chartRepository)}`,
+    ...(options.plainHttp ? ['--plain-http'] : []),
+  ]);
+  const chartDigest = /Digest: (sha256:[a-f0-9]{64})/.exec(helmOut)?.[1];
+  if (!chartDigest) throw new Error(`helm push printed no digest: ${helmOut}`);
+  if (manifest.chart.digest !== null && chartDigest !== manifest.chart.digest) {
+    throw new Error(`helm push gave the chart ${chartDigest}, the release signed ${manifest.chart.digest}`);
+  }
+  if (manifest.chart.signature) {
+    await run(tools.crane, ['push', ...insecure, path.join(dir, manifest.chart.signature), `${chartRepository}:${referrersTag(chartDigest)}`]);
+  }
+  return { image: `${imageRepository}@${imageDigest}`, chart: `${chartRepository}@${chartDigest}` };
+}

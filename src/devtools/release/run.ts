@@ -1,0 +1,20 @@
+import { spawn } from 'node:child_process';
+
+/**
+ * Runs a release tool and resolves with its stdout (crane and helm print digests there). Fails with the tool's
+ * stderr; the caller's environment is passed on with `env` added (COSIGN_PASSWORD, never on the command line).
+ */
+export function run(cmd: string, args: readonly string[], options: { readonly env?: Record<string, string>; readonly cwd?: string } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`${cmd.split('/').pop() ?? cmd} ${args.join(' ')}: exit ${String(code)}\n${stderr.trim().split('\n').slice(-10).join('\n')}`));
+    });
+  });
+}
