@@ -280,7 +280,10 @@ async function writeLayout(images: readonly PlatformImage[], config: RunConfig, 
   const blobs = path.join(layout, 'blobs/sha256');
   fs.mkdirSync(blobs, { recursive: true });
   const blobPath = (digest: string): string => path.join(blobs, digest.slice('sha256:'.length));
-  const write = (blob: Blob): Blob => (fs.writeFileSync(blobPath(blob.digest), blob.data), blob);
+  const write = (blob: Blob): Blob => {
+    fs.writeFileSync(blobPath(blob.digest), blob.data);
+    return blob;
+  };
   const manifests = images.map(({ platform, layers }) => {
     // The shared app layer is one blob: copied once.
     for (const l of layers) if (!fs.existsSync(blobPath(l.digest))) fs.copyFileSync(l.file, blobPath(l.digest));
