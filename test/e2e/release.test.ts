@@ -108,6 +108,9 @@ describe('the release, from a registry', () => {
         .split('\n')
         .every((l) => l.endsWith(': OK')),
     ).toBe(true);
+    // The private key signed; only the public one is published.
+    const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
+    expect(files.filter((e) => fs.readFileSync(path.join(e.parentPath, e.name)).includes('PRIVATE KEY')).map((e) => e.name)).toEqual([]);
   });
 
   it('refuses a tampered image: one changed label, even with the genuine signature copied beside it', async () => {

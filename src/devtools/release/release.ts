@@ -76,7 +76,7 @@ export async function release(options: ReleaseOptions): Promise<ReleaseManifest>
   fs.mkdirSync(path.join(outDir, 'oci'), { recursive: true });
   fs.mkdirSync(path.join(outDir, 'sbom'), { recursive: true });
 
-  say('tools: helm, crane, cosign, registry (built from their Go modules, or cached)');
+  say('tools: helm, crane, cosign (built from their Go modules, or cached)');
   const tools = releaseTools();
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-release-'));
   try {
