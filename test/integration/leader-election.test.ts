@@ -184,9 +184,12 @@ describe('a leader that cannot renew stops at once', () => {
     expect(env.calls().upsert.updated).toBe(1);
     expect(totalCalls(env, 'upsert')).toBe(4);
 
-    // The old leader did nothing after it woke up, and it did not take the Lease back.
+    // The old leader did nothing after it woke up, and it did not take the Lease back. A reconcile SIGSTOP froze
+    // mid-way may report, on waking, that its work was withdrawn (it aborts before any call: the service's counts
+    // above are exact); any other reconcile line would be work done by a leader that is no longer one.
     const after = a.logs.slice(aLinesBefore);
-    expect(after.filter((l) => SERVICE_CALL_MSGS.has(String(l.json?.['msg'])) || l.json?.['reconcileId'] !== undefined)).toEqual([]);
+    const withdrawn = (l: (typeof after)[number]): boolean => String(l.json?.['msg']).startsWith('stopped before finishing: work was withdrawn');
+    expect(after.filter((l) => SERVICE_CALL_MSGS.has(String(l.json?.['msg'])) || (l.json?.['reconcileId'] !== undefined && !withdrawn(l)))).toEqual([]);
     expect(after.some(msgIs('became leader'))).toBe(false);
     expect((await readLease(env, 'ug-test'))?.holder).toBe(b.identity());
     expect(a.exited()).toBe(false);
