@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { chartRepositoryOf, imageRepositoryOf, type ReleaseManifest } from './release.js';
-import { run } from './run.js';
+import { helmPush, run } from './run.js';
 import { referrersTag } from './sign.js';
 import type { ReleaseTools } from './tools.js';
 
@@ -37,14 +37,7 @@ export async function pushRelease(options: {
     await run(tools.crane, ['push', ...insecure, path.join(dir, manifest.image.signature), `${imageRepository}:${referrersTag(imageDigest)}`]);
   }
 
-  const helmOut = await run(tools.helm, [
-    'push',
-    path.join(dir, manifest.chart.file),
-    `oci://${path.posix.dirname(chartRepository)}`,
-    ...(options.plainHttp ? ['--plain-http'] : []),
-  ]);
-  const chartDigest = /Digest: (sha256:[a-f0-9]{64})/.exec(helmOut)?.[1];
-  if (!chartDigest) throw new Error(`helm push printed no digest: ${helmOut}`);
+  const chartDigest = await helmPush(tools.helm, path.join(dir, manifest.chart.file), chartRepository, options.plainHttp);
   if (manifest.chart.digest !== null && chartDigest !== manifest.chart.digest) {
     throw new Error(`helm push gave the chart ${chartDigest}, the release signed ${manifest.chart.digest}`);
   }

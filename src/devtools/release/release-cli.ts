@@ -49,26 +49,28 @@ function listing(dir: string): string[] {
   for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
     const file = path.join(dir, entry.name);
     if (entry.isDirectory()) {
-      const children = fs.readdirSync(file, { withFileTypes: true, recursive: true }).filter((e) => e.isFile());
-      const total = children.reduce((sum, e) => sum + fs.statSync(path.join(e.parentPath, e.name)).size, 0);
-      lines.push(`${`${entry.name}/`.padEnd(48)} ${size(total).padStart(9)}  (${children.length} files)`);
+      lines.push(`${`${entry.name}/`.padEnd(48)} ${size(bytesUnder(file)).padStart(9)}  (${filesUnder(file).length} files)`);
       if (entry.name === 'oci' || entry.name === 'sbom') {
-        for (const sub of fs.readdirSync(file).sort()) {
-          const p = path.join(file, sub);
-          const bytes = fs.statSync(p).isDirectory()
-            ? fs
-                .readdirSync(p, { withFileTypes: true, recursive: true })
-                .filter((e) => e.isFile())
-                .reduce((s, e) => s + fs.statSync(path.join(e.parentPath, e.name)).size, 0)
-            : fs.statSync(p).size;
-          lines.push(`  ${sub.padEnd(46)} ${size(bytes).padStart(9)}`);
-        }
+        for (const sub of fs.readdirSync(file).sort()) lines.push(`  ${sub.padEnd(46)} ${size(bytesUnder(path.join(file, sub))).padStart(9)}`);
       }
     } else {
       lines.push(`${entry.name.padEnd(48)} ${size(fs.statSync(file).size).padStart(9)}`);
     }
   }
   return lines;
+}
+
+/** The regular files under a directory (recursively), or the file itself. */
+function filesUnder(p: string): string[] {
+  if (!fs.statSync(p).isDirectory()) return [p];
+  return fs
+    .readdirSync(p, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.join(e.parentPath, e.name));
+}
+
+function bytesUnder(p: string): number {
+  return filesUnder(p).reduce((sum, f) => sum + fs.statSync(f).size, 0);
 }
 
 function fail(message: string): never {

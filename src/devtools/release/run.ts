@@ -18,3 +18,14 @@ export function run(cmd: string, args: readonly string[], options: { readonly en
     });
   });
 }
+
+/**
+ * `helm push <tgz> oci://<repository's parent>`: the chart's manifest digest, as helm prints it (the same .tgz gives
+ * the same digest in any registry, which is what lets the release sign it before it is published).
+ */
+export async function helmPush(helm: string, tgz: string, repository: string, plainHttp: boolean): Promise<string> {
+  const out = await run(helm, ['push', tgz, `oci://${repository.slice(0, repository.lastIndexOf('/'))}`, ...(plainHttp ? ['--plain-http'] : [])]);
+  const digest = /Digest: (sha256:[a-f0-9]{64})/.exec(out)?.[1];
+  if (!digest) throw new Error(`helm push printed no digest: ${out}`);
+  return digest;
+}

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { startRegistry } from '../registry.js';
-import { run } from './run.js';
+import { helmPush, run } from './run.js';
 import type { ReleaseTools } from './tools.js';
 
 /**
@@ -41,9 +41,7 @@ export async function signInScratchRegistry(request: SignRequest): Promise<Signe
     if (pushed !== request.image.digest) throw new Error(`the scratch registry holds ${pushed} for the image, the layout says ${request.image.digest}`);
 
     const chartRef = scratch(request.chart.repository);
-    const helmOut = await run(tools.helm, ['push', request.chart.tgz, `oci://${path.posix.dirname(chartRef)}`, '--plain-http']);
-    const chartDigest = /Digest: (sha256:[a-f0-9]{64})/.exec(helmOut)?.[1];
-    if (!chartDigest) throw new Error(`helm push printed no digest: ${helmOut}`);
+    const chartDigest = await helmPush(tools.helm, request.chart.tgz, chartRef, true);
 
     const env = { COSIGN_PASSWORD: request.password };
     const sign = (ref: string, identity: string): Promise<string> =>
