@@ -125,6 +125,7 @@ export class Controller {
       minTokenAgeMs: settings.minTokenAgeMs,
       workloadRestarts: settings.workloadRestartsPerMinute > 0,
       deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
+      seesAllNamespaces: settings.namespaces.length === 0 && deps.owns === undefined,
     };
     this.workers = new Workers({
       concurrency: settings.concurrency,

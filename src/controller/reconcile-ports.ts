@@ -54,6 +54,7 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
     connections: {
       resolve: (ns, ref, id) => connections.resolve(ns, ref, id),
       invalidate: (connection) => connections.forgetSecret(connection.apiKeySecret),
+      clusterServices: () => caches.clusterServices.list(),
     },
     workloads: workloadsPort(deps),
     events: { emit: (ug, event) => deps.recorder.emit(regarding(ug), event.type, event.reason, event.action, event.note) },

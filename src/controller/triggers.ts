@@ -59,8 +59,8 @@ function newRequest(old: UserGroup, ug: UserGroup): boolean {
 /**
  * A UserGroup: its own key, for a change that can need work; a new rotation or sync request is urgent (kubectl usergroup
  * rotate waits on it). A claim's holder that went (or whose id moved) lets a waiting UserGroup of its namespace take
- * the id over: the others with that id. Only a holder going frees the id (a claim, or a synced UserGroup from before
- * claims): a duplicate going changes nothing for the others, and 2,000 of them deleted must not cost 2,000²
+ * the id over: the others with that id. Only a holder going frees the id (a claim, or a synced UserGroup: from before
+ * claims, or holding an id the rules bind to its namespace): a duplicate going changes nothing for the others, and 2,000 of them deleted must not cost 2,000²
  * reconciles.
  */
 export function userGroupTriggers(type: InformerEventType, ug: UserGroup, old: UserGroup | undefined, view: TriggerView): Trigger[] {

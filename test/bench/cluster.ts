@@ -98,12 +98,16 @@ export class BenchCluster {
 
   /**
    * Deletes a namespace and waits until the namespace controller has removed everything in it, so the next
-   * measurement does not run against the objects (and the deletion work) of the previous one.
+   * measurement does not run against the objects (and the deletion work) of the previous one. The connection made
+   * for it (connectTo, connectToAll) goes too, as an admin removes a tenant's rule with its namespace: its rule would
+   * otherwise go on giving every id to a namespace name, and so bind no id to the next run's namespace.
    */
   async deleteNamespace(name: string, timeoutMs = 900_000): Promise<number> {
     const started = performance.now();
     const res = await this.client.request('DELETE', `/api/v1/namespaces/${name}`);
     if (res.status !== 200 && res.status !== 202 && res.status !== 404) throw new Error(`deleting namespace ${name}: HTTP ${res.status}`);
+    const connection = await this.client.request('DELETE', `${paths.clusterUserGroupServices()}/bench-${name}`);
+    if (connection.status !== 200 && connection.status !== 404) throw new Error(`deleting ClusterUserGroupService bench-${name}: HTTP ${connection.status}`);
     for (;;) {
       const got = await this.client.request('GET', `/api/v1/namespaces/${name}`);
       if (got.status === 404) return performance.now() - started;

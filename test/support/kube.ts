@@ -16,8 +16,7 @@ export function adminKubeConfig(kubeconfigPath: string = inject('kubeconfig')): 
 }
 
 /** A KubeConfig that authenticates with a bearer token only (e.g. a ServiceAccount token). */
-export function tokenKubeConfig(token: string): KubeConfig {
-  const admin = adminKubeConfig();
+export function tokenKubeConfig(token: string, admin: KubeConfig = adminKubeConfig()): KubeConfig {
   const cluster = admin.getCurrentCluster();
   if (!cluster) throw new Error('admin kubeconfig has no cluster');
   const kc = new KubeConfig();

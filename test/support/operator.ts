@@ -87,6 +87,11 @@ export interface OperatorStart {
   readonly apiKey?: string;
   /** In-process controllers only: the KubeConfig to use instead of the env's admin one (e.g. through a proxy). */
   readonly kc?: KubeConfig;
+  /**
+   * In-process controllers only: watch every namespace (no --namespaces), as the chart runs it. Only on a private
+   * control plane: on the shared one it would reconcile every other test's UserGroups.
+   */
+  readonly allNamespaces?: boolean;
 }
 
 /** A tenants entry of a ClusterUserGroupService (see crds/usergroup.dev_clusterusergroupservices.yaml). */
@@ -224,8 +229,7 @@ export class TestEnv {
       handle = await startChild({ kubeconfigPath: this.kubeconfigPath, namespace: this.namespace, defaultService, args: options.args ?? [] });
     } else {
       const args = [
-        '--namespaces',
-        this.namespace,
+        ...(options.allNamespaces ? [] : ['--namespaces', this.namespace]),
         '--default-service',
         defaultService,
         '--metrics-addr',

@@ -1,5 +1,5 @@
 import pino from 'pino';
-import type { Adoption } from '../../src/api/clusterusergroupservice.js';
+import type { Adoption, ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
 import { objectKey } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
@@ -42,6 +42,7 @@ export interface UserGroupInit {
   readonly deletionTimestamp?: string;
   readonly deletionPolicy?: 'Retain' | 'Rotate';
   readonly finalizers?: readonly string[];
+  readonly creationTimestamp?: string;
 }
 
 export function userGroup(init: UserGroupInit = {}): UserGroup {
@@ -55,7 +56,7 @@ export function userGroup(init: UserGroupInit = {}): UserGroup {
       uid: init.uid ?? `uid-${name}`,
       resourceVersion: '10',
       generation: init.generation ?? 1,
-      creationTimestamp: '2026-11-22T00:00:00Z',
+      creationTimestamp: init.creationTimestamp ?? '2026-11-22T00:00:00Z',
       ...(init.deletionTimestamp !== undefined ? { deletionTimestamp: init.deletionTimestamp } : {}),
       annotations: init.annotations ?? {},
       ...(init.finalizers !== undefined ? { finalizers: init.finalizers } : {}),
@@ -158,6 +159,12 @@ export interface World {
   syncSlot?: SyncSlot;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
+  /** The ClusterUserGroupServices in the cache (their rules may bind an id to one namespace); default none. */
+  clusterServices?: ClusterUserGroupService[];
+  /** The controller sees every namespace (no --namespaces, no sharding); default false: ids are always claimed. */
+  seesAllNamespaces?: boolean;
+  /** The connection is the namespace's own UserGroupService, not a ClusterUserGroupService (default false). */
+  ownAccount?: boolean;
   /** The UserGroup's namespace is being deleted. */
   namespaceTerminating?: boolean;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
@@ -191,8 +198,8 @@ export function harness(world: World): Harness {
   const connection: Connection = {
     id: 'conn-1',
     account: ACCOUNT,
-    description: 'ClusterUserGroupService shared',
-    shared: true,
+    description: world.ownAccount ? 'UserGroupService ns/own' : 'ClusterUserGroupService shared',
+    shared: !world.ownAccount,
     adoption: world.adoption ?? 'Keep',
     apiKeySecret: 'ops/api-key',
     seal: SEAL,
@@ -282,6 +289,7 @@ export function harness(world: World): Harness {
     connections: {
       resolve: async () => world.resolution ?? { ok: true, connection },
       invalidate: () => undefined,
+      clusterServices: () => world.clusterServices ?? [],
     },
     workloads: {
       read: async (_ns, target) => {
@@ -341,7 +349,13 @@ export function harness(world: World): Harness {
       namespaceTerminating: () => Promise.resolve(world.namespaceTerminating ?? false),
     },
   };
-  const settings = { resyncPeriodMs: 3_600_000, minTokenAgeMs: 1_000, workloadRestarts: world.workloadRestarts ?? true, deletionRotationTimeoutMs: 300_000 };
+  const settings = {
+    resyncPeriodMs: 3_600_000,
+    minTokenAgeMs: 1_000,
+    workloadRestarts: world.workloadRestarts ?? true,
+    deletionRotationTimeoutMs: 300_000,
+    seesAllNamespaces: world.seesAllNamespaces ?? false,
+  };
   const reconcile = (): Promise<ReconcileResult> =>
     reconcileUserGroup(
       { ports, settings, log: pino({ level: 'silent' }) },

@@ -55,7 +55,7 @@ export async function tenantIdentity(namespace: string, admin: KubeConfig = admi
   const request = await core.createNamespacedServiceAccountToken({ namespace, name: 'tenant', body: { spec: { expirationSeconds: 3600 } } });
   const token = request.status?.token;
   if (!token) throw new Error('the TokenRequest returned no token');
-  const kc = tokenKubeConfig(token);
+  const kc = tokenKubeConfig(token, admin);
   return { namespace, kc, core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
 }
 
@@ -199,7 +199,7 @@ export async function rewriteSecretAs(t: Tenant, name: string, edit: (s: V1Secre
 
 // --- What the admin and the test see -------------------------------------------------------------
 
-export async function userGroupIn(world: TenancyWorld, namespace: string, name: string): Promise<UserGroupObject | undefined> {
+export async function userGroupIn(world: Pick<TenancyWorld, 'env'>, namespace: string, name: string): Promise<UserGroupObject | undefined> {
   try {
     return (await world.env.custom.getNamespacedCustomObject({ group, version, namespace, plural: 'usergroups', name })) as UserGroupObject;
   } catch (err) {

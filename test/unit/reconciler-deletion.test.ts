@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../src/api/claim.js';
+import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
@@ -115,6 +116,19 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     expect(h.writes).toEqual([]);
   });
 
+  it('no claim, but rules that bind the id to the namespace (a controller seeing every namespace): it holds the id, one POST', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const bound = { claims: new Map(), clusterServices: [bindingService()] };
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, ...bound, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    // A controller that sees part of the namespaces never held it without a claim: no call.
+    const partial = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, ...bound, seesAllNamespaces: false });
+    await partial.reconcile();
+    expect(partial.calls).not.toContain('POST');
+    expect(partial.calls).toContain('deletion skipped');
+  });
+
   it('the service says the held token is not current (already rotated, or a crash after the POST): done, one POST', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, serviceToken: 'tok-r1' });
@@ -184,3 +198,17 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     ]);
   });
 });
+
+/** A ClusterUserGroupService whose one rule gives namespace "ns" any id: the id is bound to it. */
+function bindingService(): ClusterUserGroupService {
+  const parsed = parseClusterUserGroupService({
+    metadata: { name: 'shared', uid: 'shared', resourceVersion: '1' },
+    spec: {
+      url: 'https://analytics.example.com',
+      apiKeySecretRef: { namespace: 'ops', name: 'key' },
+      tenants: [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }],
+    },
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../src/api/claim.js';
+import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
 import type { ObservedSecret } from '../../src/api/secret.js';
 import { Reason } from '../../src/controller/conditions.js';
@@ -287,3 +288,100 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
     expect(h.calls).toEqual([]);
   });
 });
+
+describe('an id the rules bind to one namespace: held without a claim', () => {
+  /** The benchmark's kind of rule: namespace "ns" by name, any id; and one for team-b's own ids. */
+  const BINDING = [
+    cugs('shared', [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }]),
+    cugs('b', [{ namespaces: ['team-b'], userGroupIds: { prefix: 'b.' } }]),
+  ];
+  /** An admin's later rule that also gives ID to team-b. */
+  const WIDENED = [...BINDING, cugs('wide', [{ namespaces: ['team-b'], userGroupIds: { prefix: '' } }])];
+
+  it('a controller that sees every namespace syncs with no claim written: the PUT is the first effect', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    expect(h.calls[0]).toBe('PUT');
+    expect(h.claims.size).toBe(0);
+    expect(ready(h)?.reason).toBe('Synced');
+  });
+
+  it('a controller that sees part of the namespaces (--namespaces or sharding) claims, rules or not', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: false });
+    await h.reconcile();
+    expect(h.calls.slice(0, 2)).toEqual(['create Claim', 'PUT']);
+  });
+
+  it("a namespace's own UserGroupService claims (no rule binds its account's ids)", async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true, ownAccount: true });
+    await h.reconcile();
+    expect(h.calls.slice(0, 2)).toEqual(['create Claim', 'PUT']);
+  });
+
+  it('rules that give the id to two namespaces: claimed as before', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls.slice(0, 2)).toEqual(['create Claim', 'PUT']);
+  });
+
+  it('a claim from before still decides: held by another namespace, UserGroupIdClaimed, no call', async () => {
+    const claims = new Map([[CLAIM, claim({ holder: userGroup({ namespace: 'team-b', uid: 'uid-b' }) })]]);
+    const h = harness({ ug: userGroup(), claims, clusterServices: BINDING, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+  });
+
+  it('two UserGroups of the namespace with the id: the one that synced holds it, the other is a duplicate, no call, no claim', async () => {
+    const synced = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-22T00:30:00Z', status: { syncedHash: 'sha256:x' } });
+    const h = harness({ ug: userGroup(), others: [synced], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status DuplicateUserGroupId', 'Event Warning DuplicateUserGroupId']);
+    expect(ready(h)?.message).toContain('ns/acme-z');
+    expect(h.claims.size).toBe(0);
+  });
+
+  it('...neither synced: the older holds it (creation, then name)', async () => {
+    const older = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-21T00:00:00Z' });
+    const h = harness({ ug: userGroup(), others: [older], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls).toEqual(['status DuplicateUserGroupId', 'Event Warning DuplicateUserGroupId']);
+    const younger = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-23T00:00:00Z' });
+    const h2 = harness({ ug: userGroup(), others: [younger], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
+    await h2.reconcile();
+    expect(h2.calls[0]).toBe('PUT');
+  });
+
+  it('the rules widened to team-b while ns holds the id by the old ones: team-b writes the claim for ns, then UserGroupIdClaimed, no call', async () => {
+    const holder = userGroup({ status: { syncedHash: 'sha256:x' } });
+    const ug = userGroup({ namespace: 'team-b', name: 'thief', uid: 'uid-thief', creationTimestamp: '2026-11-21T00:00:00Z' });
+    const h = harness({ ug, others: [holder], claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['create Claim', 'status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+    expect(h.claims.get(CLAIM)?.spec).toEqual({ userGroupId: ID, account: ACCOUNT, namespace: 'ns', userGroup: { name: 'acme', uid: 'uid-acme' } });
+  });
+
+  it('...also when the holder is suspended (its Secret still has the token)', async () => {
+    const holder = userGroup({ suspend: true, status: { syncedHash: 'sha256:x' } });
+    const ug = userGroup({ namespace: 'team-b', name: 'thief', uid: 'uid-thief' });
+    const h = harness({ ug, others: [holder], claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls).toEqual(['create Claim', 'status UserGroupIdClaimed', 'Event Warning UserGroupIdClaimed']);
+    expect(h.claims.get(CLAIM)?.spec.namespace).toBe('ns');
+  });
+
+  it('...and the holder itself, reconciled after the widening, claims for itself and syncs', async () => {
+    const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
+    await h.reconcile();
+    expect(h.calls.slice(0, 2)).toEqual(['create Claim', 'PUT']);
+    expect(h.claims.get(CLAIM)?.spec.namespace).toBe('ns');
+  });
+});
+
+function cugs(name: string, tenants: unknown[]): ClusterUserGroupService {
+  const parsed = parseClusterUserGroupService({
+    metadata: { name, uid: name, resourceVersion: '1' },
+    spec: { url: 'https://analytics.example.com', apiKeySecretRef: { namespace: 'ops', name: 'key' }, tenants },
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}

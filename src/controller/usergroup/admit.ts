@@ -46,8 +46,9 @@ function alreadyDecided(ctx: ReconcileContext, spec: UserGroupSpec, connection: 
   }
   // A connection that cannot be called now gets no claim written either: a flood of UserGroups on a dead
   // connection then costs one status write each, and they are woken when it may be called again.
-  // (Only before a first claim: a synced UserGroup that needs no call must not be reported as failing.)
-  if (ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId)) !== undefined) return undefined;
+  // (Only before a first claim or sync: a synced UserGroup that needs no call must not be reported as failing; one
+  // whose id the rules bind to its namespace has no claim.)
+  if (ctx.previous.syncedHash !== undefined || ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId)) !== undefined) return undefined;
   const unavailable = ctx.calls.unavailable(connection);
   return unavailable && deferred(unavailable, 'sync', connection);
 }

@@ -68,7 +68,7 @@ async function sealedOnThisAccount(ctx: ReconcileContext, plan: Plan): Promise<b
 
 /** The rules refuse to adopt an existing group (or one that may exist: `unknown`): nothing stored, the claim given back for whoever may adopt it. */
 async function adoptionRefused(ctx: ReconcileContext, plan: Plan, why: 'adopt' | 'unknown'): Promise<Outcome> {
-  await ctx.ports.claims.release(plan.claim);
+  if (plan.claim) await ctx.ports.claims.release(plan.claim);
   const { userGroupId } = plan.spec;
   const { description } = plan.connection;
   const message = why === 'adopt' ? Messages.adoptionRefused(userGroupId, description) : Messages.adoptionUndecidable(userGroupId, description);

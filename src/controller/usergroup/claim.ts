@@ -1,7 +1,10 @@
 import { claimName, type UserGroupClaim } from '../../api/claim.js';
 import { objectKey } from '../../api/meta.js';
+import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import { decideClaim, type ClaimInputs } from '../claim-decision.js';
+import type { Connection } from '../connections.js';
 import { Reason } from '../conditions.js';
+import { boundNamespace } from '../id-binding.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './events.js';
@@ -9,13 +12,30 @@ import { blocked, end, failed, next, type Step } from './outcome.js';
 import { refused } from './refuse.js';
 
 /**
+ * What holds the id for this UserGroup: its UserGroupClaim, or `undefined` when the cluster admins' rules bind
+ * the id to this namespace and no claim exists (see idHeldByRules).
+ */
+export type IdHold = UserGroupClaim | undefined;
+
+/**
  * Takes or keeps the UserGroupClaim for (account, userGroupId) before any call: the apiserver decides which
  * namespace holds an id, once, for every deployment of the operator. Gather → decideClaim (pure) → write; a lost
- * race (someone created or took over the claim first) is decided again on what won, once.
+ * race (someone created or took over the claim first) is decided again on what won, once. Where the rules alone
+ * keep the id in this namespace, no claim is written (idHeldByRules): one write and one watch event less per group.
  */
-export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Admitted): Promise<Step<UserGroupClaim>> {
+export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Admitted): Promise<Step<IdHold>> {
   const name = claimName(connection.account, spec.userGroupId);
   let claim = ctx.ports.claims.cached(name);
+  if (!claim) {
+    const byRules = await idHeldByRules(ctx, spec, connection);
+    if (byRules.bound) {
+      if (byRules.holder === undefined) return next(undefined);
+      return end(blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, objectKey(byRules.holder.metadata), connection.description)));
+    }
+    // The rules no longer bind the id (an admin just widened them): a UserGroup that held it by the rules of
+    // before gets its claim now, before anyone else can take one.
+    if (byRules.holder !== undefined) claim = await claimFor(ctx, byRules.holder, spec.userGroupId, connection.account);
+  }
   for (let round = 0; round < 2; round++) {
     const decision = decideClaim(await claimInputs(ctx, claim, spec.userGroupId, connection.account));
     switch (decision.kind) {
@@ -42,6 +62,67 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
     }
   }
   return end({ report: undefined, result: failed('lost-race') });
+}
+
+/**
+ * With no claim for the id: whether the rules bind it to this namespace, and which live UserGroup holds it.
+ *
+ * - `bound`: every rule of every ClusterUserGroupService that could give this id gives it to this namespace only
+ *   (id-binding.ts), so no other namespace can use it while the rules say so, claim or not. The holder is the
+ *   first of the namespace's UserGroups with the id (the one that synced, else the oldest); `undefined`: this one.
+ * - not bound: `holder` is a UserGroup of another namespace that may hold the id by the rules of before (it
+ *   still may use it, has the same account, and synced first or is older): it must get the claim first.
+ *
+ * Only a controller that sees every namespace's UserGroups (no --namespaces, no sharding) leaves claims out: one
+ * that sees part of them could not see a holder elsewhere when the rules widen. A namespace's own
+ * UserGroupService always claims (its account's ids are bound by no rule).
+ */
+export async function idHeldByRules(
+  ctx: ReconcileContext,
+  spec: UserGroupSpec,
+  connection: Connection,
+): Promise<{ readonly bound: boolean; readonly holder: UserGroup | undefined }> {
+  if (!ctx.settings.seesAllNamespaces || !connection.shared) return { bound: false, holder: undefined };
+  const me = ctx.ug;
+  const bound = boundNamespace(spec.userGroupId, ctx.ports.connections.clusterServices()) === me.metadata.namespace;
+  const others = await rivals(ctx, spec.userGroupId, connection.account, (ns) => (bound ? ns === me.metadata.namespace : ns !== me.metadata.namespace));
+  const first = [me, ...others].sort(holdsBefore)[0];
+  return { bound, holder: first === me ? undefined : first };
+}
+
+/** Live UserGroups other than this one with the id, in the namespaces asked for, that may use it on this account now. */
+async function rivals(ctx: ReconcileContext, userGroupId: string, account: string, inNamespace: (ns: string) => boolean): Promise<UserGroup[]> {
+  const found: UserGroup[] = [];
+  for (const other of ctx.ports.userGroups.withId(userGroupId)) {
+    const meta = other.metadata;
+    if (meta.uid === ctx.ug.metadata.uid || !inNamespace(meta.namespace) || meta.deletionTimestamp || !other.spec.ok) continue;
+    // A suspended UserGroup still holds what it synced (its Secret keeps the token); one that never synced holds nothing.
+    if (other.spec.value.suspend && other.status.syncedHash === undefined) continue;
+    const resolved = await ctx.ports.connections.resolve(meta.namespace, other.spec.value.serviceRef, userGroupId);
+    if (resolved.ok && resolved.connection.account === account) found.push(other);
+  }
+  return found;
+}
+
+/** The order in which UserGroups with one id hold it: one that synced first, then the oldest, then by key. */
+function holdsBefore(a: UserGroup, b: UserGroup): number {
+  const synced = Number(b.status.syncedHash !== undefined) - Number(a.status.syncedHash !== undefined);
+  if (synced !== 0) return synced;
+  const age = a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp);
+  return age !== 0 ? age : objectKey(a.metadata).localeCompare(objectKey(b.metadata));
+}
+
+/** Writes the claim for another UserGroup that holds the id (or whatever claim won the race). */
+async function claimFor(ctx: ReconcileContext, holder: UserGroup, userGroupId: string, account: string): Promise<UserGroupClaim | undefined> {
+  ctx.signal?.throwIfAborted();
+  const { namespace, name, uid } = holder.metadata;
+  const written = await ctx.ports.claims.create({ userGroupId, account, namespace, userGroup: { name, uid } });
+  if (!written.ok) return ctx.ports.claims.read(claimName(account, userGroupId));
+  ctx.log.info(
+    { claim: written.claim.metadata.name, holder: objectKey(holder.metadata) },
+    'claimed the userGroupId for the UserGroup that held it by the rules',
+  );
+  return written.claim;
 }
 
 /** What decideClaim needs, from the caches (and, rarely, the connections of siblings). */

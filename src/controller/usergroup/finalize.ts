@@ -16,6 +16,7 @@ import {
 import type { ReconcileResult } from '../retry-policy.js';
 import { inspectSecret } from '../token-secret.js';
 import { isDeferral, type ReconcileContext } from './context.js';
+import { idHeldByRules } from './claim.js';
 import { Events } from './events.js';
 import { DONE, failed } from './outcome.js';
 import type { DeletionRotationResult } from './ports.js';
@@ -64,6 +65,14 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   return undefined;
 }
 
+/** This UserGroup holds its id: by its claim, or (no claim) by rules that bind the id to its namespace, as its first UserGroup with it. */
+async function holdsId(ctx: ReconcileContext, spec: UserGroupSpec, connection: Connection): Promise<boolean> {
+  const claim = ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId));
+  if (claim) return claim.spec.userGroup.uid === ctx.ug.metadata.uid;
+  const byRules = await idHeldByRules(ctx, spec, connection);
+  return byRules.bound && byRules.holder === undefined;
+}
+
 /**
  * A UserGroup being deleted that holds the finalizer: rotate its token once (policy Rotate, not suspended, admitted
  * by the tenant rules, holding its id's claim, with a token its Secret's sealed record vouches for), then remove
@@ -90,8 +99,7 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
     throw new Error('a deletion without a connection cannot rotate');
   }
   const { connection } = resolution;
-  const claim = ports.claims.cached(claimName(connection.account, spec.userGroupId));
-  const claimHeld = claim?.spec.userGroup.uid === ug.metadata.uid;
+  const claimHeld = await holdsId(ctx, spec, connection);
   // The token as its Secret holds it now, data and all (a terminating Secret is still readable: our finalizer keeps it).
   const live = claimHeld ? await ports.tokenSecrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
   const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);

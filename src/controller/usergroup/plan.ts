@@ -1,4 +1,3 @@
-import type { UserGroupClaim } from '../../api/claim.js';
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import type { UpsertRequest } from '../../service/types.js';
@@ -18,13 +17,14 @@ import {
 import type { Wake } from '../retry-policy.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
 import type { SecretInspection } from '../token-secret.js';
+import type { IdHold } from './claim.js';
 import type { ReconcileSettings } from './context.js';
 
-/** What a reconcile holds once admitted and its claim is taken. */
+/** What a reconcile holds once admitted and its id is held (by its claim, or by the rules alone). */
 export interface Held {
   readonly spec: UserGroupSpec;
   readonly connection: Connection;
-  readonly claim: UserGroupClaim;
+  readonly claim: IdHold;
 }
 
 /** The token Secret as this UserGroup controls it. */

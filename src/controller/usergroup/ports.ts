@@ -1,5 +1,6 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
+import type { ClusterUserGroupService } from '../../api/clusterusergroupservice.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
 import type { RestartKind, RestartTarget } from '../../api/workload.js';
@@ -85,6 +86,8 @@ export interface ConnectionsPort {
   resolve(namespace: string, ref: ServiceRef | undefined, userGroupId: string): Promise<Resolution>;
   /** Forget the connection's cached API key (after a 401). */
   invalidate(connection: Connection): void;
+  /** Every ClusterUserGroupService, as cached: their rules decide whether an id is bound to one namespace. */
+  clusterServices(): readonly ClusterUserGroupService[];
 }
 
 /** The namespace's workloads, as far as restarting them needs. */

@@ -20,7 +20,7 @@ export type ControllerSettings = Pick<
 /**
  * `defaultService`: a connection made earlier (BenchCluster.connectTo); by default one is made here. The peer phase
  * makes it before it reads the apiserver's request counts, so that the bench's own requests are not counted as the
- * controller's.
+ * controller's. `watch`: only the namespace (--namespaces, the default), or every namespace as the chart runs it.
  */
 export async function spawnBenchController(
   cluster: BenchCluster,
@@ -28,10 +28,11 @@ export async function spawnBenchController(
   settings: ControllerSettings,
   label: string,
   defaultService?: string,
+  watch: 'namespace' | 'cluster' = 'namespace',
 ): Promise<BenchController> {
   return BenchController.spawn({
     kubeconfigPath: cluster.cp.kubeconfigPath,
-    namespace,
+    namespace: watch === 'cluster' ? undefined : namespace,
     defaultService: defaultService ?? (await cluster.connectTo(namespace)),
     concurrency: settings.concurrency,
     serviceQps: settings.serviceQps,

@@ -113,7 +113,8 @@ export async function runPeer(cluster: BenchCluster, o: PeerPhaseOptions): Promi
       };
       const spawnOperator = async (namespace: string, label: string): Promise<Operator> => {
         if (item === 'ts') {
-          const controller = await spawnBenchController(cluster, namespace, o.settings, `peer-${order}-${label}`, connection);
+          // Every namespace, as the chart runs it by default (the peer watches its one namespace; nothing else runs meanwhile).
+          const controller = await spawnBenchController(cluster, namespace, o.settings, `peer-${order}-${label}`, connection, 'cluster');
           return Object.assign(controller, { allocatedBytes: async () => (await controller.metrics()).sum('nodejs_heap_allocated_bytes_total') });
         }
         const options = {
