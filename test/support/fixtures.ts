@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
+import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import type { ObjectMeta } from '../../src/api/meta.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 
@@ -60,4 +61,14 @@ export function storedSecret(desired: V1Secret, resourceVersion: string): V1Secr
     },
     data: desired.data,
   };
+}
+
+/** A ClusterUserGroupService named `name` with these tenant rules (as they would be written), parsed. */
+export function clusterService(name: string, tenants: unknown[]): ClusterUserGroupService {
+  const parsed = parseClusterUserGroupService({
+    metadata: { name, uid: name, resourceVersion: '1' },
+    spec: { url: 'https://analytics.example.com', apiKeySecretRef: { namespace: 'ops', name: 'key' }, tenants },
+  });
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
 }

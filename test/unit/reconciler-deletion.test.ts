@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../src/api/claim.js';
-import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
+import { clusterService, OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, userGroup, type UserGroupInit } from '../support/reconciler-harness.js';
 
 /**
@@ -118,7 +117,7 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
 
   it('no claim, but rules that bind the id to the namespace (a controller seeing every namespace): it holds the id, one POST', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
-    const bound = { claims: new Map(), clusterServices: [bindingService()] };
+    const bound = { claims: new Map(), clusterServices: [clusterService('shared', [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }])] };
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, ...bound, seesAllNamespaces: true });
     await h.reconcile();
     expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
@@ -198,17 +197,3 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     ]);
   });
 });
-
-/** A ClusterUserGroupService whose one rule gives namespace "ns" any id: the id is bound to it. */
-function bindingService(): ClusterUserGroupService {
-  const parsed = parseClusterUserGroupService({
-    metadata: { name: 'shared', uid: 'shared', resourceVersion: '1' },
-    spec: {
-      url: 'https://analytics.example.com',
-      apiKeySecretRef: { namespace: 'ops', name: 'key' },
-      tenants: [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }],
-    },
-  });
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.value;
-}

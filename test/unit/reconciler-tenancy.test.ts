@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../src/api/claim.js';
-import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
 import type { ObservedSecret } from '../../src/api/secret.js';
 import { Reason } from '../../src/controller/conditions.js';
@@ -9,7 +8,7 @@ import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { parseSecret } from '../../src/api/secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import { SEAL, storedSecret } from '../support/fixtures.js';
+import { clusterService, SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, secret, userGroup } from '../support/reconciler-harness.js';
 
 /**
@@ -292,11 +291,11 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
 describe('an id the rules bind to one namespace: held without a claim', () => {
   /** The benchmark's kind of rule: namespace "ns" by name, any id; and one for team-b's own ids. */
   const BINDING = [
-    cugs('shared', [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }]),
-    cugs('b', [{ namespaces: ['team-b'], userGroupIds: { prefix: 'b.' } }]),
+    clusterService('shared', [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }]),
+    clusterService('b', [{ namespaces: ['team-b'], userGroupIds: { prefix: 'b.' } }]),
   ];
   /** An admin's later rule that also gives ID to team-b. */
-  const WIDENED = [...BINDING, cugs('wide', [{ namespaces: ['team-b'], userGroupIds: { prefix: '' } }])];
+  const WIDENED = [...BINDING, clusterService('wide', [{ namespaces: ['team-b'], userGroupIds: { prefix: '' } }])];
 
   it('a controller that sees every namespace syncs with no claim written: the PUT is the first effect', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
@@ -376,12 +375,3 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
     expect(h.claims.get(CLAIM)?.spec.namespace).toBe('ns');
   });
 });
-
-function cugs(name: string, tenants: unknown[]): ClusterUserGroupService {
-  const parsed = parseClusterUserGroupService({
-    metadata: { name, uid: name, resourceVersion: '1' },
-    spec: { url: 'https://analytics.example.com', apiKeySecretRef: { namespace: 'ops', name: 'key' }, tenants },
-  });
-  if (!parsed.ok) throw new Error(parsed.error);
-  return parsed.value;
-}
