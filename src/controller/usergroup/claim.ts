@@ -85,17 +85,20 @@ export async function idHeldByRules(
   if (!ctx.settings.seesAllNamespaces || !connection.shared) return { bound: false, holder: undefined };
   const me = ctx.ug;
   const bound = boundNamespace(spec.userGroupId, ctx.ports.connections.clusterServices()) === me.metadata.namespace;
-  const others = await rivals(ctx, spec.userGroupId, connection.account, (ns) => (bound ? ns === me.metadata.namespace : ns !== me.metadata.namespace));
+  const others = await rivals(ctx, spec.userGroupId, connection.account, (o) => (o.metadata.namespace === me.metadata.namespace) === bound);
   const first = [me, ...others].sort(holdsBefore)[0];
   return { bound, holder: first === me ? undefined : first };
 }
 
-/** Live UserGroups other than this one with the id, in the namespaces asked for, that may use it on this account now. */
-async function rivals(ctx: ReconcileContext, userGroupId: string, account: string, inNamespace: (ns: string) => boolean): Promise<UserGroup[]> {
+/**
+ * Live UserGroups other than this one with the id that `wanted` keeps (checked before their connection is
+ * resolved), that may use it on this account now, in the id index's order.
+ */
+async function rivals(ctx: ReconcileContext, userGroupId: string, account: string, wanted: (other: UserGroup) => boolean): Promise<UserGroup[]> {
   const found: UserGroup[] = [];
   for (const other of ctx.ports.userGroups.withId(userGroupId)) {
     const meta = other.metadata;
-    if (meta.uid === ctx.ug.metadata.uid || !inNamespace(meta.namespace) || meta.deletionTimestamp || !other.spec.ok) continue;
+    if (meta.uid === ctx.ug.metadata.uid || meta.deletionTimestamp || !other.spec.ok || !wanted(other)) continue;
     // A suspended UserGroup still holds what it synced (its Secret keeps the token); one that never synced holds nothing.
     if (other.spec.value.suspend && other.status.syncedHash === undefined) continue;
     const resolved = await ctx.ports.connections.resolve(meta.namespace, other.spec.value.serviceRef, userGroupId);
@@ -149,13 +152,7 @@ function holderAlive(ctx: ReconcileContext, claim: UserGroupClaim): boolean {
  */
 async function syncedSibling(ctx: ReconcileContext, userGroupId: string, account: string): Promise<string | undefined> {
   if (ctx.previous.syncedHash !== undefined) return undefined;
-  const me = ctx.ug.metadata;
-  for (const other of ctx.ports.userGroups.withId(userGroupId)) {
-    const meta = other.metadata;
-    if (meta.uid === me.uid || meta.namespace !== me.namespace || meta.deletionTimestamp) continue;
-    if (other.status.syncedHash === undefined || !other.spec.ok) continue;
-    const resolved = await ctx.ports.connections.resolve(meta.namespace, other.spec.value.serviceRef, other.spec.value.userGroupId);
-    if (resolved.ok && resolved.connection.account === account) return objectKey(meta);
-  }
-  return undefined;
+  const { namespace } = ctx.ug.metadata;
+  const [sibling] = await rivals(ctx, userGroupId, account, (o) => o.metadata.namespace === namespace && o.status.syncedHash !== undefined);
+  return sibling && objectKey(sibling.metadata);
 }
