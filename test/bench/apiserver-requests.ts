@@ -3,7 +3,7 @@ import { parsePrometheus, type PromSamples } from './controller.js';
 
 /**
  * The apiserver's own count of the requests an operator makes: apiserver_request_total on the resources the
- * operators read and write (UserGroups and the usergroup.dev kinds, Secrets, Events), by "VERB resource[/sub]".
+ * operators read and write (UserGroups and the usergroup.dev kinds, Secrets, Events; namespaces read), by "VERB resource[/sub]".
  * Counted at the apiserver, not by each operator's client, so the TypeScript operator and the Go peer are measured
  * by the same instrument. Only one operator runs at a time, so the differences are its own (plus the bench's
  * convergence watches, the same for both). Leases are left out: the apiserver renews its own every 10 s and the
@@ -24,12 +24,21 @@ export function openRequests(metrics: PromSamples): Record<string, number> {
 
 const operatorResource = (group: string, resource: string): boolean => group === 'usergroup.dev' || resource === 'secrets' || resource === 'events';
 
+/**
+ * Namespaces are read by the TypeScript operator (its namespaces informer, for the rules' namespaceSelector), so
+ * their LISTs and WATCHes count; their writes are the bench's own (each run's namespaces made and deleted). The
+ * garbage collector's and namespace controller's watches of namespaces are renewed every 5–10 minutes, for either
+ * operator alike.
+ */
+const operatorRead = (group: string, resource: string, verb: string): boolean =>
+  group === '' && resource === 'namespaces' && (verb === 'LIST' || verb === 'WATCH');
+
 function byVerbAndResource(metrics: PromSamples, name: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const s of metrics.samples) {
     if (s.name !== name) continue;
     const { group = '', resource = '', subresource = '', verb = '' } = s.labels;
-    if (!operatorResource(group, resource)) continue;
+    if (!operatorResource(group, resource) && !operatorRead(group, resource, verb)) continue;
     const key = `${verb} ${resource}${subresource ? `/${subresource}` : ''}`;
     out[key] = (out[key] ?? 0) + s.value;
   }

@@ -168,9 +168,13 @@ describe('operatorRequests', () => {
         'apiserver_request_total{code="200",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 2',
         'apiserver_request_total{code="200",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 90',
         'apiserver_request_duration_seconds_count{group="",resource="secrets",verb="POST"} 6',
+        // The operator's namespaces informer counts; the bench's own namespace writes do not.
+        'apiserver_request_total{code="200",group="",resource="namespaces",scope="cluster",subresource="",verb="WATCH",version="v1"} 1',
+        'apiserver_request_total{code="201",group="",resource="namespaces",scope="resource",subresource="",verb="POST",version="v1"} 3',
+        'apiserver_request_total{code="200",group="",resource="namespaces",scope="resource",subresource="",verb="DELETE",version="v1"} 3',
       ].join('\n'),
     );
-    expect(operatorRequests(m)).toEqual({ 'POST secrets': 6, 'PATCH usergroups/status': 7, 'POST events': 2 });
+    expect(operatorRequests(m)).toEqual({ 'POST secrets': 6, 'PATCH usergroups/status': 7, 'POST events': 2, 'WATCH namespaces': 1 });
   });
 });
 
