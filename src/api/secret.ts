@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import {
   GROUP,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
   ROTATION_HANDLED_ANNOTATION,
   ROTATION_PENDING_ANNOTATION,
   TOKEN_ISSUED_AT_ANNOTATION,
@@ -120,4 +122,28 @@ export function parseSecretName(raw: unknown): Parsed<SecretName> {
     return { ok: false, error: 'Secret metadata lacks namespace, name or resourceVersion' };
   }
   return { ok: true, value: { metadata: { namespace, name, resourceVersion } } };
+}
+
+/**
+ * A Secret in the controller's one Secret cache: a token Secret (our label, and a UserGroup controls it) as
+ * parseTokenSecretMeta trims it, any other Secret by name alone.
+ */
+export type CachedSecret = ObservedSecret | SecretName;
+
+/**
+ * Parses a Secret's PartialObjectMetadata for the Secret cache. Our label alone makes nothing a token Secret
+ * (a tenant can put it on any Secret): without a UserGroup as its controller it is known by name, as any other.
+ */
+export function parseCachedSecret(raw: unknown): CachedSecret | undefined {
+  const metadata = isRecord(raw) ? raw['metadata'] : undefined;
+  const labels = isRecord(metadata) ? metadata['labels'] : undefined;
+  const token = isRecord(labels) && labels[MANAGED_BY_LABEL] === MANAGED_BY_VALUE ? parseTokenSecretMeta(raw) : undefined;
+  if (token) return token;
+  const named = parseSecretName(raw);
+  return named.ok ? named.value : undefined;
+}
+
+/** Whether a cached Secret is a token Secret (parseTokenSecretMeta's result) rather than a name. */
+export function isTokenSecret(secret: CachedSecret): secret is ObservedSecret {
+  return 'metaDigest' in secret;
 }

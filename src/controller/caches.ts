@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
-import { CLAIM_NAMESPACE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, USERGROUP_KIND } from '../api/constants.js';
+import { CLAIM_NAMESPACE_LABEL, USERGROUP_KIND } from '../api/constants.js';
 import { parseClaim, type UserGroupClaim } from '../api/claim.js';
 import { parseClusterUserGroupService, type ClusterUserGroupService } from '../api/clusterusergroupservice.js';
 import { objectKey, parseMeta, type ObjectMeta } from '../api/meta.js';
-import { parseSecretName, parseTokenSecretMeta, type ObservedSecret, type SecretName } from '../api/secret.js';
+import { isTokenSecret, parseCachedSecret, type CachedSecret, type ObservedSecret } from '../api/secret.js';
 import { parseUserGroup, type UserGroup } from '../api/usergroup.js';
 import { parseUserGroupService, type UserGroupService } from '../api/usergroupservice.js';
-import { InformerGroup } from '../kube/cache.js';
+import { InformerGroup, NarrowedCache } from '../kube/cache.js';
 import type { KubeClient } from '../kube/http.js';
 import { Informer, type Cached, type InformerOptions, type InformerStats } from '../kube/informer.js';
 import { paths } from '../kube/paths.js';
@@ -47,17 +47,17 @@ interface CacheLifecycle {
 }
 
 /**
- * What the controller keeps of the cluster: seven caches (one informer per watched namespace each, or one
+ * What the controller keeps of the cluster: six caches (one informer per watched namespace each, or one
  * cluster-wide), the indexes over them, and what this process knows of its token Secrets' data. Informers run from
  * start() on every replica, standbys included, so a takeover starts warm. Indexes are kept by the caches' own
  * handlers, registered first: a trigger (triggers.ts) always sees them current.
  */
 export class Caches {
   readonly userGroups: InformerGroup<UserGroup>;
-  /** Token Secrets (metadata only), kept only when a UserGroup controls them. */
-  readonly secrets: InformerGroup<ObservedSecret>;
-  /** Every other Secret, names only: tells whether creating a token Secret can succeed without a read. */
-  readonly otherSecrets: InformerGroup<SecretName>;
+  /** Every Secret's metadata, from one watch: token Secrets trimmed (parseCachedSecret), any other by name. */
+  private readonly allSecrets: InformerGroup<CachedSecret>;
+  /** Token Secrets (metadata only): those with our label that a UserGroup controls. */
+  readonly secrets: NarrowedCache<CachedSecret, ObservedSecret>;
   readonly services: InformerGroup<UserGroupService>;
   readonly clusterServices: InformerGroup<ClusterUserGroupService>;
   readonly claims: InformerGroup<UserGroupClaim>;
@@ -95,13 +95,11 @@ export class Caches {
     ): InformerGroup<T> => new InformerGroup(new Map([['', new Informer<T>({ ...base, name, path, parse, ...extra })]]));
 
     this.userGroups = namespaced('usergroups', paths.userGroups, (raw) => okOrUndefined(parseUserGroup(raw)));
-    // Metadata only, and only Secrets a UserGroup controls: the label is no filter a tenant cannot put on
-    // its own 1 MiB Secrets. The data is read when a reconcile needs it.
-    this.secrets = namespaced('secrets', paths.secrets, parseTokenSecretMeta, { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`, metadataOnly: true });
-    this.otherSecrets = namespaced('other-secrets', paths.secrets, (raw) => okOrUndefined(parseSecretName(raw)), {
-      labelSelector: `${MANAGED_BY_LABEL}!=${MANAGED_BY_VALUE}`,
-      metadataOnly: true,
-    });
+    // Metadata only: a tenant can put 1 MiB of data on each of its Secrets, and the label on any of them. One
+    // watch for all Secrets (not one per side of a label selector): the names of the others tell whether a token
+    // Secret can be created without a read first. The data is read when a reconcile needs it.
+    this.allSecrets = namespaced('secrets', paths.secrets, parseCachedSecret, { metadataOnly: true });
+    this.secrets = new NarrowedCache(this.allSecrets, isTokenSecret);
     this.services = namespaced('usergroupservices', paths.userGroupServices, (raw) => okOrUndefined(parseUserGroupService(raw)));
     this.clusterServices = cluster('clusterusergroupservices', paths.clusterUserGroupServices(), (raw) => okOrUndefined(parseClusterUserGroupService(raw)));
     // A shard keeps its own namespaces' claims, and any other it had to read (a refusal then hears of its release).
@@ -137,7 +135,7 @@ export class Caches {
 
   /** Every cache alike, for what applies to all of them. */
   private all(): readonly CacheLifecycle[] {
-    return [this.userGroups, this.secrets, this.otherSecrets, this.services, this.clusterServices, this.claims, this.namespaces];
+    return [this.userGroups, this.allSecrets, this.services, this.clusterServices, this.claims, this.namespaces];
   }
 
   /** Starts the informers and waits for their first list. */
@@ -167,6 +165,12 @@ export class Caches {
   /** The UserGroups declaring this userGroupId. */
   withUserGroupId(userGroupId: string): UserGroup[] {
     return this.byUserGroupId.keys(userGroupId).flatMap((k) => this.userGroups.get(k) ?? []);
+  }
+
+  /** Whether a Secret other than a token Secret has this key: creating a token Secret there would fail. */
+  otherSecretExists(key: string): boolean {
+    const secret = this.allSecrets.get(key);
+    return secret !== undefined && !isTokenSecret(secret);
   }
 
   /** The cached token Secrets this UserGroup controls. */

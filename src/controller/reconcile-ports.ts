@@ -141,7 +141,7 @@ function claimsPort({ caches, writers, fence }: PortDeps): ClaimsPort {
 function tokenSecretsPort({ caches, writers, fence }: PortDeps): TokenSecretsPort {
   return {
     cached: (key) => caches.secrets.get(key),
-    otherExists: (key) => caches.otherSecrets.get(key) !== undefined,
+    otherExists: (key) => caches.otherSecretExists(key),
     read: (ns, name) => writers.secrets.get(ns, name),
     owned: (ug) => caches.ownedSecrets(ug),
     apply: async (desired, current) => {

@@ -59,3 +59,40 @@ export class InformerGroup<T extends Cached> implements ObjectCache<T> {
     await Promise.all(this.informers.map((i) => i.stop()));
   }
 }
+
+/**
+ * The objects of one InformerGroup that pass a type guard, as a cache of their own: one watch can feed two
+ * kinds of entry (e.g. token Secrets and the names of all other Secrets). An object that changes kind is an
+ * add or a delete here, as a label-selected watch reports an object entering or leaving its selector.
+ */
+export class NarrowedCache<T extends Cached, U extends T> implements ObjectCache<U> {
+  constructor(
+    private readonly group: Pick<InformerGroup<T>, 'get' | 'list' | 'upsertLocal' | 'on'>,
+    private readonly is: (object: T) => object is U,
+  ) {}
+
+  get(key: string): U | undefined {
+    const object = this.group.get(key);
+    return object !== undefined && this.is(object) ? object : undefined;
+  }
+
+  list(): U[] {
+    return this.group.list().filter((o): o is U => this.is(o));
+  }
+
+  upsertLocal(object: U): void {
+    this.group.upsertLocal(object);
+  }
+
+  on(handler: InformerHandler<U>): void {
+    this.group.on((type, object, old) => {
+      const now = this.is(object) ? object : undefined;
+      const before = old !== undefined && this.is(old) ? old : undefined;
+      if (type === 'deleted') {
+        const gone = now ?? before;
+        if (gone) handler('deleted', gone, undefined);
+      } else if (now) handler(before ? 'updated' : 'added', now, before);
+      else if (before) handler('deleted', before, undefined);
+    });
+  }
+}

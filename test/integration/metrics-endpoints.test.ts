@@ -177,7 +177,7 @@ describe('/metrics, /healthz and /readyz', () => {
     ]) {
       expect(s.type(family), family).toBe('counter');
     }
-    for (const resource of ['usergroups', 'secrets', 'other-secrets', 'usergroupservices', 'clusterusergroupservices', 'usergroupclaims', 'namespaces']) {
+    for (const resource of ['usergroups', 'secrets', 'usergroupservices', 'clusterusergroupservices', 'usergroupclaims', 'namespaces']) {
       expect(s.value('usergroup_informer_watch_lists_total', { resource }), resource).toBe(1);
       expect(s.value('usergroup_informer_lists_total', { resource }), resource).toBe(0);
       expect(s.value('usergroup_informer_watches_total', { resource }), resource).toBeGreaterThanOrEqual(1);

@@ -10,7 +10,7 @@ import {
   USERGROUP_LABEL,
 } from '../../src/api/constants.js';
 import type { ObjectMeta } from '../../src/api/meta.js';
-import { metadataDigest, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
+import { isTokenSecret, metadataDigest, parseCachedSecret, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret, holdsRecord, inspectSecret, type SecretContent } from '../../src/controller/token-secret.js';
@@ -318,6 +318,28 @@ describe('secretMatches', () => {
     const forged = parseTokenSecretMeta(served({ annotations: { ...desired.metadata!.annotations, big } }));
     expect(JSON.stringify(forged).length).toBeLessThan(2_000);
     expect(forged?.metadata.annotations[TOKEN_RECORD_ANNOTATION]).toBe(desired.metadata!.annotations![TOKEN_RECORD_ANNOTATION]);
+  });
+
+  it('caches a Secret as a token Secret only with our label and a UserGroup as its controller; any other by name alone', () => {
+    const token = parseCachedSecret(served());
+    expect(token !== undefined && isTokenSecret(token)).toBe(true);
+    expect(token).toEqual(parseTokenSecretMeta(served()));
+    // Our label without a controlling UserGroup (a tenant can label any Secret of its own), 200 KiB of annotations on it.
+    const labelled = parseCachedSecret({
+      metadata: {
+        name: 'n',
+        namespace: 'ns',
+        uid: 'u',
+        resourceVersion: '1',
+        labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE },
+        annotations: { big: 'x'.repeat(200_000) },
+      },
+    });
+    expect(labelled).toEqual({ metadata: { namespace: 'ns', name: 'n', resourceVersion: '1' } });
+    // A UserGroup as controller but without our label: not a token Secret either.
+    const unlabelled = parseCachedSecret(served({ labels: {} }));
+    expect(unlabelled !== undefined && isTokenSecret(unlabelled)).toBe(false);
+    expect(parseCachedSecret({ metadata: { name: 'n' } })).toBeUndefined();
   });
 
   it('is false when the desired content changed (a rotation)', () => {
