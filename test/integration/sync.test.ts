@@ -199,28 +199,35 @@ describe('sync to the service (default connection through a recording proxy)', (
     await env.waitForReady('edited');
   });
 
-  it('never touches a pre-existing Secret it does not own: Ready=False SecretConflict, a Warning Event, no service call', async () => {
-    const foreign = await env.core.createNamespacedSecret({
-      namespace: env.namespace,
-      body: { metadata: { name: 'taken', labels: { owner: 'someone-else' } }, type: 'Opaque', data: { token: Buffer.from('not-yours').toString('base64') } },
+  // The second carries our managed-by label, which anyone who may write a Secret can put on it: a label makes
+  // no Secret ours (only a UserGroup as its controller does), and it is then known by name like any other.
+  for (const [name, labels] of [
+    ['taken', { owner: 'someone-else' }],
+    ['taken-labelled', { 'app.kubernetes.io/managed-by': 'usergroup-operator' }],
+  ] as const) {
+    it(`never touches a pre-existing Secret it does not own (labels ${JSON.stringify(labels)}): Ready=False SecretConflict, a Warning Event, no service call`, async () => {
+      const foreign = await env.core.createNamespacedSecret({
+        namespace: env.namespace,
+        body: { metadata: { name, labels }, type: 'Opaque', data: { token: Buffer.from('not-yours').toString('base64') } },
+      });
+      await env.createUserGroup(name, { userGroupId: `${name}-1`, name: 'Taken' });
+      const ug = await env.waitForReady(name, 'SecretConflict');
+      expect(ready(ug)?.message).toContain(name);
+
+      const warning = await eventually('a SecretConflict Warning Event', async () =>
+        (await env.eventsFor(name)).find((e) => e.type === 'Warning' && e.reason === 'SecretConflict'),
+      );
+      expect(warning.regarding?.kind).toBe('UserGroup');
+
+      const now = await env.getSecret(name);
+      expect(now?.metadata?.resourceVersion).toBe(foreign.metadata?.resourceVersion);
+      expect(now?.data).toEqual(foreign.data);
+      expect(now?.metadata?.labels).toEqual(labels);
+      expect(now?.metadata?.ownerReferences ?? []).toEqual([]);
+      expect(proxy.putsFor(`${name}-1`)).toEqual([]);
+      expect(env.simGroup(`${name}-1`)).toBeUndefined();
     });
-    await env.createUserGroup('taken', { userGroupId: 'taken-1', name: 'Taken' });
-    const ug = await env.waitForReady('taken', 'SecretConflict');
-    expect(ready(ug)?.message).toContain('taken');
-
-    const warning = await eventually('a SecretConflict Warning Event', async () =>
-      (await env.eventsFor('taken')).find((e) => e.type === 'Warning' && e.reason === 'SecretConflict'),
-    );
-    expect(warning.regarding?.kind).toBe('UserGroup');
-
-    const now = await env.getSecret('taken');
-    expect(now?.metadata?.resourceVersion).toBe(foreign.metadata?.resourceVersion);
-    expect(now?.data).toEqual(foreign.data);
-    expect(now?.metadata?.labels).toEqual({ owner: 'someone-else' });
-    expect(now?.metadata?.ownerReferences ?? []).toEqual([]);
-    expect(proxy.putsFor('taken-1')).toEqual([]);
-    expect(env.simGroup('taken-1')).toBeUndefined();
-  });
+  }
 
   it('honours spec.tokenSecret name, key, labels and annotations', async () => {
     await env.createUserGroup('custom', {
