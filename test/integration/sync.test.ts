@@ -6,6 +6,7 @@ import { eventually, kubectl } from '../support/kube.js';
 import { group, plural, TestEnv, version, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
 import { ifAssigned } from '../support/teardown.js';
+import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 
 const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'usergroup-operator' };
 
@@ -200,13 +201,18 @@ describe('sync to the service (default connection through a recording proxy)', (
   });
 
   // The second carries our managed-by label, which anyone who may write a Secret can put on it: a label makes
-  // no Secret ours (only a UserGroup as its controller does), and it is then known by name like any other.
+  // no Secret ours (only a UserGroup as its controller does), and it is then known by name like any other. The
+  // Secrets are the namespace's tenant's (a ServiceAccount under a namespace editor's Role).
+  let tenant: Promise<Tenant> | undefined;
   for (const [name, labels] of [
     ['taken', { owner: 'someone-else' }],
     ['taken-labelled', { 'app.kubernetes.io/managed-by': 'usergroup-operator' }],
   ] as const) {
     it(`never touches a pre-existing Secret it does not own (labels ${JSON.stringify(labels)}): Ready=False SecretConflict, a Warning Event, no service call`, async () => {
-      const foreign = await env.core.createNamespacedSecret({
+      tenant ??= tenantIdentity(env.namespace, env.kc);
+      const foreign = await (
+        await tenant
+      ).core.createNamespacedSecret({
         namespace: env.namespace,
         body: { metadata: { name, labels }, type: 'Opaque', data: { token: Buffer.from('not-yours').toString('base64') } },
       });

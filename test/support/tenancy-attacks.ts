@@ -397,8 +397,8 @@ export async function metadataNoise(world: TenancyWorld, t: Tenant): Promise<Att
   );
   const ug = await userGroupIn(world, t.namespace, name);
   // The object is not refused (it is the tenant's own group): calls here are the price of its own edits, like a
-  // spec change, and are reported, not counted against the rules. (A stripped label can cost one PUT when the
-  // two Secret watches disagree for a moment about where the Secret belongs.)
+  // spec change, and are reported, not counted against the rules. (A stripped label can cost one PUT: until the
+  // label is back, the cache knows the Secret by name only, not as this group's token Secret.)
   return outcome(
     'look-alike annotations and labels, a stripped managed-by label',
     [readyOf(ug)?.reason !== 'Synced' && `Ready is now ${readyOf(ug)?.reason ?? '?'}`, (await secretTokenAs(t, name)) !== token && 'the token changed'],
