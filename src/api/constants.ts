@@ -26,6 +26,12 @@ export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const MANAGED_BY_VALUE = 'usergroup-operator';
 /** Names the UserGroup a token Secret belongs to. */
 export const USERGROUP_LABEL = 'usergroup.dev/usergroup';
+/**
+ * On the token Secret: the uid of the UserGroup it belongs to. Its owner reference names the same, but the garbage
+ * collector removes that reference when a Retain UserGroup is deleted and the Secret is kept: this is how a
+ * UserGroup applied again checks the kept Secret's sealed record (which binds that uid) before taking it back.
+ */
+export const USERGROUP_UID_ANNOTATION = 'usergroup.dev/usergroup-uid';
 
 /** On the token Secret: sha256 of the stored token, for people and tools (a changed value means a new token). */
 export const TOKEN_SHA256_ANNOTATION = 'usergroup.dev/token-sha256';

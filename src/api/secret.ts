@@ -75,12 +75,13 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
     if (v !== undefined && v.length <= 1024) kept[k] = v;
   }
   return {
-    // Two references at most: enough to tell "only ours" from "someone added more" (a write restores ours alone).
+    // Three references at most: ours are the UserGroup and, under deletionPolicy Retain, the namespace; a third tells
+    // "someone added more" (a write restores ours alone).
     metadata: {
       ...meta.value,
       labels: {},
       annotations: kept,
-      ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 1)],
+      ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 2)],
     },
     type: undefined,
     data: undefined,

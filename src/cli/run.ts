@@ -144,6 +144,7 @@ function metricsSource(runner: () => Runner, config: RunConfig): MetricsSource {
   return {
     tokenSchedules: () => runner().controller.tokenSchedules(),
     userGroupCounts: () => runner().controller.countByReadyReason(),
+    rotateOnDeleteFinalizers: () => runner().controller.rotateOnDeleteFinalizers(),
     queueInFlight: () => runner().controller.queueInFlight(),
     informerStats: () => runner().controller.informerStats(),
     ownedNamespaces: () =>

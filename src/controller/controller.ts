@@ -16,7 +16,7 @@ import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.j
 import { Caches } from './caches.js';
 import { Connections } from './connections.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
-import { countByReadyReason, informerTotals, tokenSchedules } from './metrics-view.js';
+import { countByReadyReason, informerTotals, rotateOnDeleteFinalizers, tokenSchedules } from './metrics-view.js';
 import { rateCaps } from './rate-cap.js';
 import { SyncRequestBudget } from './sync-request-budget.js';
 import { reconcilePorts } from './reconcile-ports.js';
@@ -125,6 +125,7 @@ export class Controller {
       minTokenAgeMs: settings.minTokenAgeMs,
       workloadRestarts: settings.workloadRestartsPerMinute > 0,
       deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
+      rotateOnDelete: settings.rotateOnDelete,
       seesAllNamespaces: settings.namespaces.length === 0 && deps.owns === undefined,
     };
     this.workers = new Workers({
@@ -202,6 +203,11 @@ export class Controller {
     return countByReadyReason(this.caches.userGroups.list());
   }
 
+  /** UserGroups and token Secrets in the caches that carry the rotate-on-delete finalizer. */
+  rotateOnDeleteFinalizers(): number {
+    return rotateOnDeleteFinalizers(this.caches.userGroups.list()) + rotateOnDeleteFinalizers(this.caches.secrets.list());
+  }
+
   /** Cache events → UserGroup keys (triggers.ts), and what else an event means for the connections and Events. */
   private wireTriggers(): void {
     const { caches, triggerView: view } = this;
@@ -236,7 +242,7 @@ export class Controller {
   /** Only the active controller speaks; standbys watch too but stay quiet. */
   private deleted(ug: UserGroup): void {
     this.deps.log.info({ usergroup: objectKey(ug.metadata) }, 'UserGroup deleted; the group stays at the service');
-    this.ports.events.emit(ug, Events.deleted());
+    this.ports.events.emit(ug, Events.deleted(ug.spec.ok && ug.spec.value.deletionPolicy === 'Retain'));
   }
 }
 

@@ -19,7 +19,7 @@ export function syncHash(request: UpsertRequest, connectionId: string): string {
   return `sha256:${sha256Hex(canonicalJson({ body: buildUpsertBody(request), connection: connectionId }))}`;
 }
 
-export type SyncReason = 'never-synced' | 'request-changed' | 'secret-missing' | 'secret-unreadable' | 'resync';
+export type SyncReason = 'never-synced' | 'request-changed' | 'secret-missing' | 'secret-unreadable' | 'secret-kept' | 'resync';
 export type SyncDecision = { readonly kind: 'skip' } | { readonly kind: 'upsert'; readonly why: SyncReason };
 
 export interface SyncInputs {
@@ -37,6 +37,8 @@ export function decideSync({ status, desiredHash, secret, resyncDue }: SyncInput
   if (status.syncedHash === undefined) return { kind: 'upsert', why: 'never-synced' };
   if (status.syncedHash !== desiredHash) return { kind: 'upsert', why: 'request-changed' };
   if (secret.state === 'missing') return { kind: 'upsert', why: 'secret-missing' };
+  // Kept from a deleted UserGroup: the PUT tells whether its token is still the group's (usergroup/adopt.ts).
+  if (secret.state === 'kept') return { kind: 'upsert', why: 'secret-kept' };
   if (secret.state === 'owned' && !secret.trusted) return { kind: 'upsert', why: 'secret-unreadable' };
   if (resyncDue) return { kind: 'upsert', why: 'resync' };
   return { kind: 'skip' };
@@ -71,9 +73,12 @@ export function decideRotation(
   scheduled?: { readonly value: string; readonly due: boolean },
 ): RotationDecision {
   const owned = secret.state === 'owned' ? secret : undefined;
+  // A Secret kept from a deleted UserGroup of this namespace tells what it handled (a re-applied manifest carries the
+  // same annotation); its pending mark is not taken over: the PUT shows whether the token moved on since.
+  const handled = secret.state === 'owned' || secret.state === 'kept' ? secret.handled : undefined;
   // Either record is enough to call a value handled: rotating twice is the failure we must never cause.
   if (requested !== undefined && statusHandled !== requested) {
-    if (owned?.handled === requested) return { kind: 'record', value: requested };
+    if (handled === requested) return { kind: 'record', value: requested };
     if (owned?.pending === requested) return { kind: 'recover', value: requested, scheduled: false };
     return { kind: 'rotate', value: requested, scheduled: false };
   }

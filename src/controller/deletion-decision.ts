@@ -31,6 +31,11 @@ export interface LiveFinalizerInputs {
   readonly staleFinalized: number;
   /** The namespace is being deleted: its Secrets' finalizers are kept for the UserGroup's own deletion. */
   readonly namespaceTerminating: boolean;
+  /**
+   * The operator runs with --rotate-on-delete=false (before a rollback to a release that does not know the
+   * finalizer, or an uninstall): no object keeps it, whatever its policy.
+   */
+  readonly disabled?: boolean;
 }
 
 export type FinalizerChange = 'add' | 'remove' | undefined;
@@ -50,7 +55,7 @@ export interface LiveFinalizers {
  * nothing changes: no write.
  */
 export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers {
-  const wants = input.policy?.policy === 'Rotate' && !input.policy.suspend;
+  const wants = input.policy?.policy === 'Rotate' && !input.policy.suspend && input.disabled !== true;
   const current = input.current;
   const held = wants && current !== undefined && !current.terminating && current.recorded;
   let currentSecret: FinalizerChange;
@@ -60,13 +65,15 @@ export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers
   } else if (held) {
     currentSecret = 'add';
   }
+  // A namespace on its way out keeps the UserGroup's finalizer for its own deletion, unless the operator gives them all up.
+  const keepForNamespace = input.namespaceTerminating && input.disabled !== true;
   const userGroup: FinalizerChange =
-    held && !input.userGroupFinalized ? 'add' : !held && input.userGroupFinalized && !input.namespaceTerminating ? 'remove' : undefined;
+    held && !input.userGroupFinalized ? 'add' : !held && input.userGroupFinalized && !keepForNamespace ? 'remove' : undefined;
   return { userGroup, currentSecret, staleSecrets: input.staleFinalized > 0 ? 'remove' : undefined };
 }
 
 /** Why a deletion lets go without a call. */
-export type SkipReason = 'retain' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token';
+export type SkipReason = 'retain' | 'disabled' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token';
 
 /** Why a deletion gave up on its rotation. */
 export type AbandonReason = 'timeout' | 'connection-unresolved';
@@ -82,6 +89,8 @@ export interface DeletionInputs {
   /** Since metadata.deletionTimestamp. */
   readonly elapsedMs: number;
   readonly limitMs: number;
+  /** The operator runs with --rotate-on-delete=false: every deletion lets go without a call. */
+  readonly disabled?: boolean;
 }
 
 export type DeletionDecision =
@@ -100,6 +109,7 @@ export type DeletionDecision =
 export function decideDeletion(input: DeletionInputs): DeletionDecision {
   if (!input.policy) return { kind: 'skip', why: 'invalid-spec' };
   if (input.policy.policy !== 'Rotate') return { kind: 'skip', why: 'retain' };
+  if (input.disabled === true) return { kind: 'skip', why: 'disabled' };
   if (input.policy.suspend) return { kind: 'skip', why: 'suspended' };
   if (input.connection === 'refused') return { kind: 'skip', why: 'refused' };
   if (input.connection === 'unresolved') return { kind: 'abandon', why: 'connection-unresolved' };

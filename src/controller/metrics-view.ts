@@ -1,3 +1,4 @@
+import { hasRotateFinalizer, type ObjectMeta } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { InformerStats } from '../kube/informer.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
@@ -56,4 +57,15 @@ export function informerTotals(informers: Iterable<{ readonly name: string; read
     );
   }
   return byResource;
+}
+
+/**
+ * How many of these objects (UserGroups and token Secrets, as cached) carry the rotate-on-delete finalizer: what a
+ * release that does not know it would leave hanging. Zero, with --rotate-on-delete=false, says a rollback below
+ * 0.3.0 is safe (docs/operations.md, "Rolling back").
+ */
+export function rotateOnDeleteFinalizers(objects: Iterable<{ readonly metadata: Pick<ObjectMeta, 'finalizers'> }>): number {
+  let n = 0;
+  for (const o of objects) if (hasRotateFinalizer(o.metadata)) n++;
+  return n;
 }

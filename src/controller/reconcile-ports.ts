@@ -159,6 +159,10 @@ function tokenSecretsPort({ caches, writers, fence }: PortDeps): TokenSecretsPor
       fence();
       return writers.secrets.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
     },
+    keeper: (namespace) => {
+      const uid = caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.uid;
+      return uid === undefined ? undefined : { apiVersion: 'v1', kind: 'Namespace', name: namespace, uid, controller: false };
+    },
     known: (key, rv) => caches.verified.known(key, rv),
     remember: (key, rv, token) => caches.verified.remember(key, rv, token),
   };

@@ -25,6 +25,11 @@ export interface ControllerSettings {
   readonly allowHttpServices: boolean;
   /** The longest a deletion with spec.deletionPolicy Rotate is held, from its deletionTimestamp (--deletion-rotation-timeout). */
   readonly deletionRotationTimeoutMs: number;
+  /**
+   * Keep the rotate-on-delete finalizer of spec.deletionPolicy Rotate (--rotate-on-delete, default true). False: remove
+   * it from every object and add none (before a rollback to a release that does not know it, or an uninstall).
+   */
+  readonly rotateOnDelete: boolean;
 }
 
 /** The rates that are the operator's as a whole, shared out among the replicas at work. */

@@ -9,10 +9,12 @@ import {
   TOKEN_ISSUED_AT_ANNOTATION,
   TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
+  GROUP,
   USERGROUP_KIND,
   USERGROUP_LABEL,
+  USERGROUP_UID_ANNOTATION,
 } from '../api/constants.js';
-import type { ObjectMeta } from '../api/meta.js';
+import type { ObjectMeta, OwnerReference } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { SecretValue } from '../service/secret-value.js';
@@ -48,7 +50,26 @@ export type SecretInspection =
       readonly tokenSha256: string | undefined;
       readonly resourceVersion: string;
       readonly secret: ObservedSecret;
+    }
+  /**
+   * A token Secret kept from a UserGroup of this namespace that was deleted under deletionPolicy Retain: no live
+   * UserGroup controls it, and its record, sealed under this connection's key for this userGroupId, Secret name and
+   * key, vouches for the token's digest and the bookkeeping. Not this UserGroup's yet: the adopt step decides
+   * whether it takes the Secret back (usergroup/adopt.ts).
+   */
+  | {
+      readonly state: 'kept';
+      readonly tokenSha256: string;
+      /** The last rotation request the deleted UserGroup handled, and when its token was obtained (pending marks are not taken over). */
+      readonly handled: string | undefined;
+      readonly issuedAt: string | undefined;
+      /** The deleted UserGroup's name, for the Event. */
+      readonly from: string;
+      readonly secret: ObservedSecret;
     };
+
+/** A kept token Secret (see SecretInspection). */
+export type KeptSecret = Extract<SecretInspection, { state: 'kept' }>;
 
 export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectMeta, spec: UserGroupSpec, seal: Seal): SecretInspection {
   if (!secret) return { state: 'missing' };
@@ -73,6 +94,42 @@ export function inspectSecret(secret: ObservedSecret | undefined, owner: ObjectM
 }
 
 /**
+ * Whether a Secret this UserGroup does not control is one kept for it: not being deleted, no live controller
+ * (none, or a UserGroup that `alive` says is gone: the garbage collector removes that reference a little after the
+ * deletion), and a record this connection sealed for the deleted UserGroup (its name and uid as the Secret names
+ * them), this namespace, this userGroupId and this Secret's name and key. Metadata is enough: the MAC covers the
+ * token's digest, and whoever takes the Secret back writes the token the service returns. A tenant can copy such a
+ * Secret only within its own namespace, and a record binds the namespace and the id, so nothing else passes.
+ */
+export function keptSecret(
+  secret: ObservedSecret,
+  namespace: string,
+  spec: UserGroupSpec,
+  seal: Seal,
+  alive: (owner: Pick<OwnerReference, 'name' | 'uid'>) => boolean,
+): KeptSecret | undefined {
+  const { metadata } = secret;
+  if (metadata.deletionTimestamp !== undefined || metadata.namespace !== namespace) return undefined;
+  const controller = metadata.ownerReferences.find((o) => o.controller);
+  if (controller && (controller.kind !== USERGROUP_KIND || controller.apiVersion.split('/')[0] !== GROUP)) return undefined;
+  const name = controller?.name ?? metadata.labels[USERGROUP_LABEL];
+  const uid = controller?.uid ?? metadata.annotations[USERGROUP_UID_ANNOTATION];
+  if (name === undefined || uid === undefined || alive({ name, uid })) return undefined;
+  const former = { ...metadata, name, uid, namespace };
+  const tokenSha256 = sealedRecord(secret, former, spec.userGroupId, spec.tokenSecret.key, seal);
+  if (tokenSha256 === undefined) return undefined;
+  const { annotations } = metadata;
+  return {
+    state: 'kept',
+    tokenSha256,
+    handled: annotations[ROTATION_HANDLED_ANNOTATION],
+    issuedAt: annotations[TOKEN_ISSUED_AT_ANNOTATION],
+    from: name,
+    secret,
+  };
+}
+
+/**
  * Whether an owned Secret of this UserGroup (the current one, or one left from an earlier spec.tokenSecret)
  * carries a record this connection sealed: proof that the operator synced this UserGroup on this account.
  * The Secret's own one data key stands in for the spec, which may have moved on since: the Secret must
@@ -90,7 +147,13 @@ export function holdsRecord(secret: ObservedSecret, owner: ObjectMeta, userGroup
  * The token digest the Secret's record was sealed over, with its bookkeeping and this Secret's identity;
  * undefined when there is no record or its MAC is not ours. Reads metadata only.
  */
-function sealedRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: string, key: string, seal: Seal): string | undefined {
+function sealedRecord(
+  secret: ObservedSecret,
+  owner: Pick<ObjectMeta, 'namespace' | 'name' | 'uid'>,
+  userGroupId: string,
+  key: string,
+  seal: Seal,
+): string | undefined {
   const { annotations } = secret.metadata;
   const recorded = annotations[TOKEN_RECORD_ANNOTATION];
   const tokenSha256 = annotations[TOKEN_SHA256_ANNOTATION];
@@ -106,7 +169,7 @@ function sealedRecord(secret: ObservedSecret, owner: ObjectMeta, userGroupId: st
 
 /** What the record's MAC covers: the token (by digest) and its bookkeeping, bound to this UserGroup, Secret and id. */
 function recordMessage(
-  owner: ObjectMeta,
+  owner: Pick<ObjectMeta, 'namespace' | 'name' | 'uid'>,
   userGroupId: string,
   secretName: string,
   key: string,
@@ -132,6 +195,7 @@ function safeEqual(a: string, b: string): boolean {
 }
 
 const RESERVED_ANNOTATIONS = new Set([
+  USERGROUP_UID_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   TOKEN_RECORD_ANNOTATION,
   ROTATION_HANDLED_ANNOTATION,
@@ -151,8 +215,14 @@ export interface SecretContent {
 /**
  * The whole Secret the operator wants: it owns it, so user labels/annotations come from spec.tokenSecret.
  * Without the token itself (only its digest) it has no data: good for comparing, not for writing.
+ *
+ * `keeper` (the namespace) is a second owner under deletionPolicy Retain: the garbage collector deletes a dependent
+ * only when every owner is gone, so when the UserGroup is deleted it only drops that reference and the Secret stays,
+ * with its token, for consumers and for a UserGroup applied again (cert-manager leaves a Certificate's Secret the
+ * same way). A Kubernetes mechanism, not a finalizer: it works with no controller running, and an older release
+ * that knows nothing of it is not held up by it.
  */
-export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent, seal: Seal): V1Secret {
+export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: SecretContent, seal: Seal, keeper?: OwnerReference): V1Secret {
   const annotations: Record<string, string> = {};
   // The operator's own bookkeeping keys are never taken from the user: a copied value could fake a rotation record.
   for (const [k, v] of Object.entries(spec.tokenSecret.annotations)) if (!RESERVED_ANNOTATIONS.has(k)) annotations[k] = v;
@@ -170,6 +240,9 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
   if (content.handled !== undefined) annotations[ROTATION_HANDLED_ANNOTATION] = content.handled;
   if (content.pending !== undefined) annotations[ROTATION_PENDING_ANNOTATION] = content.pending;
   if (content.issuedAt !== undefined) annotations[TOKEN_ISSUED_AT_ANNOTATION] = content.issuedAt;
+  annotations[USERGROUP_UID_ANNOTATION] = owner.uid;
+  const ownerReferences: OwnerReference[] = [{ apiVersion: API_VERSION, kind: USERGROUP_KIND, name: owner.name, uid: owner.uid, controller: true }];
+  if (keeper && spec.deletionPolicy === 'Retain') ownerReferences.push(keeper);
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -179,7 +252,7 @@ export function desiredSecret(owner: ObjectMeta, spec: UserGroupSpec, content: S
       namespace: owner.namespace,
       labels: { ...spec.tokenSecret.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE, [USERGROUP_LABEL]: owner.name },
       annotations,
-      ownerReferences: [{ apiVersion: API_VERSION, kind: USERGROUP_KIND, name: owner.name, uid: owner.uid, controller: true }],
+      ownerReferences,
     },
     ...(token !== undefined ? { data: { [spec.tokenSecret.key]: Buffer.from(token, 'utf8').toString('base64') } } : {}),
   };

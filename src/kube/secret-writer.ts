@@ -1,6 +1,6 @@
-import type { V1Secret } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../api/constants.js';
-import { sameStringMap } from '../api/meta.js';
+import { sameStringMap, type OwnerReference } from '../api/meta.js';
 import { metadataDigest, parseSecret, type ObservedSecret } from '../api/secret.js';
 import { isAlreadyExists, isConflict, isNotFound, type ApiError } from './api-error.js';
 import { call, type ApiResult, type KubeClient } from './http.js';
@@ -75,7 +75,15 @@ export function secretMatches(observed: ObservedSecret, desired: V1Secret): bool
     (observed.type === undefined || observed.type === desired.type) &&
     observed.metaDigest === metadataDigest(meta.labels ?? {}, meta.annotations ?? {}) &&
     (observed.data === undefined || (desired.data !== undefined && sameStringMap(observed.data, desired.data))) &&
-    observed.metadata.ownerReferences.length === 1
+    sameOwners(observed.metadata.ownerReferences, meta.ownerReferences ?? [])
+  );
+}
+
+/** The same owners (by uid), the same one of them the controller. */
+function sameOwners(observed: readonly OwnerReference[], desired: readonly V1OwnerReference[]): boolean {
+  return (
+    observed.length === desired.length &&
+    desired.every((d) => observed.some((o) => o.uid === d.uid && o.kind === d.kind && o.name === d.name && o.controller === (d.controller === true)))
   );
 }
 

@@ -25,6 +25,8 @@ export interface MetricsSource {
   informerStats(): ReadonlyMap<string, InformerStats>;
   /** With --shard-by-namespace: how many namespaces this replica owns now; undefined otherwise. */
   ownedNamespaces(): number | undefined;
+  /** UserGroups and token Secrets in the caches that carry the rotate-on-delete finalizer. */
+  rotateOnDeleteFinalizers(): number;
 }
 
 const NO_SOURCE: MetricsSource = {
@@ -33,6 +35,7 @@ const NO_SOURCE: MetricsSource = {
   queueInFlight: () => undefined,
   informerStats: () => new Map(),
   ownedNamespaces: () => undefined,
+  rotateOnDeleteFinalizers: () => 0,
 };
 
 /** Buckets for reconcile and service latency: 1 ms to 60 s. */
@@ -156,6 +159,17 @@ export class Metrics {
           const [ready = 'Unknown', reason = ''] = key.split('/');
           this.set({ ready, reason }, n);
         }
+      },
+    });
+  })();
+  readonly rotateOnDeleteFinalizers = (() => {
+    const count = (): number => this.source.rotateOnDeleteFinalizers();
+    return new Gauge({
+      name: 'usergroup_rotate_on_delete_finalizers',
+      help: 'UserGroups and token Secrets (in this replica\'s caches) carrying the usergroup.dev/rotate-on-delete finalizer; with --rotate-on-delete=false it falls to 0, and then a rollback below 0.3.0 is safe.',
+      registers: [this.registry],
+      collect() {
+        this.set(count());
       },
     });
   })();

@@ -39,6 +39,11 @@ import {
 const RELEASE = 'ugo-upgrade';
 const SYSTEM = 'ugo-upgrade-system';
 const TENANT = 'ugo-upgrade-team';
+/** Issue 42: a namespace of deletionPolicy Rotate UserGroups, made under this release, present at the rollback. */
+const ROTATING = 'ugo-upgrade-rotating';
+const ROTATE_GROUPS = 3;
+/** How long a deletion under the rolled-back release may take (docs/operations.md, "Rolling back"): no finalizer holds it. */
+const DELETION_BOUND_MS = 60_000;
 const FULLNAME = `${RELEASE}-usergroup-operator`;
 const SELECTOR = `app.kubernetes.io/instance=${RELEASE}`;
 const API_KEY = 'e2e-upgrade-key';
@@ -58,6 +63,8 @@ let work: string;
 let previousChart: string;
 let scraperToken: string;
 let groupNames: string[] = [];
+/** The UserGroups the leader must count Ready when a step has settled (the Rotate ones join after the upgrade). */
+let expectedGroups = GROUPS;
 let watches: { stop(): Promise<void> }[] = [];
 const ready = new ReadyRecorder();
 const consumerPods = new PodRecorder();
@@ -91,7 +98,7 @@ function valuesFile(image: { repository: string; tag: string }): string {
   const file = path.join(work, `values-${image.tag}.json`);
   const values = {
     image: { repository: image.repository, tag: image.tag, pullPolicy: 'Never' },
-    watchNamespaces: [TENANT],
+    watchNamespaces: [TENANT, ROTATING],
     connection: { url: sim.url, allowInsecure: true, apiKey: { existingSecret: API_KEY_SECRET, key: 'apiKey' } },
     // Short timings, as chart.test.ts: a hand-over within seconds.
     leaderElection: { leaseDuration: '6s', renewDeadline: '4s', retryPeriod: '1s' },
@@ -237,8 +244,8 @@ async function settle(before: Baseline, image: { repository: string; tag: string
       reconciles = metric('usergroup_reconcile_total');
       const ok =
         metric('usergroup_build_info', { version }) === 1 &&
-        metric('usergroup_usergroups', { ready: 'True' }) === GROUPS &&
-        reconciles >= GROUPS &&
+        metric('usergroup_usergroups', { ready: 'True' }) === expectedGroups &&
+        reconciles >= expectedGroups &&
         metric('workqueue_depth') === 0;
       leaderServiceRequests = metric('usergroup_service_requests_total');
       return ok ? true : undefined;
@@ -349,6 +356,7 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     await kubectl(['create', 'namespace', SYSTEM]);
     await kubectl(['label', 'namespace', SYSTEM, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/enforce-version=latest']);
     await kubectl(['create', 'namespace', TENANT]);
+    await kubectl(['create', 'namespace', ROTATING]);
     await kubectl(['-n', SYSTEM, 'create', 'secret', 'generic', API_KEY_SECRET, `--from-literal=apiKey=${API_KEY}`]);
     process.stderr.write(`[e2e upgrade] set up in ${((Date.now() - setup) / 1000).toFixed(1)} s\n`);
   });
@@ -373,7 +381,7 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     await helm(['uninstall', RELEASE, '--namespace', SYSTEM, '--wait', '--timeout', '3m']).catch(() => undefined);
     await kubectl(['delete', 'clusterrolebinding', SCRAPER, '--ignore-not-found']).catch(() => undefined);
     await kubectl(['delete', 'crd', ...CRDS, '--ignore-not-found', '--wait'], undefined, 180_000).catch(() => undefined);
-    await kubectl(['delete', 'namespace', TENANT, SYSTEM, '--ignore-not-found', '--wait=false']).catch(() => undefined);
+    await kubectl(['delete', 'namespace', TENANT, SYSTEM, ROTATING, '--ignore-not-found', '--wait=false']).catch(() => undefined);
     await (sim as Simulator | undefined)?.stop();
     if (work) fs.rmSync(work, { recursive: true, force: true });
     process.stderr.write(`[e2e upgrade] cleaned up in ${((Date.now() - cleanup) / 1000).toFixed(1)} s\n`);
@@ -563,7 +571,73 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     );
   });
 
-  it(`rolls back with helm rollback to ${PREVIOUS_RELEASE.version} (its operator on the new CRDs, which stay): nothing called, rotated, restarted or flipped`, async () => {
+  it(`${ROTATE_GROUPS} UserGroups with deletionPolicy Rotate under ${THIS_VERSION}: each and its token Secret hold the rotate-on-delete finalizer`, async () => {
+    const manifests = Array.from({ length: ROTATE_GROUPS }, (_, i) => ({
+      apiVersion: 'usergroup.dev/v1',
+      kind: 'UserGroup',
+      metadata: { name: `r-${i}`, namespace: ROTATING },
+      spec: { userGroupId: `${ROTATING}.r-${i}`, name: `Rotating ${i}`, deletionPolicy: 'Rotate' },
+    }));
+    await kubectl(['apply', '-f', '-'], manifests.map((m) => stringify(m)).join('---\n'));
+    await waitFor(
+      `${ROTATE_GROUPS} Rotate UserGroups Ready, they and their Secrets finalized`,
+      async () => ((await rotateFinalizers()).filter((f) => f.endsWith(' finalized')).length === 2 * ROTATE_GROUPS ? true : undefined),
+      120_000,
+    );
+    expectedGroups = GROUPS + ROTATE_GROUPS;
+  });
+
+  it(`rolls back to ${PREVIOUS_RELEASE.version} as docs/operations.md says with Rotate UserGroups present: their finalizers removed first (rotateOnDelete=false), then helm rollback; nothing called, rotated, restarted or flipped`, async () => {
+    const image = inject('operatorImage');
+    // Without step 1 the chart's guard refuses the rollback at the first object Helm writes: nothing changes.
+    const unguarded = await baseline();
+    const refusal = await helm(['rollback', RELEASE, '1', '--namespace', SYSTEM]).then(
+      () => 'the rollback went through',
+      (err: unknown) => String(err),
+    );
+    process.stderr.write(`[e2e upgrade] helm rollback with Rotate finalizers left: ${refusal.slice(0, 600)}\n`);
+    expect(refusal).toMatch(/rollback-guard[\s\S]*rotate-on-delete[\s\S]*controller\.rotateOnDelete=false/);
+    const deployment = await getJson<{ spec: { template: { spec: { containers: { image: string }[] } } } }>(['-n', SYSTEM, 'get', 'deployment', FULLNAME]);
+    expect(deployment.spec.template.spec.containers.map((c) => c.image)).toContain(`${image.repository}:${image.tag}`);
+    expect(new Set((await operatorPods()).map((p) => p.metadata.name))).toEqual(unguarded.operatorPods);
+    expect((await rotateFinalizers()).filter((f) => f.endsWith(' finalized'))).toHaveLength(2 * ROTATE_GROUPS);
+    figures.push(`| helm rollback with Rotate finalizers left | refused by the guard | ${callsOf(sim.stats()) - unguarded.calls} | | | | nothing written |`);
+
+    // Step 1 (docs/operations.md, "Rolling back"): this release removes every rotate-on-delete finalizer.
+    const prepared = await baseline();
+    const prepStarted = Date.now();
+    await helm([
+      'upgrade',
+      RELEASE,
+      path.join(repoRoot, 'deploy/helm/usergroup-operator'),
+      '--namespace',
+      SYSTEM,
+      // The values file, not --reuse-values: after the refused rollback Helm's last release is that failed rollback,
+      // whose values (the older image) --reuse-values would take (docs/operations.md says so).
+      '-f',
+      valuesFile(image),
+      '--set',
+      'controller.rotateOnDelete=false',
+    ]);
+    await settle(prepared, image, THIS_VERSION, prepStarted);
+    // Step 2: wait until the leader says none is left, as the chart's notes print it.
+    await kubectl(
+      ['-n', SYSTEM, 'wait', `lease/${FULLNAME}`, '--for=jsonpath={.metadata.annotations.usergroup\\.dev/rotate-on-delete}=released', '--timeout=120s'],
+      undefined,
+      150_000,
+    );
+    const prepMs = Date.now() - prepStarted;
+    expect(await rotateFinalizers()).toEqual(
+      Array.from({ length: ROTATE_GROUPS }, (_, i) => [`UserGroup r-${i}`, `Secret r-${i}`])
+        .flat()
+        .sort(),
+    );
+    expect(callsOf(sim.stats()) - prepared.calls, 'service calls while the finalizers were removed').toBe(0);
+    figures.push(
+      `| rotateOnDelete=false (before the rollback) | ${(prepMs / 1000).toFixed(1)} s until the Lease said released | 0 | | | | ${2 * ROTATE_GROUPS} finalizers removed |`,
+    );
+
+    // Step 3.
     const before = await baseline();
     const previous = inject('previousOperatorImage');
     if (previous === null) throw new Error('unreachable: checked in beforeAll');
@@ -588,4 +662,39 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     );
     expect(callsOf(sim.stats()) - before.calls).toBe(1);
   });
+
+  it(`under ${PREVIOUS_RELEASE.version}, a Rotate UserGroup and then its namespace are deleted: both gone within ${DELETION_BOUND_MS / 1000} s, nothing holds them`, async () => {
+    const started = Date.now();
+    await kubectl(
+      ['-n', ROTATING, 'delete', 'usergroups.v1alpha1.usergroup.dev', 'r-0', '--wait', `--timeout=${DELETION_BOUND_MS / 1000}s`],
+      undefined,
+      DELETION_BOUND_MS + 10_000,
+    );
+    const userGroupMs = Date.now() - started;
+    const namespaceStarted = Date.now();
+    await kubectl(['delete', 'namespace', ROTATING, '--wait', `--timeout=${DELETION_BOUND_MS / 1000}s`], undefined, DELETION_BOUND_MS + 10_000);
+    const namespaceMs = Date.now() - namespaceStarted;
+    process.stderr.write(
+      `[e2e upgrade] under ${PREVIOUS_RELEASE.version}: Rotate UserGroup deleted in ${userGroupMs} ms, its namespace in ${namespaceMs} ms\n`,
+    );
+    figures.push(
+      `| delete a Rotate UserGroup, then its namespace, under ${PREVIOUS_RELEASE.version} | ${(userGroupMs / 1000).toFixed(1)} s, ${(namespaceMs / 1000).toFixed(1)} s | | | | | gone (bound ${DELETION_BOUND_MS / 1000} s) |`,
+    );
+    expect(userGroupMs).toBeLessThan(DELETION_BOUND_MS);
+    expect(namespaceMs).toBeLessThan(DELETION_BOUND_MS);
+  });
 });
+
+/** "Kind name finalized" or "Kind name" for every UserGroup and token Secret of the Rotate namespace, sorted. */
+async function rotateFinalizers(): Promise<string[]> {
+  interface Listed {
+    items: { kind?: string; metadata: { name: string; finalizers?: string[] } }[];
+  }
+  const groups = await getJson<Listed>(['-n', ROTATING, 'get', 'usergroups.usergroup.dev']);
+  const secrets = await getJson<Listed>(['-n', ROTATING, 'get', 'secrets', '-l', 'app.kubernetes.io/managed-by=usergroup-operator']);
+  const describe =
+    (kind: string) =>
+    (o: Listed['items'][number]): string =>
+      `${kind} ${o.metadata.name}${o.metadata.finalizers?.includes('usergroup.dev/rotate-on-delete') ? ' finalized' : ''}`;
+  return [...groups.items.map(describe('UserGroup')), ...secrets.items.map(describe('Secret'))].sort();
+}

@@ -172,7 +172,7 @@ describe('spec.deletionPolicy', () => {
 
   // --- The behaviour ---------------------------------------------------------------------------------
 
-  it('Retain (the default): no finalizer, no metadata write, no call; the Secret is garbage-collected, the claim stays, the token stays valid', async () => {
+  it('Retain (the default): no finalizer, no metadata write, no call; the Secret is kept (the namespace its owner), the claim stays, the token stays valid', async () => {
     const id = `${a.namespace}.keep`;
     await createUserGroupAs(a, 'keep', { userGroupId: id, name: 'Keep' });
     await waitSynced(a.namespace, 'keep', false);
@@ -186,7 +186,16 @@ describe('spec.deletionPolicy', () => {
 
     await deleteUserGroupAs(a, 'keep');
     await waitGone(a.namespace, 'keep', 10_000);
-    await eventually('the token Secret garbage-collected', async () => ((await secretIn(a.namespace, 'keep')) ? undefined : true), 60_000);
+    // The garbage collector removes the UserGroup's reference and leaves the Secret to its other owner, the namespace.
+    const kept = await eventually(
+      "the token Secret kept, the UserGroup's reference gone",
+      async () => {
+        const s = await secretIn(a.namespace, 'keep');
+        return s?.metadata?.ownerReferences?.map((o) => o.kind).join() === 'Namespace' ? s : undefined;
+      },
+      60_000,
+    );
+    expect(kept.data?.['token'] && Buffer.from(kept.data['token'], 'base64').toString('utf8')).toBe(token);
     expect(posts()).toBe(before);
     expect(proxy.requests.length).toBe(calls);
     expect((await env.claims([a.namespace])).map((x) => x.spec.userGroupId)).toContain(id);

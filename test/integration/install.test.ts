@@ -95,6 +95,8 @@ describe('Helm chart', () => {
       'Service',
       'ServiceAccount',
       'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicy',
+      'ValidatingAdmissionPolicyBinding',
       'ValidatingAdmissionPolicyBinding',
     ]);
     // The controller's patch on UserGroups may change only the rotate-on-delete finalizer (rbac.test.ts tries it).
@@ -486,6 +488,44 @@ describe('helm install into the test control plane', () => {
     expect(pods).toHaveLength(2);
     const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'reason=FailedCreate', '-o', 'name']);
     expect(events.stdout.trim()).toBe('');
+  });
+
+  it("the rollback guard: an older chart's objects are refused until the controller's Lease says the rotate-on-delete finalizers are gone", async () => {
+    const binding = JSON.parse(
+      (await kubectl(['get', 'validatingadmissionpolicybinding', '-l', `app.kubernetes.io/instance=${release}`, '-o', 'json'])).stdout,
+    ) as { items: { metadata: { name: string }; spec: { paramRef?: { name?: string } } }[] };
+    const guard = binding.items.find((b) => b.metadata.name.endsWith('-rollback-guard'));
+    const lease = guard?.spec.paramRef?.name;
+    if (!lease) throw new Error('no rollback guard with a Lease as its parameter');
+    /** A ConfigMap as the 0.2.0 chart (or this one) labels its objects: what helm rollback writes first. */
+    const write = (name: string, chart: string): Promise<CommandResult> =>
+      kubectl(['apply', '-n', ns, '--server-side', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: {
+            name,
+            labels: { 'helm.sh/chart': chart, 'app.kubernetes.io/name': 'usergroup-operator', 'app.kubernetes.io/instance': release },
+          },
+        }),
+      });
+    // No controller ran: no Lease, nothing can be said, refused (the policy is enforced once the apiserver has it).
+    await eventually('an older chart refused without a Lease', async () => ((await write('older', 'usergroup-operator-0.2.0')).code !== 0 ? true : undefined));
+    const leaseBody = (annotations: Record<string, string>): string =>
+      JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: lease, namespace: ns, annotations }, spec: {} });
+    expect((await kubectl(['apply', '-n', ns, '-f', '-'], { input: leaseBody({ 'usergroup.dev/rotate-on-delete': 'active' }) })).code).toBe(0);
+    const refused = await eventually('the message naming the steps', async () => {
+      const res = await write('older', 'usergroup-operator-0.2.0');
+      return res.code !== 0 && res.stderr.includes('rotate-on-delete') ? res.stderr : undefined;
+    });
+    expect(refused).toContain('controller.rotateOnDelete=false');
+    expect(refused).toContain(`Lease ${lease}`);
+    // This chart's own objects, and another release's, pass.
+    expect((await write('same', 'usergroup-operator-0.3.0')).code).toBe(0);
+    // Once the controller has removed them all, the rollback may go.
+    expect((await kubectl(['apply', '-n', ns, '-f', '-'], { input: leaseBody({ 'usergroup.dev/rotate-on-delete': 'released' }) })).code).toBe(0);
+    await eventually('an older chart allowed once released', async () => ((await write('older', 'usergroup-operator-0.2.0')).code === 0 ? true : undefined));
+    await kubectl(['delete', '-n', ns, 'configmap', 'older', 'same', `lease/${lease}`]);
   });
 
   it('the namespace really enforces restricted: a pod without the security settings is refused', async () => {

@@ -173,8 +173,10 @@ describe('sync to the service (default connection through a recording proxy)', (
     });
     expect(Buffer.from(recreated.data?.['token'] ?? '', 'base64').toString('utf8')).toBe(token);
     expect(recreated.type).toBe('Opaque');
+    // Controlled by its UserGroup; the namespace a second owner, which keeps it when the UserGroup goes (deletionPolicy Retain).
     expect(recreated.metadata?.ownerReferences).toEqual([
       expect.objectContaining({ apiVersion: `${group}/${version}`, kind: 'UserGroup', name: 'gone', uid: ug.metadata.uid, controller: true }),
+      expect.objectContaining({ apiVersion: 'v1', kind: 'Namespace', name: env.namespace }),
     ]);
     expect(recreated.metadata?.labels).toMatchObject({ ...MANAGED_BY, 'usergroup.dev/usergroup': 'gone' });
     expect(env.simGroup('gone-1')?.tokenSha256).toBe(sha256(token ?? ''));
@@ -257,7 +259,10 @@ describe('sync to the service (default connection through a recording proxy)', (
     expect(Object.keys(secret?.data ?? {})).toEqual(['apiToken']);
     const token = await env.secretToken('custom-token-secret', 'apiToken');
     expect(env.simGroup('custom-1')?.tokenSha256).toBe(sha256(token ?? ''));
-    expect(secret?.metadata?.ownerReferences).toEqual([expect.objectContaining({ kind: 'UserGroup', name: 'custom', uid: ug.metadata.uid, controller: true })]);
+    expect(secret?.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'UserGroup', name: 'custom', uid: ug.metadata.uid, controller: true }),
+      expect.objectContaining({ kind: 'Namespace', name: env.namespace }),
+    ]);
     // No Secret under the default name.
     expect(await env.getSecret('custom')).toBeUndefined();
   });
@@ -278,7 +283,7 @@ describe('sync to the service (default connection through a recording proxy)', (
     expect(env.simGroup('paused-1')?.tokenSha256).toBe(sha256(token ?? ''));
   });
 
-  it('deletion: the Secret is garbage-collected, the group stays at the service, a Deleted Event, no finalizer ever', async () => {
+  it('deletion (Retain): the Secret is kept, the group stays at the service, a Deleted Event, no finalizer ever', async () => {
     await env.createUserGroup('doomed', { userGroupId: 'doomed-1', name: 'Doomed' });
     const ug = await env.waitForReady('doomed');
     expect(ug.metadata).not.toHaveProperty('finalizers');
@@ -295,7 +300,11 @@ describe('sync to the service (default connection through a recording proxy)', (
         return (err as { code?: number }).code === 404 ? true : undefined;
       }
     });
-    await eventually('Secret doomed to be garbage-collected', async () => ((await env.getSecret('doomed')) === undefined ? true : undefined));
+    // The garbage collector drops the UserGroup's reference; the namespace's keeps the Secret and its token.
+    await eventually('Secret doomed kept, owned by its namespace alone', async () => {
+      const owners = (await env.getSecret('doomed'))?.metadata?.ownerReferences?.map((o) => o.kind);
+      return owners?.join() === 'Namespace' ? true : undefined;
+    });
     const deleted = await eventually('a Deleted Event about doomed', async () => (await env.eventsFor('doomed')).find((e) => e.reason === 'Deleted'));
     expect(deleted.type).toBe('Normal');
     expect(deleted.regarding?.kind).toBe('UserGroup');

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import type { Adoption, ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
-import { objectKey } from '../../src/api/meta.js';
+import { objectKey, type OwnerReference } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
@@ -126,6 +126,8 @@ export interface World {
   cached?: ObservedSecret | undefined;
   /** Whether the name-only cache of other Secrets knows the name. */
   otherKnown?: boolean;
+  /** The namespace as the second owner of Retain token Secrets (default: none known). */
+  keeper?: OwnerReference;
   /** What the apiserver really has. */
   live?: ObservedSecret | undefined;
   /** The Secret is deleted and re-created around every read: reads find nothing, creates meet it. */
@@ -167,6 +169,8 @@ export interface World {
   ownAccount?: boolean;
   /** The UserGroup's namespace is being deleted. */
   namespaceTerminating?: boolean;
+  /** --rotate-on-delete (default true). */
+  rotateOnDelete?: boolean;
   /** Someone writes each workload just after the operator read it (its patch meets a newer version). */
   workloadChangesAfterRead?: boolean;
 }
@@ -254,11 +258,13 @@ export function harness(world: World): Harness {
     tokenSecrets: {
       cached: () => world.cached,
       otherExists: () => world.otherKnown ?? false,
+      keeper: () => world.keeper,
       read: async () => {
         calls.push('GET Secret');
         return world.vanishesOnRead ? undefined : world.live;
       },
-      owned: () => (world.cached ? [world.cached] : []),
+      // As the owner index: only a Secret this UserGroup controls.
+      owned: (ug) => (world.cached?.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid) ? [world.cached] : []),
       // As SecretWriter.apply: no request when the Secret already is the desired one.
       apply: async (desired, current): Promise<SecretApplyResult> => {
         if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
@@ -354,6 +360,7 @@ export function harness(world: World): Harness {
     minTokenAgeMs: 1_000,
     workloadRestarts: world.workloadRestarts ?? true,
     deletionRotationTimeoutMs: 300_000,
+    rotateOnDelete: world.rotateOnDelete ?? true,
     seesAllNamespaces: world.seesAllNamespaces ?? false,
   };
   const reconcile = (): Promise<ReconcileResult> =>

@@ -25,6 +25,7 @@ describe('parseRunConfig defaults', () => {
       minTokenAgeMs: 3_600_000,
       workloadRestartsPerMinute: 0,
       deletionRotationTimeoutMs: 300_000,
+      rotateOnDelete: true,
       serviceQps: 10,
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,

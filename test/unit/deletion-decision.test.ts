@@ -133,3 +133,21 @@ describe('afterDeletionRotation', () => {
     expect(afterDeletionRotation('deferred', 2_000, 30_000)).toEqual({ kind: 'retry', afterMs: 2_000 });
   });
 });
+
+describe('--rotate-on-delete=false', () => {
+  it('no object keeps the finalizer, whatever its policy, its namespace going or not', () => {
+    const finalized = { ...HELD, finalized: true };
+    for (const namespaceTerminating of [false, true]) {
+      expect(decideLiveFinalizers(live({ disabled: true, userGroupFinalized: true, current: finalized, namespaceTerminating }))).toEqual({
+        userGroup: 'remove',
+        currentSecret: 'remove',
+        staleSecrets: undefined,
+      });
+    }
+    expect(decideLiveFinalizers(live({ disabled: true }))).toEqual({ userGroup: undefined, currentSecret: undefined, staleSecrets: undefined });
+  });
+
+  it('a deletion lets go without a call', () => {
+    expect(decideDeletion(deleting({ disabled: true }))).toEqual({ kind: 'skip', why: 'disabled' });
+  });
+});

@@ -61,7 +61,14 @@ function secretObject(resourceVersion = '7'): Record<string, unknown> {
   };
 }
 
-const desired = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'acme-token', namespace: NS }, type: 'Opaque', data: { token: TOKEN_B64 } };
+const OWNER = { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-ug', controller: true };
+const desired = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name: 'acme-token', namespace: NS, ownerReferences: [OWNER] },
+  type: 'Opaque',
+  data: { token: TOKEN_B64 },
+};
 
 /** The Secret as stored at `resourceVersion`, holding `token`, with the one owner reference a token Secret has. */
 function stored(resourceVersion: string, token: string): ObservedSecret {
@@ -72,7 +79,7 @@ function stored(resourceVersion: string, token: string): ObservedSecret {
       namespace: NS,
       uid: 'uid-s',
       resourceVersion,
-      ownerReferences: [{ apiVersion: 'usergroup.dev/v1', kind: 'UserGroup', name: 'acme', uid: 'uid-ug', controller: true }],
+      ownerReferences: [OWNER],
     },
     data: { token: Buffer.from(token).toString('base64') },
   });

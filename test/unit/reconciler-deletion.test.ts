@@ -197,3 +197,36 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     ]);
   });
 });
+
+describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninstall): every finalizer goes, no call', () => {
+  it('a live Rotate UserGroup holding a token: both finalizers removed, none added', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, rotateOnDelete: false });
+    await h.reconcile();
+    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+  });
+
+  it('a live Rotate UserGroup without them: nothing written', async () => {
+    const stored = sealedSecret('tok-1');
+    const ug = userGroup({ deletionPolicy: 'Rotate', status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, rotateOnDelete: false });
+    await h.reconcile();
+    expect(h.calls).toEqual([]);
+  });
+
+  it('…even while its namespace is being deleted (nothing may wait for an operator that will not rotate)', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true, terminating: true });
+    const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
+    const h = harness({ ug, cached: stored, live: stored, now: NOW, namespaceTerminating: true, rotateOnDelete: false });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+  });
+
+  it('a deletion holding the finalizer: let go at once, no read, no call', async () => {
+    const stored = sealedSecret('tok-1', { finalized: true });
+    const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, rotateOnDelete: false });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+  });
+});

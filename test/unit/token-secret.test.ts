@@ -8,12 +8,13 @@ import {
   TOKEN_RECORD_ANNOTATION,
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_LABEL,
+  USERGROUP_UID_ANNOTATION,
 } from '../../src/api/constants.js';
-import type { ObjectMeta } from '../../src/api/meta.js';
+import type { ObjectMeta, OwnerReference } from '../../src/api/meta.js';
 import { isTokenSecret, metadataDigest, parseCachedSecret, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
 import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret, holdsRecord, inspectSecret, type SecretContent } from '../../src/controller/token-secret.js';
+import { desiredSecret, holdsRecord, inspectSecret, keptSecret, type SecretContent } from '../../src/controller/token-secret.js';
 import { secretMatches } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { OWNER, OTHER_SEAL, SEAL, storedSecret, userGroupSpec } from '../support/fixtures.js';
@@ -211,12 +212,18 @@ describe('desiredSecret', () => {
 
   it('carries user annotations plus the token hash (which wins), and handled/pending only when defined', () => {
     const d = desiredSecret(OWNER, userSpec, content(), SEAL);
-    expect(d.metadata?.annotations).toEqual({ note: 'hello', [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN), [TOKEN_RECORD_ANNOTATION]: RECORD });
+    expect(d.metadata?.annotations).toEqual({
+      note: 'hello',
+      [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN),
+      [TOKEN_RECORD_ANNOTATION]: RECORD,
+      [USERGROUP_UID_ANNOTATION]: OWNER.uid,
+    });
     const withBoth = desiredSecret(OWNER, userSpec, content({ handled: 'v1', pending: 'v2' }), SEAL);
     expect(withBoth.metadata?.annotations).toEqual({
       note: 'hello',
       [TOKEN_SHA256_ANNOTATION]: sha256Hex(TOKEN),
       [TOKEN_RECORD_ANNOTATION]: RECORD,
+      [USERGROUP_UID_ANNOTATION]: OWNER.uid,
       [ROTATION_HANDLED_ANNOTATION]: 'v1',
       [ROTATION_PENDING_ANNOTATION]: 'v2',
     });
@@ -344,5 +351,76 @@ describe('secretMatches', () => {
 
   it('is false when the desired content changed (a rotation)', () => {
     expect(secretMatches(same, desiredSecret(OWNER, s, content({ token: new SecretValue('new'), handled: 'v2' }), SEAL))).toBe(false);
+  });
+});
+
+describe('deletionPolicy Retain: the namespace keeps the token Secret, and a UserGroup applied again knows it', () => {
+  const NAMESPACE: OwnerReference = { apiVersion: 'v1', kind: 'Namespace', name: 'team-a', uid: 'uid-ns', controller: false };
+  const retained = spec();
+  const gone = (): boolean => false;
+  /** The Secret the operator wrote for OWNER, then with `owners` as the garbage collector left them. */
+  const kept = (owners: unknown[] | undefined, over: { annotations?: Record<string, string> } = {}): ObservedSecret => {
+    const d = desiredSecret(OWNER, retained, content({ handled: 'r1', issuedAt: '2026-11-01T00:00:00.000Z' }), SEAL, NAMESPACE);
+    const stored = storedSecret(d, '42');
+    const raw = JSON.parse(JSON.stringify(stored)) as { metadata: Record<string, unknown> };
+    raw.metadata['ownerReferences'] = owners;
+    if (over.annotations) raw.metadata['annotations'] = { ...(raw.metadata['annotations'] as object), ...over.annotations };
+    const parsed = parseSecret(raw);
+    if (!parsed.ok) throw new Error(parsed.error);
+    return parsed.value;
+  };
+
+  it('gives a Retain Secret the namespace as a second owner, a Rotate one not (its token dies with the UserGroup)', () => {
+    const owners = (policy: 'Retain' | 'Rotate'): unknown =>
+      desiredSecret(OWNER, userGroupSpec({ ...retained, deletionPolicy: policy }), content(), SEAL, NAMESPACE).metadata?.ownerReferences?.map((o) => o.kind);
+    expect(owners('Retain')).toEqual(['UserGroup', 'Namespace']);
+    expect(owners('Rotate')).toEqual(['UserGroup']);
+    // The owners are compared: a Secret written before this release (the UserGroup alone) is written once more.
+    const before = roundTrip(OWNER, retained, content());
+    expect(secretMatches(before, desiredSecret(OWNER, retained, content(), SEAL))).toBe(true);
+    expect(secretMatches(before, desiredSecret(OWNER, retained, content(), SEAL, NAMESPACE))).toBe(false);
+  });
+
+  it('a spec.tokenSecret.annotations entry cannot set the uid annotation the kept record is checked by', () => {
+    const d = desiredSecret(OWNER, spec({ annotations: { [USERGROUP_UID_ANNOTATION]: 'uid-other' } }), content(), SEAL);
+    expect(d.metadata?.annotations?.[USERGROUP_UID_ANNOTATION]).toBe(OWNER.uid);
+  });
+
+  it('knows a kept Secret with or without the deleted UserGroup still named as its controller', () => {
+    const expected = { state: 'kept', tokenSha256: sha256Hex(TOKEN), handled: 'r1', issuedAt: '2026-11-01T00:00:00.000Z', from: 'acme' };
+    expect(keptSecret(kept([NAMESPACE]), 'team-a', retained, SEAL, gone)).toMatchObject(expected);
+    expect(keptSecret(kept([controllerRef, NAMESPACE]), 'team-a', retained, SEAL, gone)).toMatchObject(expected);
+    expect(keptSecret(kept(undefined), 'team-a', retained, SEAL, gone)).toMatchObject(expected);
+  });
+
+  it.each<[string, () => ObservedSecret | undefined, Partial<{ namespace: string; spec: UserGroupSpec; alive: boolean; seal: typeof SEAL }>]>([
+    ['its UserGroup lives', () => kept([controllerRef, NAMESPACE]), { alive: true }],
+    ['another kind controls it', () => kept([{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'x', uid: 'uid-d', controller: true }]), {}],
+    ['another namespace asks', () => kept([NAMESPACE]), { namespace: 'team-b' }],
+    ['another userGroupId asks', () => kept([NAMESPACE]), { spec: userGroupSpec({ ...retained, userGroupId: 'acme-2' }) }],
+    ['another key is asked for', () => kept([NAMESPACE]), { spec: spec({ key: 'other' }) }],
+    ['another account sealed it', () => kept([NAMESPACE]), { seal: OTHER_SEAL }],
+    ['its uid annotation was changed', () => kept([NAMESPACE], { annotations: { [USERGROUP_UID_ANNOTATION]: 'uid-x' } }), {}],
+    ['its handled mark was changed', () => kept([NAMESPACE], { annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r2' } }), {}],
+  ])('is not a kept Secret when %s', (_why, secret, over) => {
+    const s = secret();
+    if (!s) throw new Error('no secret');
+    expect(keptSecret(s, over.namespace ?? 'team-a', over.spec ?? retained, over.seal ?? SEAL, () => over.alive ?? false)).toBeUndefined();
+  });
+
+  it('is not a kept Secret while it is being deleted', () => {
+    const s = kept([NAMESPACE]);
+    expect(keptSecret({ ...s, metadata: { ...s.metadata, deletionTimestamp: '2026-11-27T00:00:00Z' } }, 'team-a', retained, SEAL, gone)).toBeUndefined();
+  });
+
+  it('the metadata-only cache keeps both owners of a token Secret, and a third that someone added', () => {
+    const d = desiredSecret(OWNER, retained, content(), SEAL, NAMESPACE);
+    const extra = { apiVersion: 'v1', kind: 'ConfigMap', name: 'c', uid: 'uid-c' };
+    const metadata = JSON.parse(JSON.stringify(d.metadata)) as Record<string, unknown>;
+    const cached = parseTokenSecretMeta({
+      metadata: { ...metadata, uid: 'u', resourceVersion: '1', ownerReferences: [...d.metadata!.ownerReferences!, extra] },
+    });
+    expect(cached?.metadata.ownerReferences.map((o) => o.kind)).toEqual(['UserGroup', 'Namespace', 'ConfigMap']);
+    expect(secretMatches(cached!, d)).toBe(false);
   });
 });

@@ -1,5 +1,6 @@
 import type { Adoption } from '../../api/clusterusergroupservice.js';
 import { Reason } from '../conditions.js';
+import { sha256Hex } from '../hash.js';
 import { holdsRecord } from '../token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { iso, isDeferral } from './context.js';
@@ -18,12 +19,24 @@ export type AdoptionDecision =
 
 /**
  * A group the service did not create for this PUT, on an account this UserGroup never synced on, was there
- * before: it is adopted as the policy says. An answer without a readable created indicator is neither an
- * adoption (that would turn every new group into one) nor a new group (that would skip a real adoption).
+ * before: it is adopted as the policy says — unless this namespace held it all along (`reclaim`: see
+ * keptTokenIsCurrent). An answer without a readable created indicator is neither an adoption (that would turn every
+ * new group into one) nor a new group (that would skip a real adoption).
  */
-export function decideAdoption(created: boolean | undefined, syncedBefore: boolean, policy: Adoption): AdoptionDecision {
-  if (created === true || syncedBefore) return { kind: 'none' };
+export function decideAdoption(created: boolean | undefined, syncedBefore: boolean, policy: Adoption, reclaim = false): AdoptionDecision {
+  if (created === true || syncedBefore || reclaim) return { kind: 'none' };
   return created === false ? { kind: 'adopt', policy } : { kind: 'unknown', policy };
+}
+
+/**
+ * Whether a group found at the service is this namespace's own, re-created: a token Secret kept from a deleted
+ * UserGroup of this namespace (sealed for this id on this account) holds the very token the service just returned,
+ * and the id was this namespace's all along (its claim, or the rules, held it before this reconcile). Then nobody
+ * has rotated it since, and no other namespace held it in between: taking it back gives nobody anything new, and a
+ * rotation would only cut off the consumers still reading the kept Secret. Anything else is an adoption.
+ */
+export function keptTokenIsCurrent(kept: { readonly tokenSha256: string } | undefined, heldBefore: boolean, currentSha256: string): boolean {
+  return kept !== undefined && heldBefore && kept.tokenSha256 === currentSha256;
 }
 
 /** After the sync step's PUT: adopt what was there, as the rules say (Keep, Rotate before anything is stored, or Refuse). */
@@ -32,7 +45,12 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
   if (!group) return next(progress);
   // The proof that needs a read is looked for only when nothing else settles it (rare: an adoption check).
   const syncedBefore = group.created === true || plan.syncedBefore || (await sealedOnThisAccount(ctx, plan));
-  const decision = decideAdoption(group.created, syncedBefore, plan.connection.adoption);
+  const reclaim = !syncedBefore && keptTokenIsCurrent(plan.kept, plan.heldBefore, sha256Hex(group.token.reveal()));
+  const decision = decideAdoption(group.created, syncedBefore, plan.connection.adoption, reclaim);
+  if (reclaim && plan.kept) {
+    ctx.log.info({ from: plan.kept.from }, 'took back the token Secret kept from a deleted UserGroup of this namespace; its token stays');
+    return next({ ...progress, reclaimedFrom: plan.kept.from });
+  }
   if (decision.kind === 'none') return next(progress);
   const { spec, connection } = plan;
   if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan, decision.kind));

@@ -11,11 +11,18 @@ import { Messages } from './events.js';
 import { blocked, end, failed, next, type Step } from './outcome.js';
 import { refused } from './refuse.js';
 
-/**
- * What holds the id for this UserGroup: its UserGroupClaim, or `undefined` when the cluster admins' rules bind
- * the id to this namespace and no claim exists (see idHeldByRules).
- */
-export type IdHold = UserGroupClaim | undefined;
+/** What holds the id for this UserGroup, and since when. */
+export interface IdHold {
+  /** Its UserGroupClaim, or `undefined` when the cluster admins' rules bind the id to this namespace and no claim exists (see idHeldByRules). */
+  readonly claim: UserGroupClaim | undefined;
+  /**
+   * The id was this namespace's before this reconcile: its claim existed already (held by this UserGroup, or
+   * taken over from one of this namespace that is gone), or the rules bind it here. Only then can a token Secret
+   * kept from a deleted UserGroup be taken back: an id claimed just now may have been held elsewhere meanwhile (a
+   * cluster admin deleted its claim), and a group last held elsewhere is adopted under the rules' policy.
+   */
+  readonly heldBefore: boolean;
+}
 
 /**
  * Takes or keeps the UserGroupClaim for (account, userGroupId) before any call: the apiserver decides which
@@ -29,7 +36,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
   if (!claim) {
     const byRules = await idHeldByRules(ctx, spec, connection);
     if (byRules.bound) {
-      if (byRules.holder === undefined) return next(undefined);
+      if (byRules.holder === undefined) return next({ claim: undefined, heldBefore: true });
       return end(blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, objectKey(byRules.holder.metadata), connection.description)));
     }
     // The rules no longer bind the id (an admin just widened them): a UserGroup that held it by the rules of
@@ -40,7 +47,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
     const decision = decideClaim(await claimInputs(ctx, claim, spec.userGroupId, connection.account));
     switch (decision.kind) {
       case 'held':
-        return next(decision.claim);
+        return next({ claim: decision.claim, heldBefore: true });
       case 'duplicate':
         return end(blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, decision.holder, connection.description)));
       case 'claimed-elsewhere':
@@ -55,7 +62,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
         if (written.ok) {
           // Debug: every first sync takes a claim, and its "user group synced" line follows at info.
           ctx.log.debug({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
-          return next(written.claim);
+          return next({ claim: written.claim, heldBefore: decision.kind === 'take-over' });
         }
         claim = await ctx.ports.claims.read(name);
       }

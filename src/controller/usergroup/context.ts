@@ -14,6 +14,8 @@ export interface ReconcileSettings {
   readonly workloadRestarts: boolean;
   /** The longest a deletion with spec.deletionPolicy Rotate is held, from its deletionTimestamp (--deletion-rotation-timeout). */
   readonly deletionRotationTimeoutMs: number;
+  /** spec.deletionPolicy Rotate is in force (--rotate-on-delete); false: every rotate-on-delete finalizer is removed and none added. */
+  readonly rotateOnDelete: boolean;
   /**
    * This controller alone sees every namespace's UserGroups (no --namespaces, no sharding): only then may an id the
    * rules bind to one namespace go without a claim (usergroup/claim.ts idHeldByRules).

@@ -72,6 +72,13 @@ export const Events = {
       ? `user group synced; token Secret ${how.secret} restored`
       : `user group ${how.created ? 'created' : 'updated'} at the service (${how.connection}); token in Secret ${how.secret}`,
   }),
+  /** deletionPolicy Retain kept the token Secret of a deleted UserGroup, and this one (applied again) took it back. */
+  reclaimed: (secret: string, from: string): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'TokenSecretReclaimed',
+    action: 'Sync',
+    note: `took back token Secret ${secret}, kept when UserGroup ${from} of this namespace was deleted (deletionPolicy Retain): the service still has its token, so it stays, unrotated`,
+  }),
   /** A sync request over its namespace's budget: it waits for the slot kept for it (said once per slot). */
   syncRequestWaiting: (value: string, inMs: number, budget: { readonly burst: number; readonly perMinute: number }): UserGroupEvent => ({
     type: 'Normal',
@@ -126,11 +133,13 @@ export const Events = {
     note: `deletionPolicy Rotate: the token was NOT rotated before the UserGroup went (${why}); it stays valid at the service until rotated there`,
   }),
   /** Sent by the controller when a UserGroup goes (only the active replica speaks). */
-  deleted: (): UserGroupEvent => ({
+  deleted: (kept: boolean): UserGroupEvent => ({
     type: 'Normal',
     reason: 'Deleted',
     action: 'Delete',
-    note: 'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection',
+    note: kept
+      ? 'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is kept (deletionPolicy Retain), and a UserGroup applied again with the same userGroupId takes it back unrotated'
+      : 'UserGroup deleted: the service has no delete operation, so the user group stays there; its token Secret is removed by garbage collection',
   }),
 } as const;
 

@@ -40,7 +40,8 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   const spec = ug.spec.ok ? ug.spec.value : undefined;
   const owned = ports.tokenSecrets.owned(ug);
   const userGroupFinalized = hasRotateFinalizer(ug.metadata);
-  if (spec?.deletionPolicy !== 'Rotate' && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;
+  const wanted = spec?.deletionPolicy === 'Rotate' && ctx.settings.rotateOnDelete;
+  if (!wanted && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;
 
   const currentName = spec?.tokenSecret.name;
   const currentSecret = currentName === undefined ? undefined : ownedSecret(ctx, currentName);
@@ -51,6 +52,7 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
     current: currentSecret && secretView(currentSecret),
     staleFinalized: stale.length,
     namespaceTerminating: false,
+    disabled: !ctx.settings.rotateOnDelete,
   };
   let decision = decideLiveFinalizers(inputs);
   // A removal may be a namespace's deletion on its way (its Secrets deleted before its UserGroups): asked only then.
@@ -83,7 +85,7 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   const { ug, ports, settings } = ctx;
   const spec = ug.spec.ok ? ug.spec.value : undefined;
   const elapsedMs = ports.clock.now() - Date.parse(ug.metadata.deletionTimestamp ?? '');
-  const limit = { elapsedMs: Number.isFinite(elapsedMs) ? elapsedMs : 0, limitMs: settings.deletionRotationTimeoutMs };
+  const limit = { elapsedMs: Number.isFinite(elapsedMs) ? elapsedMs : 0, limitMs: settings.deletionRotationTimeoutMs, disabled: !settings.rotateOnDelete };
   const policy = policyOf(spec);
   // What can be decided without any read first: a Retain or suspended UserGroup lets go at once.
   const early = decideDeletion({ policy, connection: 'resolved', claimHeld: true, trustedToken: true, ...limit });

@@ -2,7 +2,7 @@ import { objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { RotationDecision } from '../decide.js';
-import { inspectSecret, type SecretInspection } from '../token-secret.js';
+import { inspectSecret, keptSecret, type KeptSecret, type SecretInspection } from '../token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.js';
 
@@ -25,6 +25,7 @@ export async function observeSecret(ctx: ReconcileContext, held: Held, source: S
   // create meets AlreadyExists before any rotation or Secret write, and the reconcile comes back here live.
   const observed = source === 'live' || (!secrets.cached(key) && secrets.otherExists(key)) ? await readLive(ctx, held) : secrets.cached(key);
   let inspection = inspectSecret(observed, ctx.ug.metadata, spec, connection.seal);
+  if (inspection.state === 'foreign' && observed) return keptFor(ctx, held, observed) ?? inspection;
   if (inspection.state === 'owned') {
     const owned = inspection;
     const known = secrets.known(key, owned.resourceVersion);
@@ -33,6 +34,18 @@ export async function observeSecret(ctx: ReconcileContext, held: Held, source: S
   }
   if (inspection.state === 'owned' && inspection.token) secrets.remember(key, inspection.resourceVersion, inspection.token);
   return inspection;
+}
+
+/**
+ * A Secret another UserGroup controlled, or none does: kept for this one from a deleted UserGroup of this namespace
+ * (deletionPolicy Retain), if its sealed record says so (token-secret.ts keptSecret). Whether it is taken back
+ * unchanged or overwritten by an adoption is the adopt step's decision.
+ */
+function keptFor(ctx: ReconcileContext, { spec, connection }: Held, observed: ObservedSecret): KeptSecret | undefined {
+  const { namespace } = ctx.ug.metadata;
+  const alive = (owner: { name: string; uid: string }): boolean =>
+    ctx.ports.userGroups.get(objectKey({ namespace, name: owner.name }))?.metadata.uid === owner.uid;
+  return keptSecret(observed, namespace, spec, connection.seal, alive);
 }
 
 /** Reads the token Secret live, data included. */

@@ -16,15 +16,14 @@ import {
 } from '../decide.js';
 import type { Wake } from '../retry-policy.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
-import type { SecretInspection } from '../token-secret.js';
+import type { KeptSecret, SecretInspection } from '../token-secret.js';
 import type { IdHold } from './claim.js';
 import type { ReconcileSettings } from './context.js';
 
 /** What a reconcile holds once admitted and its id is held (by its claim, or by the rules alone). */
-export interface Held {
+export interface Held extends IdHold {
   readonly spec: UserGroupSpec;
   readonly connection: Connection;
-  readonly claim: IdHold;
 }
 
 /** The token Secret as this UserGroup controls it. */
@@ -38,6 +37,8 @@ export interface Plan extends Held {
   readonly now: number;
   /** The token Secret this UserGroup controls, as observed. */
   readonly owned: OwnedSecret | undefined;
+  /** A token Secret kept from a deleted UserGroup of this namespace at spec.tokenSecret.name (deletionPolicy Retain). */
+  readonly kept: KeptSecret | undefined;
   readonly sync: SyncDecision;
   readonly rotation: RotationDecision;
   /** A sync request (usergroup.dev/sync-requested-at) to answer: by the PUT planned anyway, or by one of its own. */
@@ -68,6 +69,7 @@ export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
   const resyncAt = nextResyncAt(ug.status.lastSyncTime, ug.metadata.uid, settings.resyncPeriodMs);
   const { rotation, issuedAt, schedule } = rotationFor(ug, held.spec, secret, settings, now);
   const owned = secret.state === 'owned' ? secret : undefined;
+  const kept = secret.state === 'kept' ? secret : undefined;
   const sync = decideSync({ status: ug.status, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt });
   return {
     ...held,
@@ -75,6 +77,7 @@ export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
     hash,
     now,
     owned,
+    kept,
     sync,
     rotation,
     syncRequest: decideSyncRequest(ug.metadata.annotations[SYNC_ANNOTATION], ug.status.lastHandledSyncRequest, putPlanned(sync, rotation)),
@@ -103,7 +106,9 @@ export function rotationFor(
 ): { rotation: RotationDecision; issuedAt: string; schedule: ScheduledRotation | undefined } {
   const owned = secret.state === 'owned' && secret.trusted ? secret : undefined;
   const recorded = ug.status.rotation;
-  const issuedAt = owned?.issuedAt ?? recorded?.tokenIssuedTime ?? recorded?.lastRotationTime ?? ug.metadata.creationTimestamp;
+  // A kept Secret's token dates from before this UserGroup: its schedule goes on from there, never later.
+  const kept = secret.state === 'kept' ? secret : undefined;
+  const issuedAt = owned?.issuedAt ?? kept?.issuedAt ?? recorded?.tokenIssuedTime ?? recorded?.lastRotationTime ?? ug.metadata.creationTimestamp;
   const schedule = owned ? tokenSchedule(ug, spec, settings, issuedAt) : undefined;
   const rotation = decideRotation(
     ug.metadata.annotations[ROTATE_ANNOTATION],

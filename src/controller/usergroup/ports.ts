@@ -1,6 +1,7 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
 import type { ClusterUserGroupService } from '../../api/clusterusergroupservice.js';
+import type { OwnerReference } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
 import type { RestartKind, RestartTarget } from '../../api/workload.js';
@@ -67,6 +68,11 @@ export interface TokenSecretsPort {
   /** Writes the Secret unless `current` already is `desired` (SecretWriter.apply); what it writes, it knows (known()). */
   apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult>;
   delete(secret: ObservedSecret): Promise<void>;
+  /**
+   * The second owner of a token Secret under deletionPolicy Retain, which keeps it when its UserGroup is deleted:
+   * the namespace (from the namespaces cache; undefined if it is not there).
+   */
+  keeper(namespace: string): OwnerReference | undefined;
   /**
    * What this process knows of the data at this resourceVersion: `verified` when it wrote or checked it (its own
    * write, a read that matched the sealed digest, or what was there when the workers started) — if not, someone

@@ -25,6 +25,8 @@ export interface Progress {
   readonly adopted: UserGroupStatus['adoption'];
   /** The token Secret as stored now (after our own writes), if any. */
   readonly secret: ObservedSecret | undefined;
+  /** The adopt step took back a token Secret kept from this deleted UserGroup (its name): same token, no rotation. */
+  readonly reclaimedFrom?: string;
   /** From the store step: when the stored token was obtained, and whether it is another than the one held before. */
   readonly stored?: { readonly issuedAt: string; readonly changed: boolean };
   /** A scheduled rotation fell due but the global cap keeps a slot for it this far ahead. */
@@ -44,16 +46,19 @@ export interface RestartProgress {
   readonly failure?: FailureCause;
 }
 
-/** Before any step: what the Secret holds, and what the status said was handled. */
+/**
+ * Before any step: what the Secret holds, and what the status said was handled. A Secret kept from a deleted
+ * UserGroup is the one the next write replaces, whichever way the adopt step decides.
+ */
 export function startingPoint(plan: Plan, previous: UserGroupStatus): Progress {
-  const { owned } = plan;
+  const { owned, kept } = plan;
   return {
     token: owned?.token,
     group: undefined,
-    book: { handled: owned?.handled ?? previous.rotation?.lastHandledRequest, pending: owned?.pending },
+    book: { handled: owned?.handled ?? kept?.handled ?? previous.rotation?.lastHandledRequest, pending: owned?.pending },
     rotatedAt: undefined,
     adopted: undefined,
-    secret: owned?.secret,
+    secret: owned?.secret ?? kept?.secret,
   };
 }
 

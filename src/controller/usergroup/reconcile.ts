@@ -78,7 +78,7 @@ async function converge(ctx: ReconcileContext): Promise<Outcome> {
   if (!admitted.ok) return admitted.end;
   const claim = await holdClaim(ctx, admitted.value);
   if (!claim.ok) return claim.end;
-  const held: Held = { ...admitted.value, claim: claim.value };
+  const held: Held = { ...admitted.value, ...claim.value };
   // Neither cache knowing the Secret's name means none exists, unless a watch lags behind a creation: then our
   // create meets it before any rotation or Secret write, and the second pass reads it live.
   const first = await fromSecret(ctx, held, 'cache');

@@ -15,10 +15,12 @@ export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Pr
   const content = progress.token ?? (sealedDigest !== undefined ? { sha256: sealedDigest } : undefined);
   if (!content) throw new Error('no token to store');
   // A token's age counts from when the operator obtained it; a Secret written before that was recorded keeps
-  // going without it until its token changes (no write for every Secret on upgrade).
-  const changed = progress.token !== undefined && sha256Hex(progress.token.reveal()) !== plan.owned?.tokenSha256;
+  // going without it until its token changes (no write for every Secret on upgrade). A Secret kept from a deleted
+  // UserGroup counts as held: taken back with its token, nothing changed for its consumers.
+  const held = plan.owned ?? plan.kept;
+  const changed = progress.token !== undefined && sha256Hex(progress.token.reveal()) !== held?.tokenSha256;
   // To the millisecond: the issue time names the token (restart targets), and two rotations may share a second.
-  const issuedAt = changed ? new Date(ctx.ports.clock.now()).toISOString() : plan.owned?.issuedAt;
+  const issuedAt = changed ? new Date(ctx.ports.clock.now()).toISOString() : held?.issuedAt;
   const stored = await writeTokenSecret(ctx, plan, { token: content, ...progress.book, issuedAt }, progress.secret);
   if (!stored.ok) return stored;
   // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
@@ -27,7 +29,9 @@ export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Pr
     ctx.log.info({ secret: stale.metadata.name }, 'deleted the token Secret of an earlier spec.tokenSecret.name');
   }
   const { group } = progress;
-  if (group) {
+  if (progress.reclaimedFrom !== undefined) {
+    ctx.ports.events.emit(ctx.ug, Events.reclaimed(spec.tokenSecret.name, progress.reclaimedFrom));
+  } else if (group) {
     const restored = sync.kind === 'upsert' && (sync.why === 'secret-missing' || sync.why === 'secret-unreadable');
     const secret = spec.tokenSecret.name;
     ctx.ports.events.emit(

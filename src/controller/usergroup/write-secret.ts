@@ -29,14 +29,15 @@ export async function writeTokenSecret(
   content: SecretContent,
   current: ObservedSecret | undefined,
 ): Promise<Step<ObservedSecret, Outcome | SecretAppeared>> {
-  let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal);
+  const keeper = ctx.ports.tokenSecrets.keeper(ctx.ug.metadata.namespace);
+  let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal, keeper);
   if (!(content.token instanceof SecretValue)) {
     if (current && secretMatches(current, desired)) return { ok: true, value: current };
     // Metadata must change and only the digest is at hand: read the token it stands for.
     const live = inspectSecret(await readLive(ctx, { spec }), ctx.ug.metadata, spec, connection.seal);
     if (live.state !== 'owned' || !live.token || live.resourceVersion !== current?.metadata.resourceVersion)
       return end({ report: undefined, result: failed('lost-race') });
-    desired = desiredSecret(ctx.ug.metadata, spec, { ...content, token: live.token }, connection.seal);
+    desired = desiredSecret(ctx.ug.metadata, spec, { ...content, token: live.token }, connection.seal, keeper);
   }
   ctx.signal?.throwIfAborted();
   const applied: SecretApplyResult = await ctx.ports.tokenSecrets.apply(desired, current);
