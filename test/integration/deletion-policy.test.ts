@@ -6,7 +6,7 @@ import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, TestEnv, version, type OperatorHandle } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
-import { createUserGroupAs, deleteUserGroupAs, rewriteSecretAs, sha256, tenantIdentity, type Tenant } from '../support/tenancy.js';
+import { createUserGroupAs, deleteUserGroupAs, rewriteSecretAs, secretIn as secretInAsAdmin, sha256, tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /**
@@ -109,14 +109,7 @@ describe('spec.deletionPolicy', () => {
     }
   }
 
-  async function secretIn(ns: string, name: string): Promise<V1Secret | undefined> {
-    try {
-      return await env.core.readNamespacedSecret({ namespace: ns, name });
-    } catch (err) {
-      if (notFound(err)) return undefined;
-      throw err;
-    }
-  }
+  const secretIn = (ns: string, name: string): Promise<V1Secret | undefined> => secretInAsAdmin({ env }, ns, name);
 
   async function tokenIn(ns: string, name: string): Promise<string> {
     const data = (await secretIn(ns, name))?.data?.['token'];

@@ -1,9 +1,9 @@
-import { ApiException, type V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { claimVersion, group, TestEnv, version, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
-import { createUserGroupAs, readSecretAs, sha256, tenantIdentity, type Tenant } from '../support/tenancy.js';
+import { createUserGroupAs, readSecretAs, secretIn as secretInAsAdmin, sha256, tenantIdentity, userGroupIn, type Tenant } from '../support/tenancy.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /**
@@ -15,15 +15,6 @@ import { ifAssigned } from '../support/teardown.js';
  * a forged kept Secret, a group last held by another namespace. Real apiserver, real garbage collector
  * (kube-controller-manager); every service call counted at a proxy in front of the simulator.
  */
-
-interface Meta {
-  name: string;
-  uid?: string;
-  resourceVersion?: string;
-  ownerReferences?: { kind: string; uid: string; controller?: boolean }[];
-}
-
-const notFound = (err: unknown): boolean => err instanceof ApiException && err.code === 404;
 
 describe('a UserGroup deleted under Retain and applied again', () => {
   let env: TestEnv;
@@ -69,23 +60,8 @@ describe('a UserGroup deleted under Retain and applied again', () => {
 
   // --- What the test sees, as the admin --------------------------------------------------------------
 
-  async function ugIn(ns: string, name: string): Promise<(UserGroupObject & { metadata: Meta }) | undefined> {
-    try {
-      return (await env.custom.getNamespacedCustomObject({ group, version, namespace: ns, plural: 'usergroups', name })) as never;
-    } catch (err) {
-      if (notFound(err)) return undefined;
-      throw err;
-    }
-  }
-
-  async function secretIn(ns: string, name: string): Promise<V1Secret | undefined> {
-    try {
-      return await env.core.readNamespacedSecret({ namespace: ns, name });
-    } catch (err) {
-      if (notFound(err)) return undefined;
-      throw err;
-    }
-  }
+  const ugIn = (ns: string, name: string): Promise<UserGroupObject | undefined> => userGroupIn({ env }, ns, name);
+  const secretIn = (ns: string, name: string): Promise<V1Secret | undefined> => secretInAsAdmin({ env }, ns, name);
 
   const tokenOf = (s: V1Secret | undefined): string | undefined => {
     const data = s?.data?.['token'];
@@ -93,7 +69,7 @@ describe('a UserGroup deleted under Retain and applied again', () => {
   };
 
   /** Ready=True Synced for its generation, and its token Secret controlled by it (this uid). */
-  async function waitSynced(ns: string, name: string, timeoutMs = 60_000): Promise<{ ug: UserGroupObject & { metadata: Meta }; secret: V1Secret }> {
+  async function waitSynced(ns: string, name: string, timeoutMs = 60_000): Promise<{ ug: UserGroupObject; secret: V1Secret }> {
     return eventually(
       `${ns}/${name} synced, its Secret its own`,
       async () => {

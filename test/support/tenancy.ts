@@ -208,6 +208,16 @@ export async function userGroupIn(world: Pick<TenancyWorld, 'env'>, namespace: s
   }
 }
 
+/** A Secret as the admin reads it, or undefined when there is none. */
+export async function secretIn(world: Pick<TenancyWorld, 'env'>, namespace: string, name: string): Promise<V1Secret | undefined> {
+  try {
+    return await world.env.core.readNamespacedSecret({ namespace, name });
+  } catch (err) {
+    if (err instanceof ApiException && err.code === 404) return undefined;
+    throw err;
+  }
+}
+
 export const readyOf = (ug: UserGroupObject | undefined): { status: string; reason: string; message: string } | undefined =>
   ug?.status?.conditions?.find((c) => c.type === 'Ready');
 
