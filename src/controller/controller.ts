@@ -18,7 +18,7 @@ import { Connections } from './connections.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
 import { countByReadyReason, informerTotals, tokenSchedules } from './metrics-view.js';
 import { rateCaps } from './rate-cap.js';
-import { SyncRequestBudget } from './sync-request-budget.js';
+import { requestBudgets, type RequestBudgets } from './request-budget.js';
 import { reconcilePorts } from './reconcile-ports.js';
 import type { ControllerSettings } from './settings.js';
 import {
@@ -85,6 +85,7 @@ export class Controller {
   private readonly recorder: EventRecorder;
   private readonly triggerView: TriggerView;
   private readonly ports: ReconcilePorts;
+  private readonly budgets: RequestBudgets;
 
   constructor(private readonly deps: ControllerDeps) {
     const { client, settings, log, hooks = {}, lease } = deps;
@@ -101,6 +102,7 @@ export class Controller {
       ...(hooks.eventDropped ? { onDrop: hooks.eventDropped } : {}),
     });
     this.connections = connections(deps, caches, secrets, fence);
+    this.budgets = requestBudgets(settings.requestBudgets);
     const ports = (this.ports = reconcilePorts({
       caches,
       writers: { secrets, claims: new ClaimWriter(client), status: new StatusWriter(client), workloads: new WorkloadRestarter(client), finalizers },
@@ -112,7 +114,7 @@ export class Controller {
         workloadRestarted: (kind, outcome) => hooks.workloadRestarted?.(kind, outcome),
         deletionRotation: (result) => hooks.deletionRotation?.(result),
       },
-      caps: { ...rateCaps(settings), syncRequests: new SyncRequestBudget() },
+      caps: { ...rateCaps(settings), requests: this.budgets },
       fence,
       // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
       // patch would reach the cache older than this and so never look like news. Ours to notice, then.
@@ -126,6 +128,7 @@ export class Controller {
       workloadRestarts: settings.workloadRestartsPerMinute > 0,
       deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
       seesAllNamespaces: settings.namespaces.length === 0 && deps.owns === undefined,
+      requestBudgets: settings.requestBudgets,
     };
     this.workers = new Workers({
       concurrency: settings.concurrency,

@@ -10,7 +10,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { eventually, kubectl, type CommandResult } from '../support/kube.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
-import { SYNC_REQUEST_BUDGET } from '../../src/controller/sync-request-budget.js';
+import { DEFAULT_REQUEST_BUDGETS } from '../../src/controller/request-budget.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /** `npm run build` output; npm test builds before it runs the tests. */
@@ -529,9 +529,9 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       expect(annotate.code, annotate.stderr).toBe(0);
       await sleep(3_000);
       const early = putCalls(rate) - putsBefore;
-      const allowed = SYNC_REQUEST_BUDGET.burst + Math.ceil(((Date.now() - started) / 60_000) * SYNC_REQUEST_BUDGET.perMinute);
+      const allowed = DEFAULT_REQUEST_BUDGETS.sync.burst + Math.ceil(((Date.now() - started) / 60_000) * DEFAULT_REQUEST_BUDGETS.sync.perMinute);
       expect(early).toBeLessThanOrEqual(allowed);
-      expect(early).toBeGreaterThanOrEqual(SYNC_REQUEST_BUDGET.burst);
+      expect(early).toBeGreaterThanOrEqual(DEFAULT_REQUEST_BUDGETS.sync.burst);
       // None dropped: every request is answered, one PUT each, the waiting ones at their slots (6 s apart).
       await eventually(
         'every request answered',
@@ -543,9 +543,9 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       );
       const elapsed = Date.now() - started;
       expect(putCalls(rate) - putsBefore).toBe(names.length);
-      expect(elapsed).toBeGreaterThanOrEqual(((names.length - SYNC_REQUEST_BUDGET.burst - 1) * 60_000) / SYNC_REQUEST_BUDGET.perMinute);
+      expect(elapsed).toBeGreaterThanOrEqual(((names.length - DEFAULT_REQUEST_BUDGETS.sync.burst - 1) * 60_000) / DEFAULT_REQUEST_BUDGETS.sync.perMinute);
       const waiting = (await Promise.all(names.map((n) => rate.eventsFor(n)))).flat().filter((e) => e.reason === 'SyncRequestWaiting');
-      expect(waiting.length).toBe(names.length - SYNC_REQUEST_BUDGET.burst);
+      expect(waiting.length).toBe(names.length - DEFAULT_REQUEST_BUDGETS.sync.burst);
       expect(waiting[0]?.note).toMatch(
         /^sync request "burst-1" waits \d+s for its turn: sync requests in this namespace are limited to 10 at once, then 10 a minute$/,
       );

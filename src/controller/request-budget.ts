@@ -1,21 +1,34 @@
 import { TokenBucket } from '../platform/token-bucket.js';
 
 /**
- * What sync requests (usergroup.dev/sync-requested-at) may cost, per namespace: `burst` PUTs at once, then
- * `perMinute`. Each namespace has its own budget, so a tenant flooding its UserGroups with requests spends its own
- * and never another namespace's, nor the account's rate (--service-qps) beyond its budget. Rotation requests are
- * not budgeted this way: a requested rotation is rare and always wanted; a sync request is cheap to write in a loop.
+ * What tenant-triggered calls may cost, per namespace and per kind of request: `burst` calls at once, then
+ * `perMinute`. A request is a new value of an annotation anyone who may edit a UserGroup can write in a loop
+ * (usergroup.dev/sync-requested-at: a PUT; usergroup.dev/rotate-requested-at: a POST), and every call draws on the
+ * account's rate (--service-qps) that all tenants of the account share. Each namespace has its own budget, so a
+ * tenant flooding its UserGroups with requests spends its own and never another namespace's.
  */
-export interface SyncRequestBudgetOptions {
+export interface RequestBudgetOptions {
   readonly burst: number;
   readonly perMinute: number;
 }
 
-/** The operator's budget: docs/usergroup-reference.md ("Sync on demand") names these figures. */
-export const SYNC_REQUEST_BUDGET: SyncRequestBudgetOptions = { burst: 10, perMinute: 10 };
+/** The kinds of request a tenant can make by writing an annotation, each budgeted on its own. */
+export type RequestKind = 'sync' | 'rotation';
 
-/** Whether a sync request may PUT now, or when its slot comes (`first`: the slot was just given, say so once). */
-export type SyncSlot = { readonly kind: 'now' } | { readonly kind: 'wait'; readonly inMs: number; readonly first: boolean };
+export const REQUEST_KINDS: readonly RequestKind[] = ['sync', 'rotation'];
+
+/**
+ * The defaults of --sync-request-burst/--sync-requests-per-minute and their rotation counterparts. A rotation is
+ * given the same figures as a sync: it costs at least as much (a POST, two Secret writes, often restarts of its
+ * consumers), and a tenant rotating every group of a namespace after a leak still gets ten at once.
+ */
+export const DEFAULT_REQUEST_BUDGETS: Readonly<Record<RequestKind, RequestBudgetOptions>> = {
+  sync: { burst: 10, perMinute: 10 },
+  rotation: { burst: 10, perMinute: 10 },
+};
+
+/** Whether a request may make its call now, or when its slot comes (`first`: the slot was just given, say so once). */
+export type RequestSlot = { readonly kind: 'now' } | { readonly kind: 'wait'; readonly inMs: number; readonly first: boolean };
 
 /** A slot not come back for within this long after it was due is forgotten (deleted group, request superseded). */
 const ABANDONED_AFTER_MS = 60_000;
@@ -25,8 +38,8 @@ const SWEEP_ABOVE = 1024;
 interface NamespaceEntry {
   readonly bucket: TokenBucket;
   /**
-   * Slots paid for (the token is taken) and not yet spent on a PUT: given to keys that must come back for them,
-   * and kept for a key whose PUT the account's rate limit then deferred, so it is not charged twice.
+   * Slots paid for (the token is taken) and not yet spent on a call: given to keys that must come back for them,
+   * and kept for a key whose call the account's rate limit then deferred, so it is not charged twice.
    */
   readonly slots: Map<string, number>;
   lastSpent: number;
@@ -35,22 +48,24 @@ interface NamespaceEntry {
 /**
  * A token bucket per namespace with slots kept per key, as rate-cap.ts keeps them: a key that must wait is told
  * its own time, comes back then and goes, so waiting keys neither race for one token nor reconcile in a loop.
- * A slot stays the key's until `spent` (its PUT went out) or until it is abandoned: a PUT deferred by the
+ * A slot stays the key's until `spent` (its call went out) or until it is abandoned: a call deferred by the
  * account's rate limit (connections.ts) comes back to the slot it paid for.
  */
-export class SyncRequestBudget {
+export class RequestBudget {
   readonly #namespaces = new Map<string, NamespaceEntry>();
   readonly #refillMs: number;
+  readonly #perMs: number;
 
   constructor(
-    private readonly options: SyncRequestBudgetOptions = SYNC_REQUEST_BUDGET,
+    readonly options: RequestBudgetOptions,
     private readonly now: () => number = () => performance.now(),
   ) {
-    this.#refillMs = (options.burst / options.perMinute) * 60_000;
+    this.#perMs = options.perMinute / 60_000;
+    this.#refillMs = options.burst / this.#perMs;
   }
 
   /** Takes a slot for the key (namespace/name) of a UserGroup in `namespace`. */
-  take(namespace: string, key: string): SyncSlot {
+  take(namespace: string, key: string): RequestSlot {
     const now = this.now();
     const entry = this.#entry(namespace, now);
     entry.lastSpent = now;
@@ -62,7 +77,7 @@ export class SyncRequestBudget {
     return inMs === 0 ? { kind: 'now' } : { kind: 'wait', inMs, first: true };
   }
 
-  /** The key's PUT went out (answered or failed, not deferred): its slot is used up. */
+  /** The key's call went out (answered or failed, not deferred): its slot is used up. */
   spent(namespace: string, key: string): void {
     this.#namespaces.get(namespace)?.slots.delete(key);
   }
@@ -75,7 +90,7 @@ export class SyncRequestBudget {
   #entry(namespace: string, now: number): NamespaceEntry {
     let entry = this.#namespaces.get(namespace);
     if (!entry) {
-      entry = { bucket: new TokenBucket(this.options.perMinute / 60, this.options.burst, this.now), slots: new Map(), lastSpent: now };
+      entry = { bucket: new TokenBucket(this.#perMs * 1000, this.options.burst, this.now), slots: new Map(), lastSpent: now };
       this.#namespaces.set(namespace, entry);
       if (this.#namespaces.size > SWEEP_ABOVE) this.#forgetIdle(now);
     }
@@ -97,4 +112,11 @@ export class SyncRequestBudget {
       if (now - lastSlot >= this.#refillMs + ABANDONED_AFTER_MS) this.#namespaces.delete(namespace);
     }
   }
+}
+
+/** One budget per kind of request. */
+export type RequestBudgets = Readonly<Record<RequestKind, RequestBudget>>;
+
+export function requestBudgets(options: Readonly<Record<RequestKind, RequestBudgetOptions>>, now?: () => number): RequestBudgets {
+  return { sync: new RequestBudget(options.sync, now), rotation: new RequestBudget(options.rotation, now) };
 }
