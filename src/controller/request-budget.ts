@@ -50,6 +50,9 @@ interface NamespaceEntry {
  * its own time, comes back then and goes, so waiting keys neither race for one token nor reconcile in a loop.
  * A slot stays the key's until `spent` (its call went out) or until it is abandoned: a call deferred by the
  * account's rate limit (connections.ts) comes back to the slot it paid for.
+ *
+ * The budget outlives a leader change through `owed`/`owe` (request-budget-record.ts writes it on the Lease): what
+ * was spent, never what is only reserved, so the keys that wait reserve their slots again on the new leader.
  */
 export class RequestBudget {
   readonly #namespaces = new Map<string, NamespaceEntry>();
@@ -80,6 +83,38 @@ export class RequestBudget {
   /** The key's call went out (answered or failed, not deferred): its slot is used up. */
   spent(namespace: string, key: string): void {
     this.#namespaces.get(namespace)?.slots.delete(key);
+  }
+
+  /**
+   * Per namespace whose bucket is not full, the milliseconds until it is, counting only what was spent: the slots
+   * kept for keys are handed back (those keys reserve again wherever they are reconciled next).
+   */
+  owed(): Map<string, number> {
+    const owed = new Map<string, number>();
+    for (const [namespace, entry] of this.#namespaces) {
+      const level = Math.min(this.options.burst, entry.bucket.available + entry.slots.size);
+      if (level < this.options.burst) owed.set(namespace, Math.ceil((this.options.burst - level) / this.#perMs));
+    }
+    return owed;
+  }
+
+  /**
+   * Takes on what another process spent: the namespace's bucket is full again in `msUntilFull` at the earliest
+   * (never later than one refill from empty). A bucket already owing more keeps its debt: of two records of calls
+   * made, the larger is the safe one.
+   */
+  owe(namespace: string, msUntilFull: number): void {
+    const ms = Math.min(this.#refillMs, msUntilFull);
+    if (!(ms > 0)) return;
+    const level = this.options.burst - ms * this.#perMs;
+    const entry = this.#namespaces.get(namespace);
+    if (entry && entry.bucket.available + entry.slots.size <= level) return;
+    const now = this.now();
+    const slots = entry?.slots ?? new Map<string, number>();
+    // The slots kept for waiting keys stay reserved on top of the debt taken on.
+    const bucket = new TokenBucket(this.#perMs * 1000, this.options.burst, this.now, level - slots.size);
+    this.#namespaces.set(namespace, { bucket, slots, lastSpent: now });
+    if (!entry && this.#namespaces.size > SWEEP_ABOVE) this.#forgetIdle(now);
   }
 
   /** Namespaces remembered now, for tests. */
