@@ -26,13 +26,13 @@ async function world(
 }
 
 describe('requested rotations and the namespace budget, through the ports', () => {
-  it('a slot now: taken and spent before the intent, then the protocol as always', async () => {
+  it('a slot now: taken before the intent, spent once the intent is written, then the protocol as always', async () => {
     const h = await world({ request: 'r1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(h.calls).toEqual([
       'rotation budget',
-      'rotation budget spent',
       'replace Secret',
+      'rotation budget spent',
       'POST',
       'Event Normal TokenRotated',
       'replace Secret',
@@ -53,6 +53,14 @@ describe('requested rotations and the namespace budget, through the ports', () =
     const again = await world({ request: 'r1', rotationSlot: { kind: 'wait', inMs: 2_000, first: false } });
     await again.reconcile();
     expect(again.calls).toEqual(['rotation budget']);
+  });
+
+  it('an intent write that meets an unseen Secret comes back to the same slot: one slot for one rotation', async () => {
+    const h = harness({ ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' } }), cached: undefined, otherKnown: false, live: sealedSecret('tok-1') });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    // Asked on both passes (the second one answered from the slot the first one took), spent once.
+    expect(h.calls.filter((c) => c === 'rotation budget spent')).toHaveLength(1);
   });
 
   it('work already begun never waits: a pending mark is recovered without asking the budget', async () => {

@@ -47,8 +47,8 @@ describe('rotation: exactly once, through the ports', () => {
     // A requested rotation first takes a slot of its namespace's budget (reconciler-rotation-request.test.ts).
     expect(h.calls).toEqual([
       'rotation budget',
-      'rotation budget spent',
       'replace Secret',
+      'rotation budget spent',
       'POST',
       'Event Normal TokenRotated',
       'replace Secret',
@@ -95,8 +95,8 @@ describe('rotation: exactly once, through the ports', () => {
     expect(posts(h)).toBe(1);
     expect(h.calls).toEqual([
       'rotation budget',
-      'rotation budget spent',
       'replace Secret',
+      'rotation budget spent',
       'POST',
       'PUT',
       'Event Warning RotationRecovered',

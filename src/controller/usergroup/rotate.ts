@@ -63,6 +63,8 @@ async function rotate(
   const intent = await writeTokenSecret(ctx, plan, { token, handled: progress.book.handled, pending: rotation.value, issuedAt }, progress.secret);
   if (!intent.ok) return intent;
   ctx.calls.intentRecorded();
+  // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
+  if (rotation.kind === 'rotate' && !rotation.scheduled) ctx.ports.caps.requestSpent('rotation', ctx.ug.metadata.namespace, ctx.key);
   let after: Progress = { ...progress, secret: intent.value };
 
   const answer = await ctx.calls.rotate(connection, token);

@@ -35,12 +35,10 @@ export function awaitRotationSlot(ctx: ReconcileContext, plan: Plan, progress: P
     }
     case 'request-budget': {
       const namespace = ctx.ug.metadata.namespace;
+      // The slot stays the key's until rotate.ts has written the intent (then it is spent): an intent write that
+      // fails (a Secret met on create, a refused write) comes back to the same slot instead of paying twice.
       const slot = ctx.ports.caps.request('rotation', namespace, ctx.key);
-      if (slot.kind === 'now') {
-        // Spent at once: once its intent is on the Secret the rotation is work begun (recover), never asked for again.
-        ctx.ports.caps.requestSpent('rotation', namespace, ctx.key);
-        return Promise.resolve(next(progress));
-      }
+      if (slot.kind === 'now') return Promise.resolve(next(progress));
       if (slot.first && rotation.kind === 'rotate') {
         ctx.ports.events.emit(ctx.ug, Events.requestWaiting('rotation', rotation.value, slot.inMs, ctx.settings.requestBudgets.rotation));
       }
