@@ -553,6 +553,40 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       await rate.close();
     }
   });
+
+  it("rotate over the namespace's rotation budget: the request waits (an Event says so), the plugin's timeout says why, and it is rotated at its slot", async () => {
+    const rate = await TestEnv.create('krotrate');
+    try {
+      // One at once, then one a minute: the second request in a row waits about a minute.
+      await rate.startOperator({ args: ['--rotation-request-burst', '1', '--rotation-requests-per-minute', '1'] });
+      for (const name of ['first', 'second']) await rate.createUserGroup(name, { userGroupId: `rot-${name}`, name });
+      for (const name of ['first', 'second']) await rate.waitForReady(name);
+      const run = (...args: string[]): Running => withPlugin(['usergroup', ...args, '-n', rate.namespace, '--kubeconfig', rate.kubeconfigPath]);
+      const first = await run('rotate', 'first').done;
+      expect(first.code, first.stderr).toBe(0);
+      const second = await run('rotate', 'second', '--timeout', '3s').done;
+      expect(second.code).toBe(1);
+      expect(second.stderr).toMatch(
+        new RegExp(
+          `^error: timed out after 3s waiting for usergroup/second to rotate its token .*; rotation requests wait their turn beyond a namespace's budget \\(see kubectl events -n ${escapeRegExp(rate.namespace)}\\)\\n$`,
+        ),
+      );
+      expect(rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] ?? 0).toBe(0);
+      const waiting = (await rate.eventsFor('second')).find((e) => e.reason === 'RotationRequestWaiting');
+      expect(waiting?.note).toMatch(
+        /^rotation request "\S+" waits \d+s for its turn: rotation requests in this namespace are limited to 1 at once, then 1 a minute$/,
+      );
+      // Never dropped: the request stays pending and is done at its slot.
+      await eventually(
+        'the second rotation at its slot',
+        async () => (rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] === 1 ? true : undefined),
+        75_000,
+        250,
+      );
+    } finally {
+      await rate.close();
+    }
+  });
 });
 
 interface CrdSchema {
