@@ -2,6 +2,7 @@ import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
 import { parseGoDuration } from '../platform/go-duration.js';
 import { lastValue, scanArgv, type FlagSpec } from '../platform/argv.js';
+import { DEFAULT_REQUEST_BUDGETS } from '../controller/request-budget.js';
 import type { ControllerSettings } from '../controller/settings.js';
 
 /** `usergroup-operator run`'s configuration, parsed and validated once at start: the controller's settings, and how this process runs it. */
@@ -66,18 +67,18 @@ const text = (raw: string): string => raw;
 const bool = (raw: string): boolean | Invalid =>
   raw === 'true' || raw === '1' ? true : raw === 'false' || raw === '0' ? false : { invalid: `"${raw}" is not a boolean (true or false)` };
 const int =
-  (min: number) =>
+  (min: number, max = Number.MAX_SAFE_INTEGER) =>
   (raw: string): number | Invalid => {
     if (!/^-?\d+$/.test(raw)) return { invalid: `"${raw}" is not a whole number` };
     const n = Number(raw);
-    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n > max ? { invalid: `must be at most ${max}, got ${raw}` } : n;
   };
 const num =
-  (min: number) =>
+  (min: number, max = Number.MAX_VALUE) =>
   (raw: string): number | Invalid => {
     const n = Number(raw);
     if (raw.trim() === '' || !Number.isFinite(n)) return { invalid: `"${raw}" is not a number` };
-    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n;
+    return n < min ? { invalid: `must be at least ${min}, got ${n}` } : n > max ? { invalid: `must be at most ${max}, got ${n}` } : n;
   };
 const duration =
   (minMs: number) =>
@@ -125,7 +126,7 @@ export const FLAGS = {
     'scheduled-rotations-per-minute',
     'USERGROUP_SCHEDULED_ROTATIONS_PER_MINUTE',
     '60',
-    'at most this many scheduled rotations (spec.rotation.maxTokenAge) per minute, evenly spaced, across all UserGroups; requested ones are not capped',
+    'at most this many scheduled rotations (spec.rotation.maxTokenAge) per minute, evenly spaced, across all UserGroups; requested ones have their per-namespace budget instead (--rotation-request-burst)',
     int(1),
   ),
   minTokenAge: defaulted(
@@ -155,6 +156,36 @@ export const FLAGS = {
     'true',
     'keep the usergroup.dev/rotate-on-delete finalizer on UserGroups with spec.deletionPolicy Rotate; false: remove it from every object and add none (their deletions then go unrotated), before a rollback to a release older than 0.3.0 or an uninstall',
     bool,
+  ),
+  // What a tenant's requests may cost, per namespace and kind: each namespace has its own budget (a namespace has one
+  // owner, so a budget is not divided among shard replicas). Bounded so the token buckets stay exact numbers.
+  syncRequestBurst: defaulted(
+    'sync-request-burst',
+    'USERGROUP_SYNC_REQUEST_BURST',
+    String(DEFAULT_REQUEST_BUDGETS.sync.burst),
+    "sync requests (usergroup.dev/sync-requested-at, a PUT each) answered at once per namespace, then --sync-requests-per-minute; a request over the namespace's budget waits for its turn, never dropped",
+    int(1, 100_000),
+  ),
+  syncRequestsPerMinute: defaulted(
+    'sync-requests-per-minute',
+    'USERGROUP_SYNC_REQUESTS_PER_MINUTE',
+    String(DEFAULT_REQUEST_BUDGETS.sync.perMinute),
+    'sync requests answered per minute per namespace once its burst is spent (fractions allowed: 0.5 is one every two minutes)',
+    num(0.001, 60_000),
+  ),
+  rotationRequestBurst: defaulted(
+    'rotation-request-burst',
+    'USERGROUP_ROTATION_REQUEST_BURST',
+    String(DEFAULT_REQUEST_BUDGETS.rotation.burst),
+    "requested rotations (usergroup.dev/rotate-requested-at, a POST each) done at once per namespace, then --rotation-requests-per-minute; a request over the namespace's budget waits for its turn, never dropped",
+    int(1, 100_000),
+  ),
+  rotationRequestsPerMinute: defaulted(
+    'rotation-requests-per-minute',
+    'USERGROUP_ROTATION_REQUESTS_PER_MINUTE',
+    String(DEFAULT_REQUEST_BUDGETS.rotation.perMinute),
+    'requested rotations done per minute per namespace once its burst is spent (fractions allowed)',
+    num(0.001, 60_000),
   ),
   serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
   serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '20', 'burst of calls toward one service account', int(1)),
@@ -303,6 +334,10 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     workloadRestartsPerMinute: read(FLAGS.workloadRestartsPerMinute),
     deletionRotationTimeoutMs: read(FLAGS.deletionRotationTimeout),
     rotateOnDelete: read(FLAGS.rotateOnDelete),
+    requestBudgets: {
+      sync: { burst: read(FLAGS.syncRequestBurst), perMinute: read(FLAGS.syncRequestsPerMinute) },
+      rotation: { burst: read(FLAGS.rotationRequestBurst), perMinute: read(FLAGS.rotationRequestsPerMinute) },
+    },
     serviceQps: read(FLAGS.serviceQps),
     serviceBurst: read(FLAGS.serviceBurst),
     serviceTimeoutMs: read(FLAGS.serviceTimeout),

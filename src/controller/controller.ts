@@ -18,7 +18,8 @@ import { Connections } from './connections.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
 import { countByReadyReason, informerTotals, rotateOnDeleteFinalizers, tokenSchedules } from './metrics-view.js';
 import { rateCaps } from './rate-cap.js';
-import { SyncRequestBudget } from './sync-request-budget.js';
+import { REQUEST_KINDS, requestBudgets, type RequestBudgets } from './request-budget.js';
+import { budgetAnnotations, takeOverDebts } from './request-budget-record.js';
 import { reconcilePorts } from './reconcile-ports.js';
 import type { ControllerSettings } from './settings.js';
 import {
@@ -85,6 +86,7 @@ export class Controller {
   private readonly recorder: EventRecorder;
   private readonly triggerView: TriggerView;
   private readonly ports: ReconcilePorts;
+  private readonly budgets: RequestBudgets;
 
   constructor(private readonly deps: ControllerDeps) {
     const { client, settings, log, hooks = {}, lease } = deps;
@@ -101,6 +103,7 @@ export class Controller {
       ...(hooks.eventDropped ? { onDrop: hooks.eventDropped } : {}),
     });
     this.connections = connections(deps, caches, secrets, fence);
+    this.budgets = requestBudgets(settings.requestBudgets);
     const ports = (this.ports = reconcilePorts({
       caches,
       writers: { secrets, claims: new ClaimWriter(client), status: new StatusWriter(client), workloads: new WorkloadRestarter(client), finalizers },
@@ -112,7 +115,7 @@ export class Controller {
         workloadRestarted: (kind, outcome) => hooks.workloadRestarted?.(kind, outcome),
         deletionRotation: (result) => hooks.deletionRotation?.(result),
       },
-      caps: { ...rateCaps(settings), syncRequests: new SyncRequestBudget() },
+      caps: { ...rateCaps(settings), requests: this.budgets },
       fence,
       // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
       // patch would reach the cache older than this and so never look like news. Ours to notice, then.
@@ -127,6 +130,7 @@ export class Controller {
       deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
       rotateOnDelete: settings.rotateOnDelete,
       seesAllNamespaces: settings.namespaces.length === 0 && deps.owns === undefined,
+      requestBudgets: settings.requestBudgets,
     };
     this.workers = new Workers({
       concurrency: settings.concurrency,
@@ -160,6 +164,30 @@ export class Controller {
       this.caches.verified.trustAsFound(this.caches.secrets.list());
       return this.caches.userGroups.list().map((ug) => objectKey(ug.metadata));
     });
+  }
+
+  /**
+   * What the namespaces' request budgets owe, as Lease annotations (request-budget-record.ts): written with every
+   * renewal of this replica's Lease, so the next owner of a namespace does not start it with a full budget.
+   */
+  requestBudgetAnnotations(): Record<string, string> {
+    return budgetAnnotations(this.budgets, Date.now());
+  }
+
+  /**
+   * Takes on the debts another Lease records (the one a new leader took over; a shard peer's, for the namespaces
+   * this controller owns). Before the workers start, so no request is answered from a budget the last owner spent.
+   */
+  takeOverRequestBudgets(annotations: Readonly<Record<string, string>>): void {
+    takeOverDebts(this.budgets, annotations, Date.now(), this.deps.owns);
+  }
+
+  /**
+   * Carries on what the controller this one replaces owed (a shard's share changed), all of it: what moves away stays
+   * on this replica's Lease until it is paid off, for the member that takes it over.
+   */
+  inheritRequestBudgets(previous: Controller): void {
+    for (const kind of REQUEST_KINDS) for (const [ns, ms] of previous.budgets[kind].owed()) this.budgets[kind].owe(ns, ms);
   }
 
   /** Stops taking work; in-flight reconciles may finish within `graceMs` (graceful shutdown, a share moving away). */

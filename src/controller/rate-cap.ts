@@ -1,7 +1,7 @@
 /**
  * A global cap: at most `perMinute`, evenly spaced (a burst of one). On scheduled rotations, so 10,000 tokens
  * falling due together become a steady trickle of calls and Secret writes instead of one spike (requested
- * rotations are never capped: someone asked for them); on workload restarts, so those rotations do not roll
+ * rotations are not: they have their namespace's budget, request-budget.ts); on workload restarts, so those rotations do not roll
  * every consumer in the cluster at once.
  *
  * A key that must wait is given its own slot, to come back for at that very time: keys told only "the next slot

@@ -10,7 +10,7 @@ import { SecretValue } from '../service/secret-value.js';
 import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
 import type { RateCap } from './rate-cap.js';
-import type { SyncRequestBudget } from './sync-request-budget.js';
+import type { RequestBudgets } from './request-budget.js';
 import type { ClaimsPort, FinalizersPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
 import { API_VERSION, ROTATE_ON_DELETE_FINALIZER, USERGROUP_KIND } from '../api/constants.js';
 import type { FinalizerWriter } from '../kube/finalizer-writer.js';
@@ -31,8 +31,8 @@ export interface PortDeps {
   readonly connections: Connections;
   readonly recorder: EventRecorder;
   readonly metrics: MetricsPort;
-  /** The caps on scheduled rotations and on workload restarts (undefined: restarts are off), and the sync-request budgets. */
-  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined; readonly syncRequests: SyncRequestBudget };
+  /** The caps on scheduled rotations and on workload restarts (undefined: restarts are off), and the request budgets. */
+  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined; readonly requests: RequestBudgets };
   /** Throws when this replica may no longer act (its Lease not renewed by the clock): runs before every write. */
   readonly fence: () => void;
   /** A status write's answer, newer than the cache may be: the controller decides whether it calls for a reconcile. */
@@ -63,8 +63,8 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
       rotation: (key) => caps.rotations.take(key),
       // Restarts off: the step never asks (it reports them disabled instead).
       restart: (key) => caps.restarts?.take(key) ?? 0,
-      syncRequest: (namespace, key) => caps.syncRequests.take(namespace, key),
-      syncRequestSpent: (namespace, key) => caps.syncRequests.spent(namespace, key),
+      request: (kind, namespace, key) => caps.requests[kind].take(namespace, key),
+      requestSpent: (kind, namespace, key) => caps.requests[kind].spent(namespace, key),
     },
     clock: { now: () => Date.now() },
     finalizers: finalizersPort(deps),

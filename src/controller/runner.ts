@@ -10,10 +10,13 @@ import { ShardedRunner } from './sharded-runner.js';
  */
 export type NewController = (lease: LeaseCheck, owns: ((namespace: string) => boolean) | undefined, members: number) => Controller;
 
+/** What the runner leaves to the caller of a leader election: the runner wires what happens on a change, and what the Lease carries. */
+type ElectionOptions = Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading' | 'log' | 'annotations'>;
+
 /** How this replica works: alone, as the elected leader among hot standbys, or on its share of the namespaces. */
 export type RunMode =
   | { readonly kind: 'single' }
-  | { readonly kind: 'leader-elected'; readonly election: Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading' | 'log'> }
+  | { readonly kind: 'leader-elected'; readonly election: ElectionOptions }
   | {
       readonly kind: 'sharded';
       readonly membership: Omit<ShardMembershipOptions, 'onChange' | 'onLost' | 'log'>;
@@ -57,8 +60,9 @@ export function createRunner(options: RunnerOptions): Runner {
 
 /**
  * One controller over every namespace. With leader election only the leader's workers run; every replica starts its
- * informers and is ready once its caches are synced, so a standby takes over warm. Without it, the workers start as
- * soon as the caches are synced.
+ * informers and is ready once its caches are synced, so a standby takes over warm; the leader's Lease carries what
+ * the request budgets owe, for the next leader. Without it, the workers start as soon as the caches are synced, and
+ * a restart starts with full budgets (nothing else would hold them).
  */
 class ElectedRunner implements Runner {
   readonly controller: Controller;
@@ -69,17 +73,20 @@ class ElectedRunner implements Runner {
 
   constructor(
     private readonly options: RunnerOptions,
-    election: Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading' | 'log'> | undefined,
+    election: ElectionOptions | undefined,
   ) {
     this.elector =
       election &&
       new LeaderElector({
         ...election,
         log: options.log,
-        onStartedLeading: () => {
+        // The request budgets the last leader spent are taken on before any request is answered (not refilled).
+        onStartedLeading: (taken) => {
+          this.controller.takeOverRequestBudgets(taken);
           this.setWorking(true);
           this.controller.startWorkers();
         },
+        annotations: () => this.controller.requestBudgetAnnotations(),
         // The Lease is lost: in-flight reconciles and their service calls are aborted at once.
         onStoppedLeading: () => {
           this.setWorking(false);

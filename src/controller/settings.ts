@@ -1,3 +1,5 @@
+import type { RequestBudgetOptions, RequestKind } from './request-budget.js';
+
 /**
  * The operator's settings the controller works by (flags and environment variables, src/cli/config.ts). The CLI's
  * RunConfig is these and more, so it is passed as it is, never copied field by field.
@@ -13,6 +15,12 @@ export interface ControllerSettings {
   readonly minTokenAgeMs: number;
   /** The cap on restarts of spec.rolloutRestartTargets (--workload-restarts-per-minute), cluster-wide; 0: restarts are off. */
   readonly workloadRestartsPerMinute: number;
+  /**
+   * What each namespace's sync and rotation requests may cost (--sync-request-burst, --sync-requests-per-minute,
+   * --rotation-request-burst, --rotation-requests-per-minute). Per namespace, so never divided among shard replicas:
+   * a namespace has one owner at a time.
+   */
+  readonly requestBudgets: Readonly<Record<RequestKind, RequestBudgetOptions>>;
   /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
   readonly defaultService: string | undefined;
   /** Calls per second and burst per account (--service-qps, --service-burst), cluster-wide. */

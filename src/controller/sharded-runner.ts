@@ -44,6 +44,8 @@ export class ShardedRunner implements Runner {
     this.membership = new ShardMembership({
       ...options.mode.membership,
       log: options.log,
+      // Its share's request budgets (and what it handed over lately), for whoever takes namespaces over from it.
+      annotations: () => this.current.requestBudgetAnnotations(),
       onChange: (live) => this.onMembers(live),
       onLost: () => {
         // At once, not after the queue of decisions: in-flight service calls are aborted. Whatever comes next is
@@ -132,6 +134,8 @@ export class ShardedRunner implements Runner {
     await old.stop(this.options.graceMs);
     if (this.stopped) return;
     this.current = this.build(owns, members);
+    // All of it, what moves away too: this replica's Lease goes on carrying it for the member that takes it over.
+    this.current.inheritRequestBudgets(old);
     this.options.mode.onRebalanced?.();
     if (owns === NOTHING) {
       this.options.log.info('shard share is empty; no caches kept');
@@ -148,6 +152,9 @@ export class ShardedRunner implements Runner {
   private async launch(controller: Controller): Promise<void> {
     await controller.start();
     if (controller !== this.current || this.stopped) return;
+    // What the members this share came from spent: their Leases (read once every member acknowledged the view, so
+    // after they stopped working on it), and the last Lease of members that left.
+    for (const annotations of this.membership.peerAnnotations()) controller.takeOverRequestBudgets(annotations);
     this.syncedOnce = true;
     controller.startWorkers();
     this.setWorking(true);

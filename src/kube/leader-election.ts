@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isRecord } from '../platform/json-value.js';
+import { isRecord, stringValues } from '../platform/json-value.js';
 import { microTime } from './events.js';
 import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
 import { call, type KubeClient } from './http.js';
@@ -15,10 +15,19 @@ export interface LeaderElectionOptions {
   readonly renewDeadlineMs: number;
   readonly retryPeriodMs: number;
   readonly log: Logger;
-  readonly onStartedLeading: () => void;
+  /**
+   * Called the moment this candidate leads, with the annotations of the Lease it took over (as the last holder left
+   * them; none when it created the Lease): what the last leader recorded for the next one.
+   */
+  readonly onStartedLeading: (taken: Readonly<Record<string, string>>) => void;
   /** Called the moment leadership is lost or given up; the caller must stop acting at once. */
   readonly onStoppedLeading: () => void;
   readonly now?: () => number;
+  /**
+   * Annotations the leader writes on the Lease with every renewal and when it gives the Lease up (state the next
+   * leader takes over; the Lease lives where tenants cannot write). Renewals replace the Lease, so only these stay.
+   */
+  readonly annotations?: () => Readonly<Record<string, string>>;
 }
 
 interface LeaseRecord {
@@ -32,6 +41,7 @@ interface LeaseRecord {
 interface ObservedLease {
   readonly resourceVersion: string;
   readonly record: LeaseRecord;
+  readonly annotations: Readonly<Record<string, string>>;
 }
 
 /**
@@ -53,6 +63,8 @@ export class LeaderElector {
   private stopped = false;
   private readonly pause = new Pause();
   private loop: Promise<void> | undefined;
+  /** The annotations of the Lease as this candidate last found it before writing it (before taking it over). */
+  private taken: Readonly<Record<string, string>> = {};
 
   constructor(private readonly options: LeaderElectionOptions) {
     this.now = options.now ?? Date.now;
@@ -130,7 +142,7 @@ export class LeaderElector {
     if (this.leading === leading) return;
     this.leading = leading;
     if (leading) {
-      this.options.onStartedLeading();
+      this.options.onStartedLeading(this.taken);
     } else {
       this.options.onStoppedLeading();
     }
@@ -143,7 +155,7 @@ export class LeaderElector {
     if (!res.ok) {
       if (!isNotFound(res.error)) throw res.error;
       const created = await call(client, 'POST', paths.leases(namespace), {
-        body: this.leaseBody(undefined, {
+        body: this.leaseBody(undefined, this.ownAnnotations(), {
           holderIdentity: identity,
           leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
           acquireTime: microTime(now),
@@ -153,6 +165,7 @@ export class LeaderElector {
         timeoutMs: this.options.renewDeadlineMs,
       });
       if (created.ok) {
+        this.taken = {};
         this.remember(parseLease(created.body), now);
         return true;
       }
@@ -178,8 +191,10 @@ export class LeaderElector {
       renewTime: microTime(now),
       leaseTransitions: takingOver && lease.record.holderIdentity !== '' ? lease.record.leaseTransitions + 1 : lease.record.leaseTransitions,
     };
+    // Taking over, the last holder's annotations are written back as they are: should this process die before its
+    // first renewal, the next leader still finds them.
     const updated = await call(client, 'PUT', paths.lease(namespace, name), {
-      body: this.leaseBody(lease.resourceVersion, record),
+      body: this.leaseBody(lease.resourceVersion, takingOver ? lease.annotations : this.ownAnnotations(), record),
       timeoutMs: this.options.renewDeadlineMs,
     });
     if (!updated.ok) {
@@ -187,6 +202,7 @@ export class LeaderElector {
       if (isConflict(updated.error)) return false;
       throw updated.error;
     }
+    this.taken = lease.annotations;
     this.remember(parseLease(updated.body), now);
     return true;
   }
@@ -198,7 +214,12 @@ export class LeaderElector {
     const now = this.now();
     try {
       const res = await call(this.options.client, 'PUT', paths.lease(this.options.namespace, this.options.name), {
-        body: this.leaseBody(lease.resourceVersion, { ...lease.record, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(now) }),
+        body: this.leaseBody(lease.resourceVersion, this.ownAnnotations(), {
+          ...lease.record,
+          holderIdentity: '',
+          leaseDurationSeconds: 1,
+          renewTime: microTime(now),
+        }),
         timeoutMs: 5_000,
       });
       if (res.ok) this.options.log.info({ lease: this.options.name }, 'released the lease');
@@ -214,11 +235,20 @@ export class LeaderElector {
     this.observed = { key: JSON.stringify(lease.record), at: now };
   }
 
-  private leaseBody(resourceVersion: string | undefined, record: LeaseRecord): Record<string, unknown> {
+  private ownAnnotations(): Readonly<Record<string, string>> {
+    return this.options.annotations?.() ?? {};
+  }
+
+  private leaseBody(resourceVersion: string | undefined, annotations: Readonly<Record<string, string>>, record: LeaseRecord): Record<string, unknown> {
     return {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: { name: this.options.name, namespace: this.options.namespace, ...(resourceVersion ? { resourceVersion } : {}) },
+      metadata: {
+        name: this.options.name,
+        namespace: this.options.namespace,
+        ...(resourceVersion ? { resourceVersion } : {}),
+        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+      },
       spec: {
         holderIdentity: record.holderIdentity,
         leaseDurationSeconds: record.leaseDurationSeconds,
@@ -237,6 +267,7 @@ function parseLease(body: unknown): ObservedLease | undefined {
   if (typeof rv !== 'string') return undefined;
   return {
     resourceVersion: rv,
+    annotations: stringValues(body['metadata']['annotations']),
     record: {
       holderIdentity: typeof spec['holderIdentity'] === 'string' ? spec['holderIdentity'] : '',
       leaseDurationSeconds: typeof spec['leaseDurationSeconds'] === 'number' ? spec['leaseDurationSeconds'] : 15,

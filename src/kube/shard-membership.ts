@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isRecord } from '../platform/json-value.js';
+import { isRecord, stringValues } from '../platform/json-value.js';
 import { isConflict, isNotFound } from './api-error.js';
 import { microTime } from './events.js';
 import { call, type KubeClient } from './http.js';
@@ -34,6 +34,8 @@ export interface ShardMembershipOptions {
   /** This member's Lease was not renewed within the renew deadline: stop acting at once. */
   readonly onLost: () => void;
   readonly now?: () => number;
+  /** Annotations written on this member's Lease with every renewal (state a member taking its namespaces over reads). */
+  readonly annotations?: () => Readonly<Record<string, string>>;
 }
 
 /** A member's Lease as the watch shows it. */
@@ -42,7 +44,12 @@ interface MemberLease {
   readonly identity: string;
   readonly acknowledged: string | undefined;
   readonly durationMs: number;
+  /** Its annotations other than the view: what its member writes for the others (annotations option). */
+  readonly carried: Readonly<Record<string, string>>;
 }
+
+/** Departed members whose last Lease is remembered for the members taking their namespaces over (a few: members are few). */
+const DEPARTED_KEPT = 8;
 
 /**
  * This replica's Lease among its shard group's: renewed every retryPeriod (carrying the view it acknowledges),
@@ -70,6 +77,8 @@ export class ShardMembership {
   private loop: Promise<void> | undefined;
   private evaluating: Promise<void> | undefined;
   private evaluateAgain = false;
+  /** What departed members' Leases last carried, by Lease name, oldest first. */
+  private readonly departed = new Map<string, Readonly<Record<string, string>>>();
 
   constructor(private readonly options: ShardMembershipOptions) {
     this.now = options.now ?? Date.now;
@@ -82,7 +91,22 @@ export class ShardMembership {
       parse: parseMemberLease,
       log: options.log,
     });
-    this.leases.on(() => this.evaluate());
+    this.leases.on((type, lease) => {
+      if (type === 'deleted' && lease.metadata.name !== this.leaseName) this.depart(lease);
+      this.evaluate();
+    });
+  }
+
+  /**
+   * What the other members' Leases carry (annotations option): the live ones', and the last of members that left
+   * or were taken for gone, whose namespaces the live ones take over.
+   */
+  peerAnnotations(): Readonly<Record<string, string>>[] {
+    const live = this.leases
+      .list()
+      .filter((lease) => lease.metadata.name !== this.leaseName)
+      .map((lease) => lease.carried);
+    return [...live, ...this.departed.values()];
   }
 
   /** This member's Lease is renewed within the renew deadline, by our clock now. */
@@ -118,6 +142,15 @@ export class ShardMembership {
     else this.options.log.warn({ lease: this.leaseName, err: String(res.error) }, 'could not delete the shard Lease; the others wait it out');
   }
 
+  private depart(lease: MemberLease): void {
+    this.departed.delete(lease.metadata.name);
+    this.departed.set(lease.metadata.name, lease.carried);
+    for (const name of this.departed.keys()) {
+      if (this.departed.size <= DEPARTED_KEPT) break;
+      this.departed.delete(name);
+    }
+  }
+
   private async run(): Promise<void> {
     while (!this.stopped) {
       try {
@@ -146,7 +179,7 @@ export class ShardMembership {
         name: this.leaseName,
         namespace,
         labels: { [SHARD_GROUP_LABEL]: this.options.group },
-        annotations: acknowledged ? { [SHARD_VIEW_ANNOTATION]: acknowledged } : {},
+        annotations: { ...this.options.annotations?.(), ...(acknowledged ? { [SHARD_VIEW_ANNOTATION]: acknowledged } : {}) },
         ...(this.ownVersion ? { resourceVersion: this.ownVersion } : {}),
       },
       spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), renewTime: microTime(this.now()) },
@@ -257,16 +290,16 @@ function parseMemberLease(raw: unknown): MemberLease | undefined {
   if (!isRecord(raw) || !isRecord(raw['metadata'])) return undefined;
   const m = raw['metadata'];
   const spec = isRecord(raw['spec']) ? raw['spec'] : {};
-  const annotations = isRecord(m['annotations']) ? m['annotations'] : {};
   if (typeof m['name'] !== 'string' || typeof m['namespace'] !== 'string' || typeof m['resourceVersion'] !== 'string') return undefined;
   const identity = spec['holderIdentity'];
   const seconds = spec['leaseDurationSeconds'];
   if (typeof identity !== 'string' || identity === '') return undefined;
-  const view = annotations[SHARD_VIEW_ANNOTATION];
+  const { [SHARD_VIEW_ANNOTATION]: view, ...carried } = stringValues(m['annotations']);
   return {
     metadata: { namespace: m['namespace'], name: m['name'], resourceVersion: m['resourceVersion'] },
     identity,
-    acknowledged: typeof view === 'string' ? view : undefined,
+    acknowledged: view,
     durationMs: (typeof seconds === 'number' && seconds > 0 ? seconds : 15) * 1000,
+    carried,
   };
 }

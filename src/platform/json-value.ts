@@ -9,3 +9,9 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 export function dropUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
+
+/** An object's string-valued entries (e.g. annotations as the apiserver returns them); anything else is dropped. */
+export function stringValues(raw: unknown): Record<string, string> {
+  if (!isRecord(raw)) return {};
+  return Object.fromEntries(Object.entries(raw).filter((e): e is [string, string] => typeof e[1] === 'string'));
+}

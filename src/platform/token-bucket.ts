@@ -10,8 +10,11 @@ export class TokenBucket {
   #tokens: number;
   #last: number;
 
-  /** `now` returns milliseconds; tests pass a fake clock. */
-  constructor(qps: number, burst: number, now: () => number = () => performance.now()) {
+  /**
+   * `now` returns milliseconds; tests pass a fake clock. `tokens`: the balance to start from (default full; less
+   * when taking on what another process spent, negative while it owes reservations).
+   */
+  constructor(qps: number, burst: number, now: () => number = () => performance.now(), tokens: number = burst) {
     if (!Number.isFinite(qps) || qps <= 0) {
       throw new RangeError(`qps must be a positive finite number, got ${qps}`);
     }
@@ -21,7 +24,7 @@ export class TokenBucket {
     this.#qps = qps;
     this.#burst = burst;
     this.#now = now;
-    this.#tokens = burst;
+    this.#tokens = Math.min(burst, tokens);
     this.#last = now();
   }
 

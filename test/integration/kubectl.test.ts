@@ -10,7 +10,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { eventually, kubectl, type CommandResult } from '../support/kube.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
-import { SYNC_REQUEST_BUDGET } from '../../src/controller/sync-request-budget.js';
+import { DEFAULT_REQUEST_BUDGETS } from '../../src/controller/request-budget.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /** `npm run build` output; npm test builds before it runs the tests. */
@@ -529,9 +529,9 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       expect(annotate.code, annotate.stderr).toBe(0);
       await sleep(3_000);
       const early = putCalls(rate) - putsBefore;
-      const allowed = SYNC_REQUEST_BUDGET.burst + Math.ceil(((Date.now() - started) / 60_000) * SYNC_REQUEST_BUDGET.perMinute);
+      const allowed = DEFAULT_REQUEST_BUDGETS.sync.burst + Math.ceil(((Date.now() - started) / 60_000) * DEFAULT_REQUEST_BUDGETS.sync.perMinute);
       expect(early).toBeLessThanOrEqual(allowed);
-      expect(early).toBeGreaterThanOrEqual(SYNC_REQUEST_BUDGET.burst);
+      expect(early).toBeGreaterThanOrEqual(DEFAULT_REQUEST_BUDGETS.sync.burst);
       // None dropped: every request is answered, one PUT each, the waiting ones at their slots (6 s apart).
       await eventually(
         'every request answered',
@@ -543,11 +543,45 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       );
       const elapsed = Date.now() - started;
       expect(putCalls(rate) - putsBefore).toBe(names.length);
-      expect(elapsed).toBeGreaterThanOrEqual(((names.length - SYNC_REQUEST_BUDGET.burst - 1) * 60_000) / SYNC_REQUEST_BUDGET.perMinute);
+      expect(elapsed).toBeGreaterThanOrEqual(((names.length - DEFAULT_REQUEST_BUDGETS.sync.burst - 1) * 60_000) / DEFAULT_REQUEST_BUDGETS.sync.perMinute);
       const waiting = (await Promise.all(names.map((n) => rate.eventsFor(n)))).flat().filter((e) => e.reason === 'SyncRequestWaiting');
-      expect(waiting.length).toBe(names.length - SYNC_REQUEST_BUDGET.burst);
+      expect(waiting.length).toBe(names.length - DEFAULT_REQUEST_BUDGETS.sync.burst);
       expect(waiting[0]?.note).toMatch(
         /^sync request "burst-1" waits \d+s for its turn: sync requests in this namespace are limited to 10 at once, then 10 a minute$/,
+      );
+    } finally {
+      await rate.close();
+    }
+  });
+
+  it("rotate over the namespace's rotation budget: the request waits (an Event says so), the plugin's timeout says why, and it is rotated at its slot", async () => {
+    const rate = await TestEnv.create('krotrate');
+    try {
+      // One at once, then one a minute: the second request in a row waits about a minute.
+      await rate.startOperator({ args: ['--rotation-request-burst', '1', '--rotation-requests-per-minute', '1'] });
+      for (const name of ['first', 'second']) await rate.createUserGroup(name, { userGroupId: `rot-${name}`, name });
+      for (const name of ['first', 'second']) await rate.waitForReady(name);
+      const run = (...args: string[]): Running => withPlugin(['usergroup', ...args, '-n', rate.namespace, '--kubeconfig', rate.kubeconfigPath]);
+      const first = await run('rotate', 'first').done;
+      expect(first.code, first.stderr).toBe(0);
+      const second = await run('rotate', 'second', '--timeout', '3s').done;
+      expect(second.code).toBe(1);
+      expect(second.stderr).toMatch(
+        new RegExp(
+          `^error: timed out after 3s waiting for usergroup/second to rotate its token .*; rotation requests wait their turn beyond a namespace's budget \\(see kubectl events -n ${escapeRegExp(rate.namespace)}\\)\\n$`,
+        ),
+      );
+      expect(rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] ?? 0).toBe(0);
+      const waiting = (await rate.eventsFor('second')).find((e) => e.reason === 'RotationRequestWaiting');
+      expect(waiting?.note).toMatch(
+        /^rotation request "\S+" waits \d+s for its turn: rotation requests in this namespace are limited to 1 at once, then 1 a minute$/,
+      );
+      // Never dropped: the request stays pending and is done at its slot.
+      await eventually(
+        'the second rotation at its slot',
+        async () => (rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] === 1 ? true : undefined),
+        75_000,
+        250,
       );
     } finally {
       await rate.close();

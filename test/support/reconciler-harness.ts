@@ -8,7 +8,7 @@ import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js'
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/retry-policy.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
-import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
+import { DEFAULT_REQUEST_BUDGETS, type RequestSlot } from '../../src/controller/request-budget.js';
 import type { ReconcilePorts } from '../../src/controller/usergroup/ports.js';
 import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';
 import type { ApiError } from '../../src/kube/api-error.js';
@@ -158,7 +158,9 @@ export interface World {
   /** What the global cap on workload restarts answers (default 0). */
   restartCapWaitMs?: number;
   /** What the namespace's sync-request budget answers (default: a slot now). */
-  syncSlot?: SyncSlot;
+  syncSlot?: RequestSlot;
+  /** What the namespace's rotation-request budget answers (default: a slot now). */
+  rotationSlot?: RequestSlot;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
   /** The ClusterUserGroupServices in the cache (their rules may bind an id to one namespace); default none. */
@@ -336,11 +338,11 @@ export function harness(world: World): Harness {
         calls.push('restart cap');
         return world.restartCapWaitMs ?? 0;
       },
-      syncRequest: () => {
-        calls.push('sync budget');
-        return world.syncSlot ?? { kind: 'now' };
+      request: (kind) => {
+        calls.push(`${kind} budget`);
+        return (kind === 'sync' ? world.syncSlot : world.rotationSlot) ?? { kind: 'now' };
       },
-      syncRequestSpent: () => calls.push('sync budget spent'),
+      requestSpent: (kind) => calls.push(`${kind} budget spent`),
     },
     clock: { now: () => now },
     finalizers: {
@@ -362,6 +364,7 @@ export function harness(world: World): Harness {
     deletionRotationTimeoutMs: 300_000,
     rotateOnDelete: world.rotateOnDelete ?? true,
     seesAllNamespaces: world.seesAllNamespaces ?? false,
+    requestBudgets: DEFAULT_REQUEST_BUDGETS,
   };
   const reconcile = (): Promise<ReconcileResult> =>
     reconcileUserGroup(

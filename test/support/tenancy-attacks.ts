@@ -1,5 +1,5 @@
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
-import { SYNC_REQUEST_BUDGET } from '../../src/controller/sync-request-budget.js';
+import { DEFAULT_REQUEST_BUDGETS } from '../../src/controller/request-budget.js';
 import { randomBytes } from 'node:crypto';
 import { ApiException, AppsV1Api, PatchStrategy, setHeaderOptions, type V1DeploymentSpec } from '@kubernetes/client-node';
 import { eventually } from './kube.js';
@@ -588,7 +588,7 @@ export async function syncFlood(world: TenancyWorld, attacker: Tenant, bystander
   ).catch(() => undefined);
   await flooding;
   const bought = floodPuts() - before;
-  const allowed = SYNC_REQUEST_BUDGET.burst + Math.ceil(((Date.now() - started) / 60_000) * SYNC_REQUEST_BUDGET.perMinute);
+  const allowed = DEFAULT_REQUEST_BUDGETS.sync.burst + Math.ceil(((Date.now() - started) / 60_000) * DEFAULT_REQUEST_BUDGETS.sync.perMinute);
   const quietPuts = world.proxy.putsFor(quietId).length - quietBefore;
   return outcome(
     "a sync-request flood: new sync values as fast as the apiserver takes them, to spend the shared account's rate",

@@ -26,6 +26,7 @@ describe('parseRunConfig defaults', () => {
       workloadRestartsPerMinute: 0,
       deletionRotationTimeoutMs: 300_000,
       rotateOnDelete: true,
+      requestBudgets: { sync: { burst: 10, perMinute: 10 }, rotation: { burst: 10, perMinute: 10 } },
       serviceQps: 10,
       serviceBurst: 20,
       serviceTimeoutMs: 10_000,
@@ -109,6 +110,14 @@ describe('parseRunConfig sources', () => {
     expect(ok([], { USERGROUP_SHARD_BY_NAMESPACE: 'true' }).shardByNamespace).toBe(true);
   });
 
+  it('sets the request budgets per kind, by flag or environment variable (a fractional rate allowed)', () => {
+    expect(ok(['--sync-request-burst=3', '--sync-requests-per-minute', '0.5'], { USERGROUP_ROTATION_REQUEST_BURST: '2' }).requestBudgets).toEqual({
+      sync: { burst: 3, perMinute: 0.5 },
+      rotation: { burst: 2, perMinute: 10 },
+    });
+    expect(ok([], { USERGROUP_ROTATION_REQUESTS_PER_MINUTE: '30' }).requestBudgets.rotation).toEqual({ burst: 10, perMinute: 30 });
+  });
+
   it('returns help for --help and -h, wherever they are', () => {
     expect(parseRunConfig(['--help'], {})).toEqual({ ok: 'help' });
     expect(parseRunConfig(['-h'], {})).toEqual({ ok: 'help' });
@@ -126,6 +135,11 @@ describe('parseRunConfig errors', () => {
     ['non-numeric qps', ['--service-qps=fast'], {}, /^--service-qps: "fast" is not a number/],
     ['zero qps', [], { USERGROUP_SERVICE_QPS: '0' }, /^USERGROUP_SERVICE_QPS: must be at least/],
     ['bad duration (flag)', ['--resync-period', '10'], {}, /^--resync-period: "10" is not a duration/],
+    ['zero sync-request burst', ['--sync-request-burst=0'], {}, /^--sync-request-burst: must be at least 1/],
+    ['fractional rotation-request burst', [], { USERGROUP_ROTATION_REQUEST_BURST: '2.5' }, /^USERGROUP_ROTATION_REQUEST_BURST: "2.5" is not a whole number/],
+    ['a burst too large to count exactly', ['--rotation-request-burst=100000000000000000000'], {}, /^--rotation-request-burst: must be at most 100000/],
+    ['zero requests a minute', ['--rotation-requests-per-minute=0'], {}, /^--rotation-requests-per-minute: must be at least 0.001/],
+    ['non-numeric requests a minute', [], { USERGROUP_SYNC_REQUESTS_PER_MINUTE: 'lots' }, /^USERGROUP_SYNC_REQUESTS_PER_MINUTE: "lots" is not a number/],
     ['leader election and sharding together', ['--leader-elect', '--shard-by-namespace'], {}, /^--leader-elect and --shard-by-namespace exclude each other/],
     ['bad duration (env)', [], { USERGROUP_LEASE_DURATION: 'soon' }, /^USERGROUP_LEASE_DURATION: "soon" is not a duration/],
     ['too short resync period', ['--resync-period=10ms'], {}, /^--resync-period: must be at least/],

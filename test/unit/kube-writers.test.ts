@@ -331,6 +331,54 @@ describe('LeaderElector', () => {
     expect(stopped).toBe(1);
   });
 
+  it("carries state for the next leader: takes over the last holder's annotations (handed to onStartedLeading and written back as they are), then writes its own with every renewal and the release", async () => {
+    const { log } = logLines();
+    let rv = 5;
+    let stored: { holder: string; annotations: Record<string, string> | undefined } = { holder: 'gone', annotations: { 'x/state': 'theirs' } };
+    const api = scripted((method, _path, options) => {
+      if (method === 'PUT') {
+        const body = options.body as { metadata: { annotations?: Record<string, string> }; spec: { holderIdentity: string } };
+        stored = { holder: body.spec.holderIdentity, annotations: body.metadata.annotations };
+        rv++;
+      }
+      return {
+        status: 200,
+        body: {
+          metadata: { name: 'ugo-lock', namespace: 'ugo', resourceVersion: String(rv), ...(stored.annotations ? { annotations: stored.annotations } : {}) },
+          // Released by its last holder: free to take at once.
+          spec: { holderIdentity: stored.holder === 'gone' ? '' : stored.holder, leaseDurationSeconds: 15, leaseTransitions: 0 },
+        },
+      };
+    });
+    const taken: Readonly<Record<string, string>>[] = [];
+    const puts = (): Record<string, string>[] =>
+      api.sent
+        .filter((s) => s.method === 'PUT')
+        .map((s) => (s.options.body as { metadata: { annotations?: Record<string, string> } }).metadata.annotations ?? {});
+    const e = new LeaderElector({
+      client: api.client,
+      namespace: 'ugo',
+      name: 'ugo-lock',
+      identity: 'me',
+      leaseDurationMs: 15_000,
+      renewDeadlineMs: 10_000,
+      retryPeriodMs: 10,
+      log,
+      onStartedLeading: (annotations) => taken.push(annotations),
+      onStoppedLeading: () => {},
+      annotations: () => ({ 'x/state': 'mine' }),
+    });
+    e.start();
+    await expect.poll(() => puts().length).toBeGreaterThanOrEqual(2);
+    await e.stop();
+    expect(taken).toEqual([{ 'x/state': 'theirs' }]);
+    const written = puts();
+    expect(written[0]).toEqual({ 'x/state': 'theirs' });
+    expect(written.slice(1)).toEqual(written.slice(1).map(() => ({ 'x/state': 'mine' })));
+    // The release (holder cleared) carries the last state too.
+    expect(stored).toEqual({ holder: '', annotations: { 'x/state': 'mine' } });
+  });
+
   it('a release the apiserver refuses is logged with its message (it was silent)', async () => {
     const { log, lines } = logLines();
     const holder = (options: RequestOptions): unknown => (options.body as { spec?: { holderIdentity?: unknown } } | undefined)?.spec?.holderIdentity;

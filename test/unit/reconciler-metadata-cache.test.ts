@@ -60,7 +60,8 @@ describe('token Secrets cached as metadata only', () => {
     const { world } = await synced();
     const h = harness({ ...world, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls.slice(0, 3)).toEqual(['GET Secret', 'replace Secret', 'POST']);
+    // What reaches the apiserver and the service, in order (the rotation budget is asked in memory).
+    expect(h.calls.filter((c) => !c.includes('budget')).slice(0, 3)).toEqual(['GET Secret', 'replace Secret', 'POST']);
     expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
     expect(h.writes.at(-1)?.annotations['usergroup.dev/rotation-handled']).toBe('r1');
     expect(h.writes.at(-1)?.token).toBe(h.serviceToken());
@@ -71,7 +72,7 @@ describe('token Secrets cached as metadata only', () => {
     const token = Buffer.from(live.data?.['token'] ?? '', 'base64').toString('utf8');
     const h = harness({ ...world, heldToken: token, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls.slice(0, 2)).toEqual(['replace Secret', 'POST']);
+    expect(h.calls.filter((c) => !c.includes('budget')).slice(0, 2)).toEqual(['replace Secret', 'POST']);
     expect(h.calls).not.toContain('GET Secret');
   });
 

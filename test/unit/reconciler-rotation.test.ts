@@ -44,7 +44,16 @@ describe('rotation: exactly once, through the ports', () => {
   it('rotate: the intent is recorded on the Secret before the one POST, then the new token as handled', async () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-1'), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['replace Secret', 'POST', 'Event Normal TokenRotated', 'replace Secret', 'status Synced']);
+    // A requested rotation first takes a slot of its namespace's budget (reconciler-rotation-request.test.ts).
+    expect(h.calls).toEqual([
+      'rotation budget',
+      'replace Secret',
+      'rotation budget spent',
+      'POST',
+      'Event Normal TokenRotated',
+      'replace Secret',
+      'status Synced',
+    ]);
     expect(h.writes[0]).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_PENDING_ANNOTATION]: 'r1' } });
     expect(h.writes[1]?.token).toBe('tok-r1');
     expect(h.writes[1]?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
@@ -84,7 +93,17 @@ describe('rotation: exactly once, through the ports', () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-old'), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(1);
-    expect(h.calls).toEqual(['replace Secret', 'POST', 'PUT', 'Event Warning RotationRecovered', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.calls).toEqual([
+      'rotation budget',
+      'replace Secret',
+      'rotation budget spent',
+      'POST',
+      'PUT',
+      'Event Warning RotationRecovered',
+      'replace Secret',
+      'Event Normal Synced',
+      'status Synced',
+    ]);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
     // The service's token was not rotated by us: the rejected POST changed nothing.
     expect(h.serviceToken()).toBe('tok-1');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SYNC_ANNOTATION } from '../../src/api/constants.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { harness, sealedSecret, syncedStatus, userGroup, type Harness } from '../support/reconciler-harness.js';
-import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
+import type { RequestSlot } from '../../src/controller/request-budget.js';
 
 /**
  * Sync on demand through the reconciler's ports (fake apiserver and service, no I/O): a new value of
@@ -12,7 +12,7 @@ import type { SyncSlot } from '../../src/controller/sync-request-budget.js';
  */
 
 async function world(
-  init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: SyncSlot; suspend?: boolean } = {},
+  init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: RequestSlot; suspend?: boolean } = {},
 ): Promise<Harness> {
   const status = init.status ?? (await syncedStatus());
   const ug = userGroup({

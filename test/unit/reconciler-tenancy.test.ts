@@ -244,7 +244,7 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
     const h = harness({ ug, cached: planted, live: planted });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // The fake service rejects a POST with any token but the group's own current one: a POST with the victim's would show as a failure.
-    expect(h.calls.slice(0, 3)).toEqual(['PUT', 'replace Secret', 'POST']);
+    expect(h.calls.slice(0, 5)).toEqual(['PUT', 'rotation budget', 'replace Secret', 'rotation budget spent', 'POST']);
     expect(h.serviceToken()).toBe('tok-r1');
     expect(h.writes.map((w) => w.token)).not.toContain(victim);
     expect(h.writes.at(-1)?.token).toBe('tok-r1');

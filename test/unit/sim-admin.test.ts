@@ -29,7 +29,7 @@ describe('admin endpoints and stats', () => {
     await sim.stop();
   });
 
-  it('count every call by operation and outcome, and rotations per user_group_id', async () => {
+  it('count every call by operation and outcome, and rotations and upserts per user_group_id', async () => {
     const token = (await api(sim, 'PUT', { user_group_id: 'a', name: 'A' })).token;
     await api(sim, 'PUT', { user_group_id: 'a', name: 'A2' });
     await api(sim, 'PUT', { user_group_id: 'b', name: 'B' });
@@ -43,6 +43,8 @@ describe('admin endpoints and stats', () => {
     expect(stats.operations.upsert).toMatchObject({ created: 2, updated: 1, bad_request: 1, unauthorized: 1, ok: 0 });
     expect(stats.operations.rotate).toMatchObject({ ok: 2, unknown_token: 1 });
     expect(stats.rotationsByUserGroupId).toEqual({ a: 2 });
+    // Successful upserts only: the refused and unauthenticated ones named no group.
+    expect(stats.upsertsByUserGroupId).toEqual({ a: 2, b: 1 });
     expect(sim.groups(KEY).find((group) => group.userGroupId === 'a')?.rotations).toBe(2);
 
     // The HTTP view is the key's team; the unauthenticated call belongs to no team.

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { SYNC_ANNOTATION } from '../../src/api/constants.js';
 import { parseUserGroup } from '../../src/api/usergroup.js';
 import { decideSyncRequest, handledSyncRequest } from '../../src/controller/sync-request.js';
-import { SyncRequestBudget } from '../../src/controller/sync-request-budget.js';
 import { relevantChange, userGroupTriggers } from '../../src/controller/triggers.js';
 import { userGroup } from '../support/reconciler-harness.js';
 
@@ -58,66 +57,5 @@ describe('the annotation at the edge and in the triggers', () => {
     expect(relevantChange(before, userGroup({ annotations: { [SYNC_ANNOTATION]: 's1' } }))).toBe(false);
     const view = { othersWithId: () => [], holdsClaim: () => false, defaultService: undefined };
     expect(userGroupTriggers('updated', after, before, view as never)).toEqual([{ key: 'ns/acme', urgent: true }]);
-  });
-});
-
-describe('SyncRequestBudget: per namespace, a burst then a rate, a slot kept per waiting key', () => {
-  const budget = (): { b: SyncRequestBudget; advance: (ms: number) => void } => {
-    let now = 1_000_000;
-    return { b: new SyncRequestBudget({ burst: 3, perMinute: 6 }, () => now), advance: (ms) => (now += ms) };
-  };
-
-  it('the burst goes at once; the next key waits for its own slot, 10 s apart at 6 a minute', () => {
-    const { b } = budget();
-    for (const k of ['a', 'b', 'c']) expect(b.take('ns', `ns/${k}`)).toEqual({ kind: 'now' });
-    expect(b.take('ns', 'ns/d')).toEqual({ kind: 'wait', inMs: 10_000, first: true });
-    expect(b.take('ns', 'ns/e')).toEqual({ kind: 'wait', inMs: 20_000, first: true });
-    // Asking again before the slot: the same slot, not a new one (and not said again).
-    expect(b.take('ns', 'ns/d')).toEqual({ kind: 'wait', inMs: 10_000, first: false });
-  });
-
-  it('a key that comes back at its slot goes; once spent, its next request pays again', () => {
-    const { b, advance } = budget();
-    for (const k of ['a', 'b', 'c']) b.take('ns', `ns/${k}`);
-    expect(b.take('ns', 'ns/d').kind).toBe('wait');
-    advance(10_000);
-    expect(b.take('ns', 'ns/d')).toEqual({ kind: 'now' });
-    b.spent('ns', 'ns/d');
-    // Another request of the same key later: a new slot after the debt.
-    expect(b.take('ns', 'ns/d')).toEqual({ kind: 'wait', inMs: 10_000, first: true });
-  });
-
-  it('a PUT the account deferred (not spent) keeps its paid slot: asking again costs nothing more', () => {
-    const { b } = budget();
-    expect(b.take('ns', 'ns/a')).toEqual({ kind: 'now' });
-    // Deferred by the account's rate limit: the key comes back, several times.
-    for (let i = 0; i < 5; i++) expect(b.take('ns', 'ns/a')).toEqual({ kind: 'now' });
-    b.spent('ns', 'ns/a');
-    // Two tokens of the burst are left, as if a single request had been made.
-    expect(b.take('ns', 'ns/b')).toEqual({ kind: 'now' });
-    expect(b.take('ns', 'ns/c')).toEqual({ kind: 'now' });
-    expect(b.take('ns', 'ns/d').kind).toBe('wait');
-  });
-
-  it('another namespace has its own budget: a flood in one does not delay the other', () => {
-    const { b } = budget();
-    for (let i = 0; i < 50; i++) b.take('flood', `flood/g${i}`);
-    expect(b.take('quiet', 'quiet/a')).toEqual({ kind: 'now' });
-  });
-
-  it('within a window of w ms, at most burst + w × rate PUTs go out in one namespace', () => {
-    const { b, advance } = budget();
-    let went = 0;
-    // 100 keys asking every second for 60 s (each retrying at its slot or at once, each with a new request once answered).
-    for (let s = 0; s < 60; s++) {
-      for (let i = 0; i < 100; i++) {
-        if (b.take('ns', `ns/g${i}`).kind !== 'now') continue;
-        went++;
-        b.spent('ns', `ns/g${i}`);
-      }
-      advance(1_000);
-    }
-    expect(went).toBeLessThanOrEqual(3 + 6);
-    expect(went).toBeGreaterThanOrEqual(3 + 5);
   });
 });

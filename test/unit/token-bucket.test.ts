@@ -55,6 +55,16 @@ describe('TokenBucket with a fake clock', () => {
     expect(bucket.tryTake()).toBe(true);
   });
 
+  it('starts from a given balance (what another process spent), never above the burst; a debt queues reservations', () => {
+    let now = 0;
+    expect(new TokenBucket(10, 5, () => now, 2).available).toBe(2);
+    expect(new TokenBucket(10, 5, () => now, 50).available).toBe(5);
+    const owing = new TokenBucket(10, 5, () => now, -1);
+    expect(owing.reserve()).toBe(200);
+    now = 200;
+    expect(owing.available).toBeCloseTo(0);
+  });
+
   it.each<[number, number]>([
     [0, 1],
     [-1, 1],

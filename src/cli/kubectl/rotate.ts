@@ -16,11 +16,14 @@ export async function rotateCommand(request: RotateRequest, deps: RotateDeps): P
     case 'requested':
       io.out(`${ref} rotation requested (${ROTATION_REQUEST.annotation}=${result.value})\n`);
       return 0;
-    case 'timeout':
+    case 'timeout': {
+      // With no failure to show, the request may be waiting for its namespace's budget: the Event says so.
+      const hint = result.last.blocker ? '' : `; rotation requests wait their turn beyond a namespace's budget (see kubectl events -n ${request.namespace})`;
       io.err(
-        `error: timed out after ${formatGoDuration(request.timeoutMs)} waiting for ${ref} ${ROTATION_REQUEST.awaited} (request "${result.value}"): ${describeWait(ROTATION_REQUEST, result.last)}\n`,
+        `error: timed out after ${formatGoDuration(request.timeoutMs)} waiting for ${ref} ${ROTATION_REQUEST.awaited} (request "${result.value}"): ${describeWait(ROTATION_REQUEST, result.last)}${hint}\n`,
       );
       return 1;
+    }
     case 'decided': {
       const { outcome } = result;
       if (outcome.kind === 'rotated') {

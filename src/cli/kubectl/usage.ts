@@ -1,5 +1,5 @@
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
-import { SYNC_REQUEST_BUDGET } from '../../controller/sync-request-budget.js';
+import { DEFAULT_REQUEST_BUDGETS } from '../../controller/request-budget.js';
 
 /** `kubectl usergroup --help`. Written for the person at the terminal, so it explains the exit codes too. */
 export const usage = `Manage UserGroups (usergroup.dev) from kubectl.
@@ -14,11 +14,14 @@ Commands:
            annotation to a new value) and wait until the new token is in the Secret.
            Refuses a UserGroup that does not exist or is suspended. While the service is
            unavailable or rate-limiting, the operator retries and rotate keeps waiting.
+           Each namespace has a budget of rotation requests (by default ${DEFAULT_REQUEST_BUDGETS.rotation.burst} at once, then
+           ${DEFAULT_REQUEST_BUDGETS.rotation.perMinute} a minute; the operator's flags set it): a request beyond it waits its turn.
   sync     ask the operator to send the group to the service again now, even if nothing
            changed (sets the ${SYNC_ANNOTATION} annotation to a new value), and
            wait until it has: repairs a group changed at the service. Refuses a UserGroup
-           that does not exist or is suspended. The operator answers ${SYNC_REQUEST_BUDGET.burst} sync requests of a
-           namespace at once, then ${SYNC_REQUEST_BUDGET.perMinute} a minute; a request beyond that waits its turn.
+           that does not exist or is suspended. Each namespace has a budget of sync requests
+           (by default ${DEFAULT_REQUEST_BUDGETS.sync.burst} at once, then ${DEFAULT_REQUEST_BUDGETS.sync.perMinute} a minute; the operator's flags set it):
+           a request beyond it waits its turn.
   status   one line per UserGroup: its id, Ready, reason, Secret, last rotation, age.
            "(pending)" marks a requested rotation not handled yet, "(sync pending)" a sync
            request; "(stale)" a status that describes an older spec. -o wide adds the Ready condition's message.

@@ -3,6 +3,7 @@ import type { UserGroup, UserGroupStatus } from '../../api/usergroup.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { ServiceResult, UpsertRequest } from '../../service/types.js';
 import type { CallContext, CallResult, Connection, Deferral } from '../connections.js';
+import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
 import type { ReconcilePorts } from './ports.js';
 
 /** The operator's settings a reconcile decides by. */
@@ -21,6 +22,8 @@ export interface ReconcileSettings {
    * rules bind to one namespace go without a claim (usergroup/claim.ts idHeldByRules).
    */
   readonly seesAllNamespaces: boolean;
+  /** What each namespace's sync and rotation requests may cost: the figures the waiting Events name. */
+  readonly requestBudgets: Readonly<Record<RequestKind, RequestBudgetOptions>>;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
 import type { Reason } from '../conditions.js';
 import type { RotationDecision } from '../decide.js';
+import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
 import type { UserGroupEvent } from './ports.js';
 
 /**
@@ -79,12 +80,12 @@ export const Events = {
     action: 'Sync',
     note: `took back token Secret ${secret}, kept when UserGroup ${from} of this namespace was deleted (deletionPolicy Retain): the service still has its token, so it stays, unrotated`,
   }),
-  /** A sync request over its namespace's budget: it waits for the slot kept for it (said once per slot). */
-  syncRequestWaiting: (value: string, inMs: number, budget: { readonly burst: number; readonly perMinute: number }): UserGroupEvent => ({
+  /** A sync or rotation request over its namespace's budget: it waits for the slot kept for it (said once per slot). */
+  requestWaiting: (kind: RequestKind, value: string, inMs: number, budget: RequestBudgetOptions): UserGroupEvent => ({
     type: 'Normal',
-    reason: 'SyncRequestWaiting',
-    action: 'Sync',
-    note: `sync request "${value}" waits ${Math.ceil(inMs / 1000)}s for its turn: sync requests in this namespace are limited to ${budget.burst} at once, then ${budget.perMinute} a minute`,
+    reason: kind === 'sync' ? 'SyncRequestWaiting' : 'RotationRequestWaiting',
+    action: kind === 'sync' ? 'Sync' : 'Rotate',
+    note: `${kind} request "${value}" waits ${Math.ceil(inMs / 1000)}s for its turn: ${kind} requests in this namespace are limited to ${budget.burst} at once, then ${budget.perMinute} a minute`,
   }),
   restartsDisabled: (targets: string): UserGroupEvent => ({
     type: 'Warning',

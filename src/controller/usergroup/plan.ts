@@ -139,7 +139,8 @@ export function mustReadData(secret: SecretInspection, verified: boolean, rotati
 
 /**
  * When to come back after a converged reconcile: the periodic resync, the scheduled rotation of the token now
- * stored (unless a cap already keeps a slot for it), and the slots the caps keep for this key.
+ * stored (unless a rotation already waits for its slot: a due schedule would bring the key back at once, again and
+ * again), and the slots the caps and budgets keep for this key.
  */
 export function wakeAfterSync(input: {
   readonly resyncAt: number | undefined;

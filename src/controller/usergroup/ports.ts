@@ -9,7 +9,7 @@ import type { ClaimWriteResult } from '../../kube/claim-writer.js';
 import type { EventType } from '../../kube/events.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
-import type { SyncSlot } from '../sync-request-budget.js';
+import type { RequestKind, RequestSlot } from '../request-budget.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { Connection, Resolution } from '../connections.js';
 
@@ -133,18 +133,18 @@ export interface MetricsPort {
 export type DeletionRotationResult = 'rotated' | 'skipped' | 'abandoned';
 
 /**
- * The global caps (rate-cap.ts). Each takes a slot for this UserGroup key: 0 when it may go now, else the
- * milliseconds until the slot kept for it (come back then).
+ * The global caps (rate-cap.ts) and the namespaces' request budgets (request-budget.ts). Each takes a slot for this
+ * UserGroup key: now, or the milliseconds until the slot kept for it (come back then).
  */
 export interface CapsPort {
-  /** Scheduled rotations (--scheduled-rotations-per-minute). */
+  /** Scheduled rotations (--scheduled-rotations-per-minute): 0 now, else the wait. */
   rotation(key: string): number;
-  /** Workload restarts (--workload-restarts-per-minute). */
+  /** Workload restarts (--workload-restarts-per-minute): 0 now, else the wait. */
   restart(key: string): number;
-  /** Sync requests: a slot of the budget of the UserGroup's namespace (sync-request-budget.ts). */
-  syncRequest(namespace: string, key: string): SyncSlot;
-  /** The sync request's PUT went out: its slot is used up (a deferred one keeps it). */
-  syncRequestSpent(namespace: string, key: string): void;
+  /** A sync or rotation request: a slot of that kind's budget of the UserGroup's namespace. */
+  request(kind: RequestKind, namespace: string, key: string): RequestSlot;
+  /** The request's call went out: its slot is used up (a deferred one keeps it). */
+  requestSpent(kind: RequestKind, namespace: string, key: string): void;
 }
 
 export interface ClockPort {

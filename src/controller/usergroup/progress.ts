@@ -29,7 +29,10 @@ export interface Progress {
   readonly reclaimedFrom?: string;
   /** From the store step: when the stored token was obtained, and whether it is another than the one held before. */
   readonly stored?: { readonly issuedAt: string; readonly changed: boolean };
-  /** A scheduled rotation fell due but the global cap keeps a slot for it this far ahead. */
+  /**
+   * A rotation waits for its slot this far ahead (rotation-slot.ts): a due scheduled one for the global cap's, a
+   * requested one for its namespace's budget's.
+   */
   readonly rotationSlotInMs?: number;
   /** A sync request waits for its namespace's budget: the slot kept for it is this far ahead. */
   readonly syncRequestSlotInMs?: number;

@@ -16,6 +16,7 @@ import { startingPoint, type Progress } from './progress.js';
 import { report, synced } from './report.js';
 import { restartConsumers } from './restart-consumers.js';
 import { rotateIfAsked } from './rotate.js';
+import { awaitRotationSlot } from './rotation-slot.js';
 import { storeToken } from './store-token.js';
 import { syncAtService } from './sync.js';
 import { syncOnRequest } from './sync-on-request.js';
@@ -41,8 +42,11 @@ export interface ReconcilerDeps {
 /** A step after the plan: `(ctx, plan, progress) → Step`, each in its own module. */
 type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress, Outcome | SecretAppeared>>;
 
-/** Sync at the service (or on request) → adopt what was there → rotate if asked → store the token → restart its consumers. */
-const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, rotateIfAsked, storeToken, restartConsumers];
+/**
+ * Sync at the service (or on request) → adopt what was there → a slot for the rotation, if one is due → rotate →
+ * store the token → restart its consumers.
+ */
+const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, awaitRotationSlot, rotateIfAsked, storeToken, restartConsumers];
 
 /**
  * Brings one UserGroup's world in line with its spec: the group at the service, its token in the Secret, and its

@@ -41,11 +41,8 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
     case 'rotate':
       // An adoption rotation made the token newer than any rotation request: that request is satisfied.
       if (progress.adopted?.tokenRotated) return next({ ...progress, book: { ...progress.book, handled: handledAfter(rotation, progress) } });
-      if (rotation.scheduled) {
-        // The global cap spreads scheduled rotations out; work already begun (recover) is never held back.
-        const slotInMs = ctx.ports.caps.rotation(ctx.key);
-        if (slotInMs > 0) return next({ ...progress, rotationSlotInMs: slotInMs });
-      }
+      // No slot yet (rotation-slot.ts): it waits, nothing is written for it, and the key comes back at the slot.
+      if (progress.rotationSlotInMs !== undefined) return next(progress);
       return rotate(ctx, plan, progress, rotation);
   }
 }
@@ -66,6 +63,8 @@ async function rotate(
   const intent = await writeTokenSecret(ctx, plan, { token, handled: progress.book.handled, pending: rotation.value, issuedAt }, progress.secret);
   if (!intent.ok) return intent;
   ctx.calls.intentRecorded();
+  // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
+  if (rotation.kind === 'rotate' && !rotation.scheduled) ctx.ports.caps.requestSpent('rotation', ctx.ug.metadata.namespace, ctx.key);
   let after: Progress = { ...progress, secret: intent.value };
 
   const answer = await ctx.calls.rotate(connection, token);

@@ -1,4 +1,3 @@
-import { SYNC_REQUEST_BUDGET } from '../sync-request-budget.js';
 import type { ReconcileContext } from './context.js';
 import { isDeferral } from './context.js';
 import { Events } from './events.js';
@@ -15,16 +14,16 @@ import type { Progress } from './progress.js';
 export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
   const request = plan.syncRequest;
   if (request.kind !== 'put' || progress.group !== undefined) return next(progress);
-  const slot = ctx.ports.caps.syncRequest(ctx.ug.metadata.namespace, ctx.key);
+  const slot = ctx.ports.caps.request('sync', ctx.ug.metadata.namespace, ctx.key);
   if (slot.kind === 'wait') {
-    if (slot.first) ctx.ports.events.emit(ctx.ug, Events.syncRequestWaiting(request.value, slot.inMs, SYNC_REQUEST_BUDGET));
+    if (slot.first) ctx.ports.events.emit(ctx.ug, Events.requestWaiting('sync', request.value, slot.inMs, ctx.settings.requestBudgets.sync));
     return next({ ...progress, syncRequestSlotInMs: slot.inMs });
   }
   const { connection } = plan;
   const result = await ctx.calls.upsert(connection, plan.request);
   // Deferred by the account's rate limit or a failing connection: the slot stays paid for this key.
   if (isDeferral(result)) return end(deferred(result, 'sync', connection));
-  ctx.ports.caps.syncRequestSpent(ctx.ug.metadata.namespace, ctx.key);
+  ctx.ports.caps.requestSpent('sync', ctx.ug.metadata.namespace, ctx.key);
   if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
   const { group } = result;
   ctx.log.info({ why: 'requested', request: request.value, created: group.created }, 'user group synced');

@@ -87,6 +87,7 @@ export async function handleUserCall(context: ApiContext, operation: Operation, 
   if (call.value.operation === 'upsert') {
     const { group, created } = context.store.upsert(auth.team, call.value.request);
     stats.record(auth.team.id, 'upsert', created ? 'created' : 'updated');
+    stats.recordUpsert(auth.team.id, group.userGroupId);
     sendJson(response, 200, succeeded(upsertedGroup(group, created, context.hiddenFields)));
     return;
   }

@@ -20,13 +20,16 @@ export interface SimStats {
   readonly spikes: Readonly<Record<Operation, number>>;
   /** Successful rotations per user_group_id. */
   readonly rotationsByUserGroupId: Readonly<Record<string, number>>;
+  /** Successful upserts per user_group_id. */
+  readonly upsertsByUserGroupId: Readonly<Record<string, number>>;
 }
 
 interface Counters {
   readonly operations: Record<Operation, Record<Outcome, number>>;
   readonly spikes: Record<Operation, number>;
-  // A Map because user_group_id is client input ("__proto__" must stay an ordinary key).
+  // Maps because user_group_id is client input ("__proto__" must stay an ordinary key).
   readonly rotations: Map<string, number>;
+  readonly upserts: Map<string, number>;
 }
 
 function emptyCounters(): Counters {
@@ -35,6 +38,7 @@ function emptyCounters(): Counters {
     operations: { upsert: outcomes(), rotate: outcomes() },
     spikes: { upsert: 0, rotate: 0 },
     rotations: new Map(),
+    upserts: new Map(),
   };
 }
 
@@ -68,6 +72,11 @@ export class StatsRecorder {
     rotations.set(userGroupId, (rotations.get(userGroupId) ?? 0) + 1);
   }
 
+  recordUpsert(teamId: number, userGroupId: string): void {
+    const upserts = this.#counters(teamId).upserts;
+    upserts.set(userGroupId, (upserts.get(userGroupId) ?? 0) + 1);
+  }
+
   /** One team's counts, or with no team the sum over all teams and unauthenticated calls. */
   snapshot(teamId?: number): SimStats {
     const sources = teamId === undefined ? [...this.#teams.values()] : [this.#teams.get(teamId) ?? emptyCounters()];
@@ -82,11 +91,15 @@ export class StatsRecorder {
       for (const [userGroupId, count] of source.rotations) {
         total.rotations.set(userGroupId, (total.rotations.get(userGroupId) ?? 0) + count);
       }
+      for (const [userGroupId, count] of source.upserts) {
+        total.upserts.set(userGroupId, (total.upserts.get(userGroupId) ?? 0) + count);
+      }
     }
     return {
       operations: total.operations,
       spikes: total.spikes,
       rotationsByUserGroupId: Object.fromEntries(total.rotations),
+      upsertsByUserGroupId: Object.fromEntries(total.upserts),
     };
   }
 

@@ -38,15 +38,19 @@ export function diffStats(later: SimStats, earlier: SimStats): SimStats {
     }
     operations[op] = outcomes;
   }
-  const rotations: Record<string, number> = {};
-  for (const [id, n] of Object.entries(later.rotationsByUserGroupId)) {
-    const d = n - (earlier.rotationsByUserGroupId[id] ?? 0);
-    if (d !== 0) rotations[id] = d;
-  }
+  const byId = (later: Readonly<Record<string, number>>, earlier: Readonly<Record<string, number>>): Record<string, number> => {
+    const diff: Record<string, number> = {};
+    for (const [id, n] of Object.entries(later)) {
+      const d = n - (earlier[id] ?? 0);
+      if (d !== 0) diff[id] = d;
+    }
+    return diff;
+  };
   return {
     operations: operations as unknown as Operations,
     spikes: { upsert: later.spikes.upsert - earlier.spikes.upsert, rotate: later.spikes.rotate - earlier.spikes.rotate },
-    rotationsByUserGroupId: rotations,
+    rotationsByUserGroupId: byId(later.rotationsByUserGroupId, earlier.rotationsByUserGroupId),
+    upsertsByUserGroupId: byId(later.upsertsByUserGroupId, earlier.upsertsByUserGroupId),
   };
 }
 

@@ -1,0 +1,48 @@
+import type { RotationDecision } from '../decide.js';
+import type { ReconcileContext } from './context.js';
+import { Events } from './events.js';
+import { next, type Step } from './outcome.js';
+import type { Plan } from './plan.js';
+import type { Progress } from './progress.js';
+
+/**
+ * Which slot a rotation needs before its intent is written: a due scheduled rotation one of the global cap
+ * (--scheduled-rotations-per-minute), so tokens falling due together trickle out; a requested one one of its
+ * namespace's rotation-request budget (request-budget.ts), so a tenant writing the annotation in a loop spends its
+ * own budget, not the account's rate every tenant shares. Work already begun (recover, settle) never waits, nor a
+ * request that an adoption's rotation has satisfied (rotate.ts marks it handled without a call).
+ */
+export type RotationGate = 'none' | 'scheduled-cap' | 'request-budget';
+
+export function rotationGate(rotation: RotationDecision, adoptionRotated: boolean): RotationGate {
+  if (rotation.kind !== 'rotate' || adoptionRotated) return 'none';
+  return rotation.scheduled ? 'scheduled-cap' : 'request-budget';
+}
+
+/**
+ * Takes the rotation's slot. Without one the rotation waits (rotate.ts leaves it alone), the rest of the reconcile
+ * converges, and the key comes back at the slot kept for it (wakeAfterSync); an over-budget request is said once,
+ * with a `RotationRequestWaiting` Event. No request and nothing due: nothing asked, no call, no write.
+ */
+export function awaitRotationSlot(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
+  const { rotation } = plan;
+  switch (rotationGate(rotation, progress.adopted?.tokenRotated === true)) {
+    case 'none':
+      return Promise.resolve(next(progress));
+    case 'scheduled-cap': {
+      const slotInMs = ctx.ports.caps.rotation(ctx.key);
+      return Promise.resolve(next(slotInMs > 0 ? { ...progress, rotationSlotInMs: slotInMs } : progress));
+    }
+    case 'request-budget': {
+      const namespace = ctx.ug.metadata.namespace;
+      // The slot stays the key's until rotate.ts has written the intent (then it is spent): an intent write that
+      // fails (a Secret met on create, a refused write) comes back to the same slot instead of paying twice.
+      const slot = ctx.ports.caps.request('rotation', namespace, ctx.key);
+      if (slot.kind === 'now') return Promise.resolve(next(progress));
+      if (slot.first && rotation.kind === 'rotate') {
+        ctx.ports.events.emit(ctx.ug, Events.requestWaiting('rotation', rotation.value, slot.inMs, ctx.settings.requestBudgets.rotation));
+      }
+      return Promise.resolve(next({ ...progress, rotationSlotInMs: slot.inMs }));
+    }
+  }
+}
