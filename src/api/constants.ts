@@ -54,6 +54,12 @@ export const TOKEN_ISSUED_AT_ANNOTATION = 'usergroup.dev/token-issued-at';
  * namespace deletion removes both at once.
  */
 export const ROTATE_ON_DELETE_FINALIZER = 'usergroup.dev/rotate-on-delete';
+/**
+ * On the controller's Lease (the leader's, or each shard member's): `active` (it keeps the rotate-on-delete finalizer),
+ * `releasing` (--rotate-on-delete=false, some left in its caches) or `released` (none left). The chart's rollback guard
+ * lets an older chart's objects in only once it says `released` (docs/operations.md, "Rolling back").
+ */
+export const ROTATE_ON_DELETE_STATE_ANNOTATION = 'usergroup.dev/rotate-on-delete';
 
 export const DEFAULT_TOKEN_KEY = 'token';
 export const FIELD_MANAGER = 'usergroup-operator';

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { ROTATE_ON_DELETE_STATE_ANNOTATION } from '../api/constants.js';
 import { objectKey } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { RestartKind } from '../api/workload.js';
@@ -234,6 +235,17 @@ export class Controller {
   /** UserGroups and token Secrets in the caches that carry the rotate-on-delete finalizer. */
   rotateOnDeleteFinalizers(): number {
     return rotateOnDeleteFinalizers(this.caches.userGroups.list()) + rotateOnDeleteFinalizers(this.caches.secrets.list());
+  }
+
+  /**
+   * What this controller says of the rotate-on-delete finalizer on its Lease: `active` while it keeps them; with
+   * --rotate-on-delete=false, `released` once its synced caches show none left (a rollback below 0.3.0 is safe), else
+   * `releasing`. Counted only then: a scan of the caches each Lease write (every --retry-period) costs the default
+   * nothing.
+   */
+  rotateOnDeleteState(): Record<string, string> {
+    const state = this.deps.settings.rotateOnDelete ? 'active' : this.caches.synced && this.rotateOnDeleteFinalizers() === 0 ? 'released' : 'releasing';
+    return { [ROTATE_ON_DELETE_STATE_ANNOTATION]: state };
   }
 
   /** Cache events → UserGroup keys (triggers.ts), and what else an event means for the connections and Events. */

@@ -67,8 +67,7 @@ export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers
   }
   // A namespace on its way out keeps the UserGroup's finalizer for its own deletion, unless the operator gives them all up.
   const keepForNamespace = input.namespaceTerminating && input.disabled !== true;
-  const userGroup: FinalizerChange =
-    held && !input.userGroupFinalized ? 'add' : !held && input.userGroupFinalized && !keepForNamespace ? 'remove' : undefined;
+  const userGroup: FinalizerChange = held && !input.userGroupFinalized ? 'add' : !held && input.userGroupFinalized && !keepForNamespace ? 'remove' : undefined;
   return { userGroup, currentSecret, staleSecrets: input.staleFinalized > 0 ? 'remove' : undefined };
 }
 

@@ -87,6 +87,7 @@ class ElectedRunner implements Runner {
           this.controller.startWorkers();
         },
         annotations: () => this.controller.requestBudgetAnnotations(),
+        state: () => this.controller.rotateOnDeleteState(),
         // The Lease is lost: in-flight reconciles and their service calls are aborted at once.
         onStoppedLeading: () => {
           this.setWorking(false);

@@ -45,7 +45,7 @@ export class ShardedRunner implements Runner {
       ...options.mode.membership,
       log: options.log,
       // Its share's request budgets (and what it handed over lately), for whoever takes namespaces over from it.
-      annotations: () => this.current.requestBudgetAnnotations(),
+      annotations: () => ({ ...this.current.requestBudgetAnnotations(), ...this.current.rotateOnDeleteState() }),
       onChange: (live) => this.onMembers(live),
       onLost: () => {
         // At once, not after the queue of decisions: in-flight service calls are aborted. Whatever comes next is

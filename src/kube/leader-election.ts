@@ -28,6 +28,12 @@ export interface LeaderElectionOptions {
    * leader takes over; the Lease lives where tenants cannot write). Renewals replace the Lease, so only these stay.
    */
   readonly annotations?: () => Readonly<Record<string, string>>;
+  /**
+   * Annotations that describe this process itself (whether it may leave finalizers an older release cannot remove):
+   * written with every write of the Lease, over what the last holder wrote when taking it over too, so that nobody
+   * reads the last holder's state as the new one's.
+   */
+  readonly state?: () => Readonly<Record<string, string>>;
 }
 
 interface LeaseRecord {
@@ -194,7 +200,7 @@ export class LeaderElector {
     // Taking over, the last holder's annotations are written back as they are: should this process die before its
     // first renewal, the next leader still finds them.
     const updated = await call(client, 'PUT', paths.lease(namespace, name), {
-      body: this.leaseBody(lease.resourceVersion, takingOver ? lease.annotations : this.ownAnnotations(), record),
+      body: this.leaseBody(lease.resourceVersion, takingOver ? { ...lease.annotations, ...this.options.state?.() } : this.ownAnnotations(), record),
       timeoutMs: this.options.renewDeadlineMs,
     });
     if (!updated.ok) {
@@ -236,7 +242,7 @@ export class LeaderElector {
   }
 
   private ownAnnotations(): Readonly<Record<string, string>> {
-    return this.options.annotations?.() ?? {};
+    return { ...this.options.annotations?.(), ...this.options.state?.() };
   }
 
   private leaseBody(resourceVersion: string | undefined, annotations: Readonly<Record<string, string>>, record: LeaseRecord): Record<string, unknown> {

@@ -166,7 +166,7 @@ export class Metrics {
     const count = (): number => this.source.rotateOnDeleteFinalizers();
     return new Gauge({
       name: 'usergroup_rotate_on_delete_finalizers',
-      help: 'UserGroups and token Secrets (in this replica\'s caches) carrying the usergroup.dev/rotate-on-delete finalizer; with --rotate-on-delete=false it falls to 0, and then a rollback below 0.3.0 is safe.',
+      help: "UserGroups and token Secrets (in this replica's caches) carrying the usergroup.dev/rotate-on-delete finalizer; with --rotate-on-delete=false it falls to 0, and then a rollback below 0.3.0 is safe.",
       registers: [this.registry],
       collect() {
         this.set(count());

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ApiException, PatchStrategy, setHeaderOptions, type V1ManagedFieldsEntry, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, PatchStrategy, setHeaderOptions, type V1ManagedFieldsEntry, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
@@ -403,6 +403,46 @@ describe('spec.deletionPolicy', () => {
     expect(tookMs).toBeLessThan(LIMIT_S * 1000 + 2 * NAMESPACE_RECHECK_MS);
     expect(posts() - before).toBe(0);
     expect(tenantPosts.ok + tenantPosts.injected_hang).toBeLessThanOrEqual(1);
+  });
+
+  it('--rotate-on-delete=false (before a rollback below 0.3.0): every finalizer removed, none added, the Lease says released; a deletion then makes no call', async () => {
+    const id = `${a.namespace}.off`;
+    await createUserGroupAs(a, 'off', { userGroupId: id, name: 'Off', deletionPolicy: 'Rotate' });
+    await waitSynced(a.namespace, 'off', true);
+    const token = await tokenIn(a.namespace, 'off');
+    const lease = `deletion-policy-${randomBytes(3).toString('hex')}`;
+    const leaseState = async (): Promise<string | undefined> => {
+      try {
+        return (await env.kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ namespace: env.namespace, name: lease })).metadata?.annotations?.[
+          'usergroup.dev/rotate-on-delete'
+        ];
+      } catch (err) {
+        if (notFound(err)) return undefined;
+        throw err;
+      }
+    };
+    const withLease = ['--leader-elect', '--leader-election-namespace', env.namespace, '--leader-election-id', lease];
+    // First as the chart runs it by default: its Lease says it keeps the finalizers.
+    await operator.stop();
+    operator = await env.startOperator({ args: ['--namespaces', namespaces.join(','), '--deletion-rotation-timeout', `${LIMIT_S}s`, ...withLease] });
+    await eventually('the Lease says active', async () => ((await leaseState()) === 'active' ? true : undefined), 30_000);
+    // Then the documented step before a rollback.
+    await operator.stop();
+    const before = posts();
+    operator = await env.startOperator({
+      args: ['--namespaces', namespaces.join(','), '--deletion-rotation-timeout', `${LIMIT_S}s`, '--rotate-on-delete=false', ...withLease],
+    });
+    await waitSynced(a.namespace, 'off', false);
+    await eventually('the Lease says released', async () => ((await leaseState()) === 'released' ? true : undefined), 30_000);
+    const left = (await operator.operator?.metrics.rotateOnDeleteFinalizers.get())?.values[0]?.value;
+    expect(left).toBe(0);
+    // A new Rotate UserGroup gets none either, and a deletion makes no call: the token stays valid.
+    await createUserGroupAs(a, 'off2', { userGroupId: `${a.namespace}.off2`, name: 'Off2', deletionPolicy: 'Rotate' });
+    await waitSynced(a.namespace, 'off2', false);
+    await deleteUserGroupAs(a, 'off');
+    await waitGone(a.namespace, 'off', 10_000);
+    expect(posts()).toBe(before);
+    expect(valid(id, token)).toBe(true);
   });
 
   async function waitForReasonIn(ns: string, name: string, reason: string): Promise<void> {

@@ -334,7 +334,10 @@ describe('LeaderElector', () => {
   it("carries state for the next leader: takes over the last holder's annotations (handed to onStartedLeading and written back as they are), then writes its own with every renewal and the release", async () => {
     const { log } = logLines();
     let rv = 5;
-    let stored: { holder: string; annotations: Record<string, string> | undefined } = { holder: 'gone', annotations: { 'x/state': 'theirs' } };
+    let stored: { holder: string; annotations: Record<string, string> | undefined } = {
+      holder: 'gone',
+      annotations: { 'x/state': 'theirs', 'x/self': 'their own' },
+    };
     const api = scripted((method, _path, options) => {
       if (method === 'PUT') {
         const body = options.body as { metadata: { annotations?: Record<string, string> }; spec: { holderIdentity: string } };
@@ -367,16 +370,18 @@ describe('LeaderElector', () => {
       onStartedLeading: (annotations) => taken.push(annotations),
       onStoppedLeading: () => {},
       annotations: () => ({ 'x/state': 'mine' }),
+      // What describes the writer itself (the rotate-on-delete state) is its own from the takeover on.
+      state: () => ({ 'x/self': 'my own' }),
     });
     e.start();
     await expect.poll(() => puts().length).toBeGreaterThanOrEqual(2);
     await e.stop();
-    expect(taken).toEqual([{ 'x/state': 'theirs' }]);
+    expect(taken).toEqual([{ 'x/state': 'theirs', 'x/self': 'their own' }]);
     const written = puts();
-    expect(written[0]).toEqual({ 'x/state': 'theirs' });
-    expect(written.slice(1)).toEqual(written.slice(1).map(() => ({ 'x/state': 'mine' })));
+    expect(written[0]).toEqual({ 'x/state': 'theirs', 'x/self': 'my own' });
+    expect(written.slice(1)).toEqual(written.slice(1).map(() => ({ 'x/state': 'mine', 'x/self': 'my own' })));
     // The release (holder cleared) carries the last state too.
-    expect(stored).toEqual({ holder: '', annotations: { 'x/state': 'mine' } });
+    expect(stored).toEqual({ holder: '', annotations: { 'x/state': 'mine', 'x/self': 'my own' } });
   });
 
   it('a release the apiserver refuses is logged with its message (it was silent)', async () => {
