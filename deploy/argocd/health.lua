@@ -3,8 +3,9 @@
 -- Argo CD runs this in its Lua sandbox (gopher-lua, Lua 5.1) with only the base, table and
 -- package libraries; os.time/os.date exist only through require("os"), never as a global. There
 -- is no string or math library, so the script only compares and concatenates values. The object
--- is the global `obj`; any field may be missing. Argo CD does not run it for an object that is
--- being deleted: that is Progressing "Pending deletion" whatever the script would say.
+-- is the global `obj`; any field may be missing. For an object being deleted, Argo CD (v3.6) runs the
+-- script and then reports Progressing "Pending deletion; blocked by finalizers: <finalizers>" instead,
+-- unless the script sets hs.deletionMessage. This one does not: see deploy/argocd/README.md (Health).
 --
 --   Progressing  no Ready condition yet; the controller has not observed the latest spec
 --                (status.observedGeneration < metadata.generation); a token rotation was requested

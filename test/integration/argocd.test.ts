@@ -84,14 +84,15 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     saveFixture('suspended', paused);
   });
 
-  it('is Progressing "Pending deletion" while a finalizer holds a deleted group, whose rotate action is disabled and refused', async () => {
+  it('is Progressing "Pending deletion" naming the finalizer that holds a deleted group, whose rotate action is disabled and refused', async () => {
     await env.createUserGroup('leaving', { userGroupId: 'argo-leaving', name: 'Leaving' });
     await env.waitForReady('leaving');
     await env.patchUserGroup('leaving', { metadata: { finalizers: ['example.com/hold'] } });
     await env.deleteUserGroup('leaving');
     const leaving = await env.getUserGroup('leaving');
     expect(leaving.metadata.deletionTimestamp).toBeTruthy();
-    expect(await health(leaving)).toEqual({ status: 'Progressing', message: 'Pending deletion' });
+    // Argo CD v3.6 runs health.lua, then reports its own verdict (health.lua sets no deletionMessage).
+    expect(await health(leaving)).toEqual({ status: 'Progressing', message: 'Pending deletion; blocked by finalizers: example.com/hold' });
     expect(await rotateDisabled(leaving)).toBe(true);
     await expect(argo.run(leaving)).rejects.toThrow(/not rotated: the UserGroup is being deleted/);
     await env.patchUserGroup('leaving', { metadata: { finalizers: null } });

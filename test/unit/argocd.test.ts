@@ -39,7 +39,16 @@ function ready(status: string, reason: string, message = `about ${reason}`): Obj
 
 /** A UserGroup at generation 3 whose status describes generation `observed`. */
 function userGroup(
-  over: { conditions?: unknown; observed?: number; suspend?: boolean; annotations?: Obj; rotation?: Obj; spec?: Obj; deleting?: boolean } = {},
+  over: {
+    conditions?: unknown;
+    observed?: number;
+    suspend?: boolean;
+    annotations?: Obj;
+    rotation?: Obj;
+    spec?: Obj;
+    deleting?: boolean;
+    finalizers?: string[];
+  } = {},
 ): Obj {
   return {
     ...TYPE,
@@ -48,7 +57,7 @@ function userGroup(
       namespace: 'customers',
       generation: 3,
       ...(over.annotations ? { annotations: over.annotations } : {}),
-      ...(over.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z', finalizers: ['example.com/hold'] } : {}),
+      ...(over.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z', finalizers: over.finalizers ?? ['example.com/hold'] } : {}),
     },
     spec: { userGroupId: 'acme', name: 'Acme', suspend: over.suspend ?? false, ...over.spec },
     status: {
@@ -252,10 +261,22 @@ describe("health.lua, through the application controller's health path", () => {
       obj: userGroup({ suspend: true, annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Suspended')] }),
       status: 'Suspended',
     },
-    // Deletion: Argo CD decides before it runs any script.
+    // Deletion: Argo CD (v3.6) runs the script, then overrides its verdict, since health.lua sets no deletionMessage.
     {
       what: 'being deleted (a finalizer holds it), whatever the status says',
       obj: userGroup({ deleting: true, conditions: [ready('False', 'Unauthorized')] }),
+      status: 'Progressing',
+      message: 'Pending deletion; blocked by finalizers: example.com/hold',
+    },
+    {
+      what: "being deleted, held by the operator's rotate-on-delete finalizer (deletionPolicy: Rotate) and another",
+      obj: userGroup({ deleting: true, finalizers: ['usergroup.dev/rotate-on-delete', 'example.com/hold'] }),
+      status: 'Progressing',
+      message: 'Pending deletion; blocked by finalizers: usergroup.dev/rotate-on-delete, example.com/hold',
+    },
+    {
+      what: 'being deleted, no finalizers listed',
+      obj: userGroup({ deleting: true, finalizers: [] }),
       status: 'Progressing',
       message: 'Pending deletion',
     },
