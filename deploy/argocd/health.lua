@@ -8,8 +8,8 @@
 -- unless the script sets hs.deletionMessage. This one does not: see deploy/argocd/README.md (Health).
 --
 --   Progressing  no Ready condition yet; the controller has not observed the latest spec
---                (status.observedGeneration < metadata.generation); a token rotation was requested
---                and not yet done; or a transient failure the controller is retrying (below)
+--                (status.observedGeneration < metadata.generation); a token rotation or a sync was
+--                requested and not yet done; or a transient failure the controller is retrying (below)
 --   Suspended    spec.suspend is true and the controller reports Ready=False reason Suspended
 --   Healthy      Ready=True for the current generation
 --   Degraded     Ready=False for the current generation, any other reason; or a scheduled rotation
@@ -25,6 +25,7 @@
 -- the spec, the Secret, the connection), so it is Degraded; so is a reason this script does not know.
 
 local ROTATE = "usergroup.dev/rotate-requested-at"
+local SYNC = "usergroup.dev/sync-requested-at"
 local OVERDUE_AFTER_SECONDS = 3600
 local RETRIED_BY_THE_CONTROLLER = { ServiceUnavailable = true, RateLimited = true }
 
@@ -137,6 +138,12 @@ local function assess()
     local handled = get(obj, "status", "rotation", "lastHandledRequest")
     if requested ~= nil and requested ~= handled then
       return "Progressing", "Waiting for the controller to rotate the token (" .. ROTATE .. " = "
+        .. text(requested) .. ", last handled: " .. text(handled or "none") .. ")"
+    end
+    requested = get(obj, "metadata", "annotations", SYNC)
+    handled = get(obj, "status", "lastHandledSyncRequest")
+    if requested ~= nil and requested ~= handled then
+      return "Progressing", "Waiting for the controller to sync the group (" .. SYNC .. " = "
         .. text(requested) .. ", last handled: " .. text(handled or "none") .. ")"
     end
     return "Healthy", describe(ready)
