@@ -3,12 +3,13 @@
 -- Argo CD runs this in its Lua sandbox (gopher-lua, Lua 5.1) with only the base, table and
 -- package libraries; os.time/os.date exist only through require("os"), never as a global. There
 -- is no string or math library, so the script only compares and concatenates values. The object
--- is the global `obj`; any field may be missing. Argo CD does not run it for an object that is
--- being deleted: that is Progressing "Pending deletion" whatever the script would say.
+-- is the global `obj`; any field may be missing. For an object being deleted, Argo CD (v3.6) runs the
+-- script and then reports Progressing "Pending deletion; blocked by finalizers: <finalizers>" instead,
+-- unless the script sets hs.deletionMessage. This one does not: see deploy/argocd/README.md (Health).
 --
 --   Progressing  no Ready condition yet; the controller has not observed the latest spec
---                (status.observedGeneration < metadata.generation); a token rotation was requested
---                and not yet done; or a transient failure the controller is retrying (below)
+--                (status.observedGeneration < metadata.generation); a token rotation or a sync was
+--                requested and not yet done; or a transient failure the controller is retrying (below)
 --   Suspended    spec.suspend is true and the controller reports Ready=False reason Suspended
 --   Healthy      Ready=True for the current generation
 --   Degraded     Ready=False for the current generation, any other reason; or a scheduled rotation
@@ -24,6 +25,7 @@
 -- the spec, the Secret, the connection), so it is Degraded; so is a reason this script does not know.
 
 local ROTATE = "usergroup.dev/rotate-requested-at"
+local SYNC = "usergroup.dev/sync-requested-at"
 local OVERDUE_AFTER_SECONDS = 3600
 local RETRIED_BY_THE_CONTROLLER = { ServiceUnavailable = true, RateLimited = true }
 
@@ -136,6 +138,12 @@ local function assess()
     local handled = get(obj, "status", "rotation", "lastHandledRequest")
     if requested ~= nil and requested ~= handled then
       return "Progressing", "Waiting for the controller to rotate the token (" .. ROTATE .. " = "
+        .. text(requested) .. ", last handled: " .. text(handled or "none") .. ")"
+    end
+    requested = get(obj, "metadata", "annotations", SYNC)
+    handled = get(obj, "status", "lastHandledSyncRequest")
+    if requested ~= nil and requested ~= handled then
+      return "Progressing", "Waiting for the controller to sync the group (" .. SYNC .. " = "
         .. text(requested) .. ", last handled: " .. text(handled or "none") .. ")"
     end
     return "Healthy", describe(ready)

@@ -17,9 +17,11 @@ package main
 // custom resource, a GET in the target's version); sync.Reconcile pairs target and live; argodiff.StateDiffs,
 // built as CompareAppState builds it (the ignore-differences and overrides of argocd-cm, which include the
 // default status ignore, tracking, no diff cache, the cluster's GVK parser, manager argocd-controller), diffs them.
-// Server-side diff and server-side apply are off, as they are by default.
+// Server-side diff and server-side apply are off, as they are for an Application without ServerSideApply=true
+// (from v3.6 on, an Application that syncs with server-side apply is also diffed server-side: shouldUseServerSideDiff).
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,9 +31,9 @@ import (
 	"github.com/argoproj/argo-cd/v3/util/argo"
 	argodiff "github.com/argoproj/argo-cd/v3/util/argo/diff"
 	"github.com/argoproj/argo-cd/v3/util/argo/normalizers"
-	clustercache "github.com/argoproj/gitops-engine/pkg/cache"
-	"github.com/argoproj/gitops-engine/pkg/sync"
-	"github.com/argoproj/gitops-engine/pkg/utils/kube"
+	clustercache "github.com/argoproj/argo-cd/gitops-engine/v3/pkg/cache"
+	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/sync"
+	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/utils/kube"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -146,7 +148,7 @@ func compare(restConfig *rest.Config, overrides map[string]v1alpha1.ResourceOver
 	if err != nil {
 		return diffAnswer{Error: "building the diff config: " + err.Error()}
 	}
-	results, err := argodiff.StateDiffs(reconciliation.Live, reconciliation.Target, diffConfig)
+	results, err := argodiff.StateDiffs(context.Background(), reconciliation.Live, reconciliation.Target, diffConfig)
 	if err != nil {
 		return diffAnswer{Error: err.Error()}
 	}

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify as stringifyYaml } from 'yaml';
 import { ArgoCd, argoCdDiff, argoCdTarget, type ArgoCdDiff } from '../support/argocd.js';
@@ -10,8 +11,8 @@ import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/o
 import { ifAssigned } from '../support/teardown.js';
 
 /**
- * The Argo CD health check and rotate action (deploy/argocd), judged by Argo CD's own code (its settings
- * manager, Lua VM, health path and the merge patch its API server sends; test/support/argocd.ts) on
+ * The Argo CD health check and the rotate and sync actions (deploy/argocd), judged by Argo CD's own code (its
+ * settings manager, Lua VM, health path and the merge patch its API server sends; test/support/argocd.ts) on
  * UserGroups the real controller put into each state, fetched from the apiserver exactly as Argo CD sees them.
  *
  * UPDATE_ARGOCD_FIXTURES=1 also saves those objects to test/fixtures/argocd/ for the unit test
@@ -19,17 +20,36 @@ import { ifAssigned } from '../support/teardown.js';
  */
 
 const ROTATE = 'usergroup.dev/rotate-requested-at';
+const SYNC = 'usergroup.dev/sync-requested-at';
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 const FIXTURES = fileURLToPath(new URL('../fixtures/argocd/', import.meta.url));
 
 let argo: ArgoCd;
+beforeAll(() => {
+  argo = ArgoCd.start(inject('argocdLua'));
+});
+afterAll(() => ifAssigned(argo)?.close());
 const health = (ug: UserGroupObject): Promise<{ status: string; message?: string }> => argo.health(ug);
-const rotateDisabled = async (ug: UserGroupObject): Promise<boolean | undefined> => (await argo.actions(ug)).rotate?.disabled;
+/** Whether discovery offers each action disabled. */
+const disabled = async (ug: UserGroupObject): Promise<Record<string, boolean>> =>
+  Object.fromEntries(Object.entries(await argo.actions(ug)).map(([name, a]) => [name, a.disabled]));
+/** The value a patch computed by an action sets `annotation` to. */
+const valueIn = (patch: Record<string, unknown>, annotation: string): string =>
+  (patch as { metadata: { annotations: Record<string, string> } }).metadata.annotations[annotation] ?? '';
+
+function saveFixture(env: TestEnv, name: string, ug: UserGroupObject): void {
+  if (process.env['UPDATE_ARGOCD_FIXTURES'] !== '1') return;
+  const copy = JSON.parse(JSON.stringify(ug).replaceAll(env.namespace, 'customers')) as { metadata: Record<string, unknown> };
+  delete copy.metadata['managedFields'];
+  fs.mkdirSync(FIXTURES, { recursive: true });
+  fs.writeFileSync(path.join(FIXTURES, `${name}.json`), `${JSON.stringify(copy, null, 2)}\n`);
+}
 
 describe('Argo CD health check and rotate action on real UserGroups', () => {
   let env: TestEnv;
   let operator: OperatorHandle | undefined;
   const operators: OperatorHandle[] = [];
+  const save = (name: string, ug: UserGroupObject): void => saveFixture(env, name, ug);
 
   async function startOperator(): Promise<OperatorHandle> {
     const op = await env.startOperator();
@@ -37,16 +57,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     return op;
   }
 
-  function saveFixture(name: string, ug: UserGroupObject): void {
-    if (process.env['UPDATE_ARGOCD_FIXTURES'] !== '1') return;
-    const copy = JSON.parse(JSON.stringify(ug).replaceAll(env.namespace, 'customers')) as { metadata: Record<string, unknown> };
-    delete copy.metadata['managedFields'];
-    fs.mkdirSync(FIXTURES, { recursive: true });
-    fs.writeFileSync(path.join(FIXTURES, `${name}.json`), `${JSON.stringify(copy, null, 2)}\n`);
-  }
-
   beforeAll(async () => {
-    argo = ArgoCd.start(inject('argocdLua'));
     env = await TestEnv.create('argocd');
   });
   afterEach((ctx) => {
@@ -56,7 +67,6 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     }
   });
   afterAll(async () => {
-    ifAssigned(argo)?.close();
     await ifAssigned(env)?.close();
   });
 
@@ -65,35 +75,38 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const fresh = await env.getUserGroup('early');
     expect(fresh.status).toBeUndefined();
     expect(await health(fresh)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to report the Ready condition' });
-    saveFixture('no-status', fresh);
+    save('no-status', fresh);
 
     operator = await startOperator();
     const synced = await env.waitForReady('early');
     expect(await health(synced)).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret early' });
-    expect(await rotateDisabled(synced)).toBe(false);
-    saveFixture('synced', synced);
+    expect(await disabled(synced)).toEqual({ rotate: false, sync: false });
+    save('synced', synced);
   });
 
-  it('is Suspended for a suspended group, whose rotate action is disabled', async () => {
+  it('is Suspended for a suspended group, whose actions are disabled and refused', async () => {
     await env.createUserGroup('paused', { userGroupId: 'argo-paused', name: 'Paused', suspend: true });
     const paused = await env.waitForReady('paused', 'Suspended');
     expect(await health(paused)).toEqual({ status: 'Suspended', message: 'Suspended: spec.suspend is true: the operator makes no call to the service' });
-    expect(await rotateDisabled(paused)).toBe(true);
-    // `argocd app actions run` ignores `disabled`: the action itself refuses.
-    await expect(argo.run(paused)).rejects.toThrow(/not rotated: spec\.suspend is true/);
-    saveFixture('suspended', paused);
+    expect(await disabled(paused)).toEqual({ rotate: true, sync: true });
+    // `argocd app actions run` ignores `disabled`: the actions themselves refuse.
+    await expect(argo.run(paused, 'rotate')).rejects.toThrow(/not rotated: spec\.suspend is true/);
+    await expect(argo.run(paused, 'sync')).rejects.toThrow(/not synced: spec\.suspend is true/);
+    save('suspended', paused);
   });
 
-  it('is Progressing "Pending deletion" while a finalizer holds a deleted group, whose rotate action is disabled and refused', async () => {
+  it('is Progressing "Pending deletion" naming the finalizer that holds a deleted group, whose actions are disabled and refused', async () => {
     await env.createUserGroup('leaving', { userGroupId: 'argo-leaving', name: 'Leaving' });
     await env.waitForReady('leaving');
     await env.patchUserGroup('leaving', { metadata: { finalizers: ['example.com/hold'] } });
     await env.deleteUserGroup('leaving');
     const leaving = await env.getUserGroup('leaving');
     expect(leaving.metadata.deletionTimestamp).toBeTruthy();
-    expect(await health(leaving)).toEqual({ status: 'Progressing', message: 'Pending deletion' });
-    expect(await rotateDisabled(leaving)).toBe(true);
-    await expect(argo.run(leaving)).rejects.toThrow(/not rotated: the UserGroup is being deleted/);
+    // Argo CD v3.6 runs health.lua, then reports its own verdict (health.lua sets no deletionMessage).
+    expect(await health(leaving)).toEqual({ status: 'Progressing', message: 'Pending deletion; blocked by finalizers: example.com/hold' });
+    expect(await disabled(leaving)).toEqual({ rotate: true, sync: true });
+    await expect(argo.run(leaving, 'rotate')).rejects.toThrow(/not rotated: the UserGroup is being deleted/);
+    await expect(argo.run(leaving, 'sync')).rejects.toThrow(/not synced: the UserGroup is being deleted/);
     await env.patchUserGroup('leaving', { metadata: { finalizers: null } });
   });
 
@@ -111,14 +124,14 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const ready = orphan.status?.conditions?.find((c) => c.type === 'Ready');
     expect(await health(orphan)).toEqual({ status: 'Degraded', message: `ConnectionNotFound: ${ready?.message ?? ''}` });
     expect((await health(orphan)).message).toContain('no-such-service');
-    saveFixture('connection-not-found', orphan);
+    save('connection-not-found', orphan);
 
     env.sim.setFaults({ successZeroRate: 1 });
     await env.createUserGroup('refused', { userGroupId: 'argo-refused', name: 'Refused' });
     const refused = await env.waitForReady('refused', 'Rejected');
     expect((await health(refused)).status).toBe('Degraded');
     expect((await health(refused)).message).toMatch(/^Rejected: PUT \/api\/user/);
-    saveFixture('rejected', refused);
+    save('rejected', refused);
   });
 
   it('is Progressing while the controller retries ServiceUnavailable / RateLimited, then Healthy', async () => {
@@ -127,14 +140,14 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     const flaky = await env.waitForReady('flaky', 'ServiceUnavailable');
     expect((await health(flaky)).status).toBe('Progressing');
     expect((await health(flaky)).message).toMatch(/^ServiceUnavailable: PUT \/api\/user .*503/);
-    saveFixture('service-unavailable', flaky);
+    save('service-unavailable', flaky);
 
     env.sim.setFaults({ rateLimitRate: 1, retryAfterSeconds: 1 });
     await env.createUserGroup('limited', { userGroupId: 'argo-limited', name: 'Limited' });
     const limited = await env.waitForReady('limited', 'RateLimited');
     expect((await health(limited)).status).toBe('Progressing');
     expect((await health(limited)).message).toMatch(/^RateLimited: .*429/);
-    saveFixture('rate-limited', limited);
+    save('rate-limited', limited);
 
     env.sim.setFaults({});
     expect((await health(await env.waitForReady('flaky'))).status).toBe('Healthy');
@@ -155,14 +168,14 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(renamed.metadata.generation).toBe(2);
     expect(renamed.status?.observedGeneration).toBe(1);
     expect(await health(renamed)).toEqual({ status: 'Progressing', message: 'Waiting for the controller to observe generation 2 (status describes 1)' });
-    saveFixture('spec-not-observed', renamed);
+    save('spec-not-observed', renamed);
 
     // The action as Argo CD runs it: on the live object, then a merge patch of the difference.
     const live = await env.getUserGroup('rot');
-    expect(await rotateDisabled(live)).toBe(false);
+    expect(await disabled(live)).toEqual({ rotate: false, sync: false });
     const patch = await argo.patch(live);
     expect(patch).toEqual({ metadata: { annotations: { [ROTATE]: expect.stringMatching(TIMESTAMP) as unknown } } });
-    const requested = (patch as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ROTATE] ?? '';
+    const requested = valueIn(patch, ROTATE);
     await env.patchUserGroup('rot', patch);
 
     const pending = await env.getUserGroup('rot');
@@ -173,7 +186,7 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
       status: 'Progressing',
       message: `Waiting for the controller to rotate the token (${ROTATE} = ${requested}, last handled: none)`,
     });
-    saveFixture('rotation-pending', pending);
+    save('rotation-pending', pending);
 
     operator = await startOperator();
     const handled = await eventually(
@@ -190,13 +203,13 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(await health(await env.waitForReady('rot'))).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret rot' });
     expect(handled.metadata.annotations?.[ROTATE]).toBe(requested);
     expect((await health(await env.waitForReady('early'))).status).toBe('Healthy');
-    saveFixture('rotated', await env.getUserGroup('rot'));
+    save('rotated', await env.getUserGroup('rot'));
 
     // A second click: Argo CD reads the live object again, so the value is new (a later second, or the same
     // second with a counter) and the controller rotates once more.
     const again = await env.getUserGroup('rot');
     const second = await argo.patch(again);
-    const secondValue = (second as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ROTATE] ?? '';
+    const secondValue = valueIn(second, ROTATE);
     expect(second).toEqual({ metadata: { annotations: { [ROTATE]: secondValue } } });
     expect(secondValue).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ(-\d+)?$/);
     expect(secondValue).not.toBe(requested);
@@ -210,6 +223,86 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
     expect(tokenThird).toBeTruthy();
     expect(tokenThird).not.toBe(tokenAfter);
     expect(tokenThird).not.toBe(tokenBefore);
+  });
+});
+
+/** A change made at the service behind the operator's back, by another client of the account (a PUT of its own). */
+async function changeAtService(env: TestEnv, body: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${env.sim.url}/api/user`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Token ${env.apiKey}` },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new Error(`PUT at the service failed: ${res.status}`);
+}
+
+/** PUT /api/user calls the simulator counted for this env's API key, whatever their outcome. */
+const puts = (env: TestEnv): number => Object.values(env.calls().upsert).reduce((a, b) => a + b, 0);
+
+// Its own namespace and API key, so that the service calls counted are this group's alone.
+describe('Argo CD sync action on a real UserGroup', () => {
+  let env: TestEnv;
+  let operator: OperatorHandle | undefined;
+
+  beforeAll(async () => {
+    env = await TestEnv.create('argocd-sync');
+    operator = await env.startOperator();
+  });
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail' && operator) console.error(`controller log (last 40 lines):\n${operator.logs.slice(-40).join('\n')}`);
+  });
+  afterAll(async () => {
+    await ifAssigned(env)?.close();
+  });
+
+  it('the patch Argo CD computes for the sync action makes the controller PUT the group once and record the value', async () => {
+    await env.createUserGroup('drift', { userGroupId: 'argo-drift', name: 'Drift', tokenSecret: { labels: {}, annotations: {} } });
+    await env.waitForReady('drift');
+    const token = await env.secretToken('drift');
+    expect(token).toBeTruthy();
+    // Changed at the service: the controller cannot know (the service has no read), so nothing puts it right before the resync.
+    await changeAtService(env, { user_group_id: 'argo-drift', name: 'Changed Elsewhere' });
+    expect(env.simGroup('argo-drift')?.name).toBe('Changed Elsewhere');
+
+    // With no controller running, the request stays pending (a restart over a synced group makes no call).
+    await operator?.stop();
+    const live = await env.getUserGroup('drift');
+    expect(await disabled(live)).toEqual({ rotate: false, sync: false });
+    const patch = await argo.patch(live, 'sync');
+    expect(patch).toEqual({ metadata: { annotations: { [SYNC]: expect.stringMatching(TIMESTAMP) as unknown } } });
+    const requested = valueIn(patch, SYNC);
+    await env.patchUserGroup('drift', patch);
+
+    const pending = await env.getUserGroup('drift');
+    expect(pending.metadata.annotations?.[SYNC]).toBe(requested);
+    expect(pending.metadata.generation).toBe(live.metadata.generation); // metadata only: no new generation
+    expect(await health(pending)).toEqual({
+      status: 'Progressing',
+      message: `Waiting for the controller to sync the group (${SYNC} = ${requested}, last handled: none)`,
+    });
+    saveFixture(env, 'sync-pending', pending);
+
+    const putsBefore = puts(env);
+    operator = await env.startOperator();
+    const handled = await eventually(
+      `sync request ${requested} to be handled`,
+      async () => {
+        const ug = await env.getUserGroup('drift');
+        return ug.status?.lastHandledSyncRequest === requested ? ug : undefined;
+      },
+      60_000,
+    );
+    expect(puts(env)).toBe(putsBefore + 1);
+    expect(env.simGroup('argo-drift')?.name).toBe('Drift'); // the spec again
+    expect(env.calls().rotate.ok).toBe(0);
+    expect(await env.secretToken('drift')).toBe(token); // the PUT returns the current token
+    expect(handled.metadata.annotations?.[SYNC]).toBe(requested);
+    expect(await health(handled)).toEqual({ status: 'Healthy', message: 'Synced: user group synced; token in Secret drift' });
+    saveFixture(env, 'sync-handled', handled);
+
+    // Handled once: no further call.
+    await sleep(1_500);
+    expect(puts(env)).toBe(putsBefore + 1);
   });
 });
 

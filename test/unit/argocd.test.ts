@@ -19,6 +19,7 @@ const DIR = fileURLToPath(new URL('../../deploy/argocd/', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/argocd/', import.meta.url));
 const read = (file: string): string => fs.readFileSync(path.join(DIR, file), 'utf8');
 const ROTATE = 'usergroup.dev/rotate-requested-at';
+const SYNC = 'usergroup.dev/sync-requested-at';
 const TYPE = { apiVersion: 'usergroup.dev/v1', kind: 'UserGroup' } as const;
 
 type Obj = Record<string, unknown>;
@@ -37,9 +38,19 @@ function ready(status: string, reason: string, message = `about ${reason}`): Obj
   return { type: 'Ready', status, reason, message, lastTransitionTime: '2025-01-01T00:00:00Z', observedGeneration: 3 };
 }
 
-/** A UserGroup at generation 3 whose status describes generation `observed`. */
+/** A UserGroup at generation 3 whose status describes generation `observed`; `status` adds fields to its status. */
 function userGroup(
-  over: { conditions?: unknown; observed?: number; suspend?: boolean; annotations?: Obj; rotation?: Obj; spec?: Obj; deleting?: boolean } = {},
+  over: {
+    conditions?: unknown;
+    observed?: number;
+    suspend?: boolean;
+    annotations?: Obj;
+    rotation?: Obj;
+    status?: Obj;
+    spec?: Obj;
+    deleting?: boolean;
+    finalizers?: string[];
+  } = {},
 ): Obj {
   return {
     ...TYPE,
@@ -48,13 +59,14 @@ function userGroup(
       namespace: 'customers',
       generation: 3,
       ...(over.annotations ? { annotations: over.annotations } : {}),
-      ...(over.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z', finalizers: ['example.com/hold'] } : {}),
+      ...(over.deleting ? { deletionTimestamp: '2025-01-02T00:00:00Z', finalizers: over.finalizers ?? ['example.com/hold'] } : {}),
     },
     spec: { userGroupId: 'acme', name: 'Acme', suspend: over.suspend ?? false, ...over.spec },
     status: {
       observedGeneration: over.observed ?? 3,
       conditions: over.conditions ?? [ready('True', 'Synced', 'user group synced; token in Secret acme')],
       ...(over.rotation ? { rotation: over.rotation } : {}),
+      ...over.status,
     },
   };
 }
@@ -68,10 +80,10 @@ const fixtures = (): [string, Obj][] =>
 
 const annotationsOf = (obj: Obj): Obj => (obj['metadata'] as { annotations: Obj }).annotations;
 
-/** The annotation value an action run wrote, and the only patch it sends. */
-function requested(run: ArgoCdActionRun): string {
+/** The value of `annotation` an action run wrote. */
+function requested(run: ArgoCdActionRun, annotation: string): string {
   const [result] = run.results;
-  return annotationsOf(result?.object ?? {})[ROTATE] as string;
+  return annotationsOf(result?.object ?? {})[annotation] as string;
 }
 
 /**
@@ -252,10 +264,69 @@ describe("health.lua, through the application controller's health path", () => {
       obj: userGroup({ suspend: true, annotations: { [ROTATE]: '2' }, conditions: [ready('False', 'Suspended')] }),
       status: 'Suspended',
     },
-    // Deletion: Argo CD decides before it runs any script.
+    // Sync requests: the same rules as rotation requests, against status.lastHandledSyncRequest.
+    {
+      what: 'a sync requested, never handled before',
+      obj: userGroup({ annotations: { [SYNC]: '2' } }),
+      status: 'Progressing',
+      message: `Waiting for the controller to sync the group (${SYNC} = 2, last handled: none)`,
+    },
+    {
+      what: 'a sync requested, another one handled',
+      obj: userGroup({ annotations: { [SYNC]: '2' }, status: { lastHandledSyncRequest: '1' } }),
+      status: 'Progressing',
+      message: `Waiting for the controller to sync the group (${SYNC} = 2, last handled: 1)`,
+    },
+    { what: 'the requested sync handled', obj: userGroup({ annotations: { [SYNC]: '2' }, status: { lastHandledSyncRequest: '2' } }), status: 'Healthy' },
+    {
+      what: "a sync handled, a rotation pending: the rotation's message",
+      obj: userGroup({ annotations: { [SYNC]: '2', [ROTATE]: '2' }, status: { lastHandledSyncRequest: '2' } }),
+      status: 'Progressing',
+      message: /^Waiting for the controller to rotate the token/,
+    },
+    {
+      what: 'both pending: the rotation comes first',
+      obj: userGroup({ annotations: { [SYNC]: '3', [ROTATE]: '3' } }),
+      status: 'Progressing',
+      message: /^Waiting for the controller to rotate the token/,
+    },
+    {
+      what: 'a rotation handled, a sync pending',
+      obj: userGroup({ annotations: { [SYNC]: '3', [ROTATE]: '2' }, rotation: { lastHandledRequest: '2' } }),
+      status: 'Progressing',
+      message: /^Waiting for the controller to sync the group/,
+    },
+    {
+      what: "the rotation's handled value does not answer a sync request",
+      obj: userGroup({ annotations: { [SYNC]: '2' }, rotation: { lastHandledRequest: '2' } }),
+      status: 'Progressing',
+    },
+    {
+      what: 'sync pending while failing: the failure shows',
+      obj: userGroup({ annotations: { [SYNC]: '2' }, conditions: [ready('False', 'Unauthorized')] }),
+      status: 'Degraded',
+    },
+    {
+      what: 'sync pending while suspended: Suspended',
+      obj: userGroup({ suspend: true, annotations: { [SYNC]: '2' }, conditions: [ready('False', 'Suspended')] }),
+      status: 'Suspended',
+    },
+    // Deletion: Argo CD (v3.6) runs the script, then overrides its verdict, since health.lua sets no deletionMessage.
     {
       what: 'being deleted (a finalizer holds it), whatever the status says',
       obj: userGroup({ deleting: true, conditions: [ready('False', 'Unauthorized')] }),
+      status: 'Progressing',
+      message: 'Pending deletion; blocked by finalizers: example.com/hold',
+    },
+    {
+      what: "being deleted, held by the operator's rotate-on-delete finalizer (deletionPolicy: Rotate) and another",
+      obj: userGroup({ deleting: true, finalizers: ['usergroup.dev/rotate-on-delete', 'example.com/hold'] }),
+      status: 'Progressing',
+      message: 'Pending deletion; blocked by finalizers: usergroup.dev/rotate-on-delete, example.com/hold',
+    },
+    {
+      what: 'being deleted, no finalizers listed',
+      obj: userGroup({ deleting: true, finalizers: [], annotations: { [SYNC]: '2' } }),
       status: 'Progressing',
       message: 'Pending deletion',
     },
@@ -337,6 +408,8 @@ describe('health.lua on objects fetched from the test control plane (test/fixtur
     'spec-not-observed': 'Progressing',
     'rotation-pending': 'Progressing',
     rotated: 'Healthy',
+    'sync-pending': 'Progressing',
+    'sync-handled': 'Healthy',
   };
 
   it('has exactly the expected fixtures', () => {
@@ -349,37 +422,76 @@ describe('health.lua on objects fetched from the test control plane (test/fixtur
   });
 });
 
+const ACTIONS = {
+  rotate: { name: 'rotate', disabled: false, displayName: 'Rotate token', iconClass: 'fa fa-fw fa-key' },
+  sync: { name: 'sync', disabled: false, displayName: 'Sync now', iconClass: 'fa fa-fw fa-sync' },
+};
+const disabled = (actions: Record<string, { disabled: boolean }>): Record<string, boolean> =>
+  Object.fromEntries(Object.entries(actions).map(([name, a]) => [name, a.disabled]));
+
 describe('actions/discovery.lua, as the API server lists actions', () => {
-  it('offers rotate, enabled', async () => {
-    expect(await argo.actions(userGroup())).toEqual({ rotate: { name: 'rotate', disabled: false, displayName: 'Rotate token', iconClass: 'fa fa-fw fa-key' } });
+  it('offers rotate and sync, enabled', async () => {
+    expect(await argo.actions(userGroup())).toEqual(ACTIONS);
   });
 
-  it('disables rotate while spec.suspend is true, and while the object is being deleted', async () => {
-    expect((await argo.actions(userGroup({ suspend: true }))).rotate?.disabled).toBe(true);
-    expect((await argo.actions(userGroup({ deleting: true }))).rotate?.disabled).toBe(true);
+  it('disables both while spec.suspend is true, and while the object is being deleted', async () => {
+    expect(await argo.actions(userGroup({ suspend: true }))).toEqual({
+      rotate: { ...ACTIONS.rotate, disabled: true },
+      sync: { ...ACTIONS.sync, disabled: true },
+    });
+    expect(disabled(await argo.actions(userGroup({ deleting: true })))).toEqual({ rotate: true, sync: true });
   });
 
   it('copes with a missing or odd spec', async () => {
-    expect((await argo.actions({ ...TYPE, metadata: { name: 'a' } })).rotate?.disabled).toBe(false);
-    expect((await argo.actions({ ...TYPE, spec: 'x' })).rotate?.disabled).toBe(false);
-    expect((await argo.actions({ ...TYPE, spec: { suspend: 'true' } })).rotate?.disabled).toBe(false);
+    expect(disabled(await argo.actions({ ...TYPE, metadata: { name: 'a' } }))).toEqual({ rotate: false, sync: false });
+    expect(disabled(await argo.actions({ ...TYPE, spec: 'x' }))).toEqual({ rotate: false, sync: false });
+    expect(disabled(await argo.actions({ ...TYPE, spec: { suspend: 'true' } }))).toEqual({ rotate: false, sync: false });
   });
 
-  it.each(fixtures())('%s: rotate is offered, disabled only for the suspended group', async (name, obj) => {
-    expect((await argo.actions(obj)).rotate?.disabled).toBe(name === 'suspended');
+  it.each(fixtures())('%s: both are offered, disabled only for the suspended group', async (name, obj) => {
+    const off = name === 'suspended';
+    expect(disabled(await argo.actions(obj))).toEqual({ rotate: off, sync: off });
   });
 });
 
-describe('actions/rotate/action.lua, as the API server runs it', () => {
+/**
+ * The two actions write their annotation the same way and refuse the same cases; each is checked on its own
+ * annotation and handled value (status.rotation.lastHandledRequest, status.lastHandledSyncRequest).
+ */
+const ACTION_CASES = [
+  {
+    action: 'rotate',
+    annotation: ROTATE,
+    handled: (value: string): Obj => ({ rotation: { lastHandledRequest: value } }),
+    other: SYNC,
+    otherHandled: (value: string): Obj => ({ lastHandledSyncRequest: value }),
+    refused: 'not rotated',
+  },
+  {
+    action: 'sync',
+    annotation: SYNC,
+    handled: (value: string): Obj => ({ lastHandledSyncRequest: value }),
+    other: ROTATE,
+    otherHandled: (value: string): Obj => ({ rotation: { lastHandledRequest: value } }),
+    refused: 'not synced',
+  },
+] as const;
+
+describe.each(ACTION_CASES)('actions/$action/action.lua, as the API server runs it', ({ action, annotation, handled, other, otherHandled, refused }) => {
+  const run = (live: Obj): Promise<ArgoCdActionRun> => argo.run(live, action);
+  const value = (r: ArgoCdActionRun): string => requested(r, annotation);
+  /** A UserGroup whose status says `v` was handled. */
+  const handledAt = (v: string, over: Parameters<typeof userGroup>[0] = {}): Obj => userGroup({ ...over, status: handled(v) });
+
   /** The patch must be the annotation alone, stamped within the run's second(s). */
   async function onlyTheAnnotation(live: Obj): Promise<string> {
-    const run = await argo.run(live);
-    expect(run.results.map((r) => r.operation)).toEqual(['patch']);
-    const value = requested(run);
-    expect(run.results[0]?.patch).toEqual({ metadata: { annotations: { [ROTATE]: value } } });
-    const seconds = new Set([stampAt(run.unixBefore), stampAt(run.unixAfter)]);
-    expect(seconds.has(value.replace(/-\d+$/, ''))).toBe(true);
-    return value;
+    const r = await run(live);
+    expect(r.results.map((x) => x.operation)).toEqual(['patch']);
+    const v = value(r);
+    expect(r.results[0]?.patch).toEqual({ metadata: { annotations: { [annotation]: v } } });
+    const seconds = new Set([stampAt(r.unixBefore), stampAt(r.unixAfter)]);
+    expect(seconds.has(v.replace(/-\d+$/, ''))).toBe(true);
+    return v;
   }
 
   it.each(fixtures().filter(([name]) => name !== 'suspended'))('%s: the patch is the annotation alone', async (_name, live) => {
@@ -405,69 +517,78 @@ describe('actions/rotate/action.lua, as the API server runs it', () => {
         },
       },
     });
-    const value = await onlyTheAnnotation(live);
-    expect(value).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const v = await onlyTheAnnotation(live);
+    expect(v).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   });
 
-  it('keeps the other annotations and replaces a handled request', async () => {
-    const live = userGroup({ annotations: { 'example.com/a': '1', [ROTATE]: 'old' }, rotation: { lastHandledRequest: 'old' } });
-    const run = await argo.run(live);
-    expect(annotationsOf(run.results[0]?.object ?? {})).toEqual({ 'example.com/a': '1', [ROTATE]: requested(run) });
+  it("keeps the other annotations (the other action's too) and replaces a handled request", async () => {
+    const live = handledAt('old', { annotations: { 'example.com/a': '1', [other]: 'pending', [annotation]: 'old' } });
+    const r = await run(live);
+    expect(annotationsOf(r.results[0]?.object ?? {})).toEqual({ 'example.com/a': '1', [other]: 'pending', [annotation]: value(r) });
+    expect(r.results[0]?.patch).toEqual({ metadata: { annotations: { [annotation]: value(r) } } });
   });
 
   it('gives a new value to every request within one second (os.date has second resolution)', async () => {
-    const { second, value } = await withinOneSecond(async () => {
+    const { second, value: values } = await withinOneSecond(async () => {
       let obj: Obj = userGroup();
       const runs: ArgoCdActionRun[] = [];
-      const values: string[] = [];
+      const seen: string[] = [];
       for (let i = 0; i < 4; i++) {
-        const run = await argo.run(obj);
-        runs.push(run);
-        values.push(requested(run));
-        obj = run.results[0]?.object ?? {};
+        const r = await run(obj);
+        runs.push(r);
+        seen.push(value(r));
+        obj = r.results[0]?.object ?? {};
       }
-      return { runs, value: values };
+      return { runs, value: seen };
     });
     const stamp = stampAt(second);
-    expect(value).toEqual([stamp, `${stamp}-1`, `${stamp}-2`, `${stamp}-3`]);
+    expect(values).toEqual([stamp, `${stamp}-1`, `${stamp}-2`, `${stamp}-3`]);
   });
 
   it('never repeats the last handled value, even when the annotation was removed', async () => {
-    const { second, value } = await withinOneSecond(async (s) => {
-      const handledOnly = await argo.run(userGroup({ rotation: { lastHandledRequest: stampAt(s) } }));
-      const both = await argo.run(userGroup({ annotations: { [ROTATE]: `${stampAt(s)}-1` }, rotation: { lastHandledRequest: stampAt(s) } }));
-      return { runs: [handledOnly, both], value: [requested(handledOnly), requested(both)] };
+    const { second, value: values } = await withinOneSecond(async (s) => {
+      const handledOnly = await run(handledAt(stampAt(s)));
+      const both = await run(handledAt(stampAt(s), { annotations: { [annotation]: `${stampAt(s)}-1` } }));
+      return { runs: [handledOnly, both], value: [value(handledOnly), value(both)] };
     });
-    expect(value).toEqual([`${stampAt(second)}-1`, `${stampAt(second)}-2`]);
+    expect(values).toEqual([`${stampAt(second)}-1`, `${stampAt(second)}-2`]);
+  });
+
+  it("counts against its own annotation and handled value only, not the other action's", async () => {
+    const { second, value: v } = await withinOneSecond(async (s) => {
+      const r = await run(userGroup({ annotations: { [other]: stampAt(s) }, status: otherHandled(stampAt(s)) }));
+      return { runs: [r], value: value(r) };
+    });
+    expect(v).toBe(stampAt(second));
   });
 
   it('a request in a later second is the plain timestamp again', async () => {
     const earlier = stampAt(nowUnix() - 5);
-    const run = await argo.run(userGroup({ annotations: { [ROTATE]: `${earlier}-1` }, rotation: { lastHandledRequest: `${earlier}-1` } }));
-    expect(requested(run)).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    expect(requested(run)).not.toBe(earlier);
+    const r = await run(handledAt(`${earlier}-1`, { annotations: { [annotation]: `${earlier}-1` } }));
+    expect(value(r)).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    expect(value(r)).not.toBe(earlier);
   });
 
   it('makes the health check Progressing until the controller records the value', async () => {
-    const run = await argo.run(userGroup());
-    const obj = run.results[0]?.object ?? {};
+    const r = await run(userGroup());
+    const obj = r.results[0]?.object ?? {};
     expect((await argo.health(obj)).status).toBe('Progressing');
-    const handled = { ...obj, status: { ...(obj['status'] as Obj), rotation: { lastHandledRequest: requested(run) } } };
-    expect((await argo.health(handled)).status).toBe('Healthy');
+    const done = { ...obj, status: { ...(obj['status'] as Obj), ...handled(value(r)) } };
+    expect((await argo.health(done)).status).toBe('Healthy');
   });
 
   it('refuses a suspended group and one being deleted (argocd app actions run ignores `disabled`)', async () => {
-    await expect(argo.run(userGroup({ suspend: true }))).rejects.toThrow(
-      'error executing Lua resource action: not rotated: spec.suspend is true, so the controller makes no call to the service; resume the UserGroup first',
+    await expect(run(userGroup({ suspend: true }))).rejects.toThrow(
+      `error executing Lua resource action: ${refused}: spec.suspend is true, so the controller makes no call to the service; resume the UserGroup first`,
     );
-    await expect(argo.run(userGroup({ deleting: true }))).rejects.toThrow('error executing Lua resource action: not rotated: the UserGroup is being deleted');
+    await expect(run(userGroup({ deleting: true }))).rejects.toThrow(`error executing Lua resource action: ${refused}: the UserGroup is being deleted`);
   });
 
   it("documented exception: Argo CD's JSON-to-Lua conversion drops nulls and turns an empty object inside a list into []", async () => {
     const live = userGroup({ spec: { properties: { list: [1, null, 3], value: null, inList: [{}], kept: { empty: {} } } } });
-    const run = await argo.run(live);
-    expect(run.results[0]?.patch).toEqual({
-      metadata: { annotations: { [ROTATE]: requested(run) } },
+    const r = await run(live);
+    expect(r.results[0]?.patch).toEqual({
+      metadata: { annotations: { [annotation]: value(r) } },
       spec: { properties: { list: [1, 3], value: null, inList: [[]] } },
     });
   });
@@ -496,7 +617,10 @@ describe('argocd-cm.yaml', () => {
       definitions: { name: string; 'action.lua': string }[];
     };
     expect(actions['discovery.lua']).toBe(read('actions/discovery.lua'));
-    expect(actions.definitions).toEqual([{ name: 'rotate', 'action.lua': read('actions/rotate/action.lua') }]);
+    expect(actions.definitions).toEqual([
+      { name: 'rotate', 'action.lua': read('actions/rotate/action.lua') },
+      { name: 'sync', 'action.lua': read('actions/sync/action.lua') },
+    ]);
   });
 
   it('is what generate-argocd-cm.sh writes (rerun it after editing a .lua file)', () => {
