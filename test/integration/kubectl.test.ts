@@ -557,8 +557,8 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
   it("rotate over the namespace's rotation budget: the request waits (an Event says so), the plugin's timeout says why, and it is rotated at its slot", async () => {
     const rate = await TestEnv.create('krotrate');
     try {
-      // One at once, then one a minute: the second request in a row waits about a minute.
-      await rate.startOperator({ args: ['--rotation-request-burst', '1', '--rotation-requests-per-minute', '1'] });
+      // One at once, then six a minute: the second request in a row waits about ten seconds.
+      await rate.startOperator({ args: ['--rotation-request-burst', '1', '--rotation-requests-per-minute', '6'] });
       for (const name of ['first', 'second']) await rate.createUserGroup(name, { userGroupId: `rot-${name}`, name });
       for (const name of ['first', 'second']) await rate.waitForReady(name);
       const run = (...args: string[]): Running => withPlugin(['usergroup', ...args, '-n', rate.namespace, '--kubeconfig', rate.kubeconfigPath]);
@@ -574,13 +574,13 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
       expect(rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] ?? 0).toBe(0);
       const waiting = (await rate.eventsFor('second')).find((e) => e.reason === 'RotationRequestWaiting');
       expect(waiting?.note).toMatch(
-        /^rotation request "\S+" waits \d+s for its turn: rotation requests in this namespace are limited to 1 at once, then 1 a minute$/,
+        /^rotation request "\S+" waits \d+s for its turn: rotation requests in this namespace are limited to 1 at once, then 6 a minute$/,
       );
       // Never dropped: the request stays pending and is done at its slot.
       await eventually(
         'the second rotation at its slot',
         async () => (rate.sim.stats(rate.apiKey).rotationsByUserGroupId['rot-second'] === 1 ? true : undefined),
-        75_000,
+        30_000,
         250,
       );
     } finally {

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, kubectl } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
@@ -33,7 +33,7 @@ const INVARIANT_WAIT_MS = sized(180_000, 120_000);
 /** Loops updating and rotating the good groups during the barrage, and their pause between two operations. */
 const TRAFFIC_LOOPS = sized(4, 2);
 const TRAFFIC_PAUSE_MS = 100;
-const ARGS = ['--service-qps', '50', '--service-burst', '100', '--log-level', 'info'];
+const ARGS = ['--service-qps', '50', '--service-burst', '100', '--log-level', 'info', ...UNBUDGETED_ARGS];
 
 /** A second account at the simulator (see CaseContext.isolatedApiKey). */
 const isolatedApiKey = `key-isolated-${randomBytes(8).toString('hex')}`;

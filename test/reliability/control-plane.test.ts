@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
-import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
@@ -208,7 +208,7 @@ describe('3. control-plane trouble', () => {
   it(`kube-apiserver restarts and 410 Gone after etcd compaction, under churn, with ${GROUPS} UserGroups`, async () => {
     const wallStart = Date.now();
     const ledger = new RotationLedger();
-    c = env.spawnController(['--service-qps', '200', '--service-burst', '200', '--concurrency', '8']);
+    c = env.spawnController(['--service-qps', '200', '--service-burst', '200', '--concurrency', '8', ...UNBUDGETED_ARGS]);
     await waitLog(c, 'workers started', msgIs('workers started'));
 
     const groups = await createUserGroups(env, 'g', GROUPS, 20);

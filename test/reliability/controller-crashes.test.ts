@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, signalAndWait, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { asError } from '../support/errors.js';
 import { TestEnv } from '../support/operator.js';
 import { between, Churn, mulberry32, PENDING_ANNOTATION, scenarioSeed, SecretWatch } from './support/churn.js';
@@ -24,7 +24,7 @@ const KILLS = sized(20, 5);
 const INITIAL = Math.ceil(GROUPS / 2);
 /** Rotations requested right after each kill (one value per group at most). */
 const DOWN_ROTATIONS = sized(10, 4);
-const ARGS = ['--service-qps', '200', '--service-burst', '400', '--concurrency', '8'];
+const ARGS = ['--service-qps', '200', '--service-burst', '400', '--concurrency', '8', ...UNBUDGETED_ARGS];
 
 type KillMode = 'random-moment' | 'right-after-request' | 'on-intent-written' | 'on-token-rotated';
 const MODES: readonly KillMode[] = ['random-moment', 'right-after-request', 'on-intent-written', 'on-token-rotated'];

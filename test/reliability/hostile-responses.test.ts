@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Faults, InjectedFault } from '../../src/devtools/sim/faults.js';
 import { eventually } from '../support/kube.js';
-import { killAllControllers, msgIs, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 import { callsOf, diffStats, fmt, processHealth, sha256 } from './support/faults-support.js';
@@ -23,7 +23,7 @@ import { sized } from './support/scale.js';
 
 const PER_ROLE = sized(4, 2);
 const SERVICE_TIMEOUT_MS = 2_000;
-const ARGS = ['--service-timeout', `${SERVICE_TIMEOUT_MS}ms`, '--concurrency', '8', '--log-level', 'info'];
+const ARGS = ['--service-timeout', `${SERVICE_TIMEOUT_MS}ms`, '--concurrency', '8', '--log-level', 'info', ...UNBUDGETED_ARGS];
 /** How long a Ready=False / Event / recovery may take: minutes, the controller acts within seconds. */
 const WAIT_MS = 60_000;
 /** How long the fault stays on once every group shows it. */

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BREAKER_DEFAULTS } from '../../src/service/circuit-breaker.js';
-import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, spawnController, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 import { rotationBudgetMs } from './support/budgets.js';
@@ -75,7 +75,7 @@ describe('10. retries: partial faults, then an outage', () => {
       kubeconfigPath: env.kubeconfigPath,
       namespace: env.namespace,
       defaultService: proxied,
-      args: ['--service-timeout', `${CALL_TIMEOUT_MS / 1000}s`, '--service-qps', String(QPS), '--service-burst', String(BURST)],
+      args: ['--service-timeout', `${CALL_TIMEOUT_MS / 1000}s`, '--service-qps', String(QPS), '--service-burst', String(BURST), ...UNBUDGETED_ARGS],
     });
     await waitLog(c, 'workers started', msgIs('workers started'));
     const groups = await createUserGroups(env, 'r', GROUPS, 20);

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { RbacAuthorizationV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../src/devtools/controlplane/controlplane.js';
-import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
+import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { httpGet } from '../support/http-get.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
@@ -185,7 +185,7 @@ describe('7. secret hygiene', () => {
       kubeconfigPath: env.kubeconfigPath,
       namespace: `${env.namespace},${side}`,
       defaultService: proxied,
-      args: ['--metrics-addr', `127.0.0.1:${metricsPort}`, '--service-timeout', '2s', '--service-qps', '100', '--service-burst', '100'],
+      args: ['--metrics-addr', `127.0.0.1:${metricsPort}`, '--service-timeout', '2s', '--service-qps', '100', '--service-burst', '100', ...UNBUDGETED_ARGS],
     });
     await waitLog(c, 'workers started', msgIs('workers started'));
     // /metrics as Prometheus reads it (--metrics-auth, the default): with the token of a ServiceAccount allowed to

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Faults } from '../../src/devtools/sim/faults.js';
-import { killAllControllers, msgIs, waitLog } from '../support/controller-process.js';
+import { killAllControllers, msgIs, waitLog, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { callsOf, fmt, injectedByKind, injectedTotal, processHealth } from './support/faults-support.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
@@ -34,7 +34,19 @@ const FAULTS: Partial<Faults> = {
 const SERVICE_TIMEOUT = '2s';
 // qps/burst raised so the token bucket (default 10/s) is not what the scenario measures; concurrency
 // raised so 2 s hangs and spikes do not serialise the run.
-const ARGS = ['--service-timeout', SERVICE_TIMEOUT, '--service-qps', '50', '--service-burst', '100', '--concurrency', '16', '--log-level', 'info'];
+const ARGS = [
+  '--service-timeout',
+  SERVICE_TIMEOUT,
+  '--service-qps',
+  '50',
+  '--service-burst',
+  '100',
+  '--concurrency',
+  '16',
+  '--log-level',
+  'info',
+  ...UNBUDGETED_ARGS,
+];
 /**
  * Budget for the whole run (creation, rotations, invariant), derived from the retry design, not tuned to
  * pass (support/budgets.ts): at this failing share every first sync and rotation completes within the

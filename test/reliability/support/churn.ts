@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Watch } from '@kubernetes/client-node';
 import { group, plural, version, type TestEnv, type UserGroupObject } from '../../support/operator.js';
 import type { RotationLedger } from './invariant.js';
+import { UNBUDGETED_ARGS } from '../../support/controller-process.js';
 
 /*
  * Load for the process-level scenarios (controller crashes, leader failover): UserGroups created,
@@ -44,7 +45,7 @@ export function scenarioSeed(): number {
 export const between = (rng: Rng, min: number, max: number): number => min + Math.floor(rng() * (max - min + 1));
 
 /** Controller flags for churn scenarios: service rates and workers high enough that churn never waits on them. */
-export const CHURN_RATE_ARGS = ['--service-qps', '200', '--service-burst', '400', '--concurrency', '8'];
+export const CHURN_RATE_ARGS = ['--service-qps', '200', '--service-burst', '400', '--concurrency', '8', ...UNBUDGETED_ARGS];
 const pick = <T>(rng: Rng, items: readonly T[]): T | undefined => items[Math.floor(rng() * items.length)];
 
 const ROTATE_ANNOTATION = 'usergroup.dev/rotate-requested-at';
