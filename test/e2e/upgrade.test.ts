@@ -605,7 +605,7 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     expect(new Set((await operatorPods()).map((p) => p.metadata.name))).toEqual(unguarded.operatorPods);
     expect((await rotateFinalizers()).filter((f) => f.endsWith(' finalized'))).toHaveLength(2 * ROTATE_GROUPS);
     expect(callsOf(sim.stats()) - unguarded.calls, 'service calls around the refused rollback').toBe(0);
-    figures.push('| helm rollback with Rotate finalizers left | refused by the guard | 0 | | | | nothing written |');
+    figures.push('| helm rollback with Rotate finalizers left | refused by the guard | 0 | | | | Deployment and Pods unchanged, finalizers on |');
 
     // Step 1 (docs/operations.md, "Rolling back"): this release removes every rotate-on-delete finalizer.
     const prepared = await baseline();
