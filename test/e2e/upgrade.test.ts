@@ -13,6 +13,7 @@ import { adminKubeConfig } from '../support/kube.js';
 import { parsePrometheus } from '../support/prometheus-text.js';
 import { getJson, helm, kubectl, leaderPod, podReady, waitFor, type PodView } from './support/cluster.js';
 import { extractPreviousRelease, PREVIOUS_RELEASE } from './support/previous-release.js';
+import { releaseDir } from './support/release.js';
 import { ResumableWatch } from './support/resumable-watch.js';
 import {
   LeaseRecorder,
@@ -552,13 +553,16 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     const settled = await settle(before, image, THIS_VERSION, helmStarted);
     // The upgrade's step 3 (README): what etcd holds is rewritten as v1 (a StorageVersionMigration on this 1.37
     // apiserver); every UserGroup is written once more, and the new operator, which sees each update, calls nothing.
+    // `kubectl usergroup migrate-storage`, the plugin from this run's release tarball (kubectl finds it on PATH).
+    const pluginDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-e2e-plugin-'));
+    await run('tar', ['-xzf', path.join(releaseDir(), 'kubectl-usergroup_linux_amd64.tar.gz'), '-C', pluginDir, 'kubectl-usergroup']);
     const migrationStarted = Date.now();
-    await run(path.join(repoRoot, 'deploy/storage-migration/migrate.sh'), [], {
-      cwd: repoRoot,
+    await run(path.join(inject('binDir'), 'kubectl'), ['usergroup', 'migrate-storage', '--kubeconfig', inject('kubeconfig')], {
       timeoutMs: 300_000,
-      env: { ...process.env, KUBECTL: path.join(inject('binDir'), 'kubectl'), KUBECONFIG: inject('kubeconfig') },
+      env: { ...process.env, PATH: `${pluginDir}:${process.env['PATH'] ?? ''}` },
     });
-    const migration = `; deploy/storage-migration/migrate.sh ${((Date.now() - migrationStarted) / 1000).toFixed(1)} s after it`;
+    fs.rmSync(pluginDir, { recursive: true, force: true });
+    const migration = `; kubectl usergroup migrate-storage ${((Date.now() - migrationStarted) / 1000).toFixed(1)} s after it`;
     const stored = await getJson<{ status: { storedVersions: string[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
     expect(stored.status.storedVersions).toEqual(['v1']);
     const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());

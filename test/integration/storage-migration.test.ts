@@ -1,9 +1,11 @@
 // Upgrading from 0.2.0 (v1alpha1 only) to usergroup.dev/v1: what is stored in etcd is rewritten as v1 by
-// deploy/storage-migration/migrate.sh, through the StorageVersionMigration API (Kubernetes ≥ 1.37) or through
-// kubectl (older clusters, --rewrite), so that v1alpha1 can later leave the CRDs' status.storedVersions. Each path
-// gets a private control plane started with the previous release's CRDs, read from git.
+// `kubectl usergroup migrate-storage`, through a StorageVersionMigration (storagemigration.k8s.io v1, Kubernetes ≥ 1.37;
+// v1beta1 on 1.35-1.36) or through empty patches (no such API served, or --rewrite), so that v1alpha1 can later leave
+// the CRDs' status.storedVersions. Each path gets a private control plane started with the previous release's CRDs,
+// read from git, and with the kube-apiserver flags that make it serve that path's API versions.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
@@ -12,7 +14,8 @@ import { run, type CommandResult } from '../support/kube.js';
 import { PREVIOUS_RELEASE, previousReleaseCrds } from '../support/previous-release.js';
 import { ifAssigned } from '../support/teardown.js';
 
-const SCRIPT = path.join(repoRoot, 'deploy/storage-migration/migrate.sh');
+/** `npm run build` output; npm test builds before it runs the tests. */
+const PLUGIN = path.join(repoRoot, 'dist/cli/kubectl-usergroup.js');
 const RESOURCES = ['usergroups', 'usergroupservices', 'clusterusergroupservices'] as const;
 const NS = 'tenant-a';
 
@@ -48,19 +51,82 @@ const etcdKeys = (): string[] => [
   '/registry/usergroup.dev/clusterusergroupservices/shared',
 ];
 
-describe.each([
+/**
+ * kubectl with the plugin found on PATH, as a user installs it: a directory holding `kubectl-usergroup` (a symlink
+ * to the built file) first on PATH, then this test's Node, which the plugin's `#!/usr/bin/env node` picks.
+ */
+let pluginDir = '';
+beforeAll(() => {
+  if (!fs.existsSync(PLUGIN)) throw new Error(`${PLUGIN} is missing: run npm run build first (npm test does)`);
+  pluginDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ug-migrate-storage-'));
+  fs.symlinkSync(PLUGIN, path.join(pluginDir, 'kubectl-usergroup'));
+});
+afterAll(() => {
+  if (pluginDir) fs.rmSync(pluginDir, { recursive: true, force: true });
+});
+
+interface Case {
+  readonly path: string;
+  /** kube-apiserver flags: which storagemigration.k8s.io versions it serves. */
+  readonly apiserverFlags: readonly string[];
+  readonly args: readonly string[];
+  /** What the plugin says on stderr of the path it took, and on stdout once it is done. */
+  readonly progress: string;
+  readonly says: RegExp;
+  /** The CRDs created as Helm installs crds/ (not server-side applied), so the upgrade's apply meets another field manager. */
+  readonly helmCreated: boolean;
+  /** A first run that takes this StorageVersionMigration version and that nothing runs: it must say so and change nothing. */
+  readonly unstarted?: string;
+}
+
+describe.each<Case>([
   // The migrator waits until kube-controller-manager's garbage collector watches the resource, which it discovers
   // at start or at a periodic resync: here the old CRDs exist before it starts, as on a cluster that ran 0.2.0.
-  { path: 'StorageVersionMigration (the default on Kubernetes ≥ 1.37)', args: [] as string[], says: /created; waiting for it to succeed/, helmCreated: false },
-  // As Helm installs crds/: created, not server-side applied, so the upgrade's apply meets another field manager.
-  { path: 'kubectl rewrite (--rewrite, for older clusters)', args: ['--rewrite'], says: /3 objects rewritten, stored as v1 only/, helmCreated: true },
-])(`storage migration from ${PREVIOUS_RELEASE.version}: $path`, { timeout: 300_000 }, ({ args, says, helmCreated }) => {
+  {
+    path: 'StorageVersionMigration v1 (the default on Kubernetes ≥ 1.37)',
+    apiserverFlags: [],
+    args: [],
+    progress: 'using storagemigration.k8s.io/v1: one StorageVersionMigration per resource',
+    says: /^usergroups\.usergroup\.dev: stored as v1 only \(storageversionmigration\/usergroups\.usergroup\.dev-v1-\w+ succeeded\)$/m,
+    helmCreated: false,
+  },
+  {
+    path: 'rewrite (--rewrite)',
+    apiserverFlags: [],
+    args: ['--rewrite'],
+    progress: 'rewriting every object (--rewrite)',
+    says: /3 objects rewritten, stored as v1 only/,
+    helmCreated: true,
+  },
+  // Kubernetes 1.30-1.34 without the alpha API, or any cluster that turned it off.
+  {
+    path: 'rewrite (no StorageVersionMigration API served)',
+    apiserverFlags: ['--runtime-config=storagemigration.k8s.io/v1=false'],
+    args: [],
+    progress: 'rewriting every object (this cluster serves no storagemigration.k8s.io v1 or v1beta1)',
+    says: /3 objects rewritten, stored as v1 only/,
+    helmCreated: false,
+  },
+  // v1beta1 served, v1 not (as on 1.35-1.36): the plugin takes v1beta1 and the apiserver accepts its spec. This
+  // 1.37 kube-controller-manager's migrator lists StorageVersionMigrations at v1 only (its log: "failed to list
+  // *v1.StorageVersionMigration: the server could not find the requested resource"), so nothing runs them: the
+  // plugin must say so, change nothing, and --rewrite then does the work.
+  {
+    path: 'StorageVersionMigration v1beta1 only, no migrator running it, then --rewrite',
+    apiserverFlags: ['--runtime-config=storagemigration.k8s.io/v1=false,storagemigration.k8s.io/v1beta1=true'],
+    args: ['--rewrite'],
+    progress: 'rewriting every object (--rewrite)',
+    says: /3 objects rewritten, stored as v1 only/,
+    helmCreated: false,
+    unstarted: 'v1beta1',
+  },
+])(`storage migration from ${PREVIOUS_RELEASE.version}: $path`, { timeout: 300_000 }, ({ apiserverFlags, args, progress, says, helmCreated, unstarted }) => {
   let cp: ControlPlane;
   let oldCrds: string;
 
   beforeAll(async () => {
     oldCrds = previousReleaseCrds();
-    cp = await ControlPlane.start(helmCreated ? {} : { crds: [oldCrds] });
+    cp = await ControlPlane.start({ apiserverFlags, ...(helmCreated ? {} : { crds: [oldCrds] }) });
     if (helmCreated) {
       await ok(['create', '-f', oldCrds]);
       await ok(['wait', '--for=condition=Established', '--timeout=60s', '-f', oldCrds]);
@@ -95,30 +161,65 @@ describe.each([
     const items: unknown[] = [];
     for (const resource of RESOURCES) {
       const list = JSON.parse(await ok(['get', `${resource}.usergroup.dev`, '-A', '-o', 'json'])) as {
-        items: { metadata: Record<string, unknown>; spec: unknown }[];
+        items: { metadata: Record<string, unknown>; spec: unknown; status?: unknown }[];
       };
-      for (const item of list.items) items.push({ name: item.metadata.name, uid: item.metadata.uid, generation: item.metadata.generation, spec: item.spec });
+      for (const item of list.items) {
+        items.push({ name: item.metadata.name, uid: item.metadata.uid, generation: item.metadata.generation, spec: item.spec, status: item.status });
+      }
     }
     return items;
   };
+  /** Every write the plugin could make changes one of these: the objects', the CRDs' resourceVersions, the migrations. */
+  const writes = async (): Promise<string> => {
+    const rvs = await ok([
+      'get',
+      RESOURCES.map((r) => `${r}.usergroup.dev`).join(','),
+      '-A',
+      '-o',
+      'jsonpath={range .items[*]}{.metadata.resourceVersion} {end}',
+    ]);
+    const crds = await ok(['get', 'crd', ...RESOURCES.map((r) => `${r}.usergroup.dev`), '-o', 'jsonpath={range .items[*]}{.metadata.resourceVersion} {end}']);
+    const served = await kubectl(['get', 'storageversionmigrations.storagemigration.k8s.io', '-o', 'name']);
+    return `${rvs}| ${crds}| ${served.stdout}`;
+  };
 
-  /** The script as a user runs it, with this control plane's kubectl and kubeconfig. */
-  const migrate = (a: readonly string[]): Promise<CommandResult> =>
-    new Promise((resolve) => {
-      execFile(SCRIPT, a, { env: { ...process.env, KUBECTL: cp.binaries.kubectl, KUBECONFIG: cp.kubeconfigPath }, timeout: 240_000 }, (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+  /** The plugin as a user runs it: kubectl finds kubectl-usergroup on PATH. */
+  const migrate = (a: readonly string[]): Promise<CommandResult & { ms: number }> => {
+    const started = Date.now();
+    const env = { ...process.env, PATH: [pluginDir, path.dirname(process.execPath), process.env['PATH'] ?? ''].join(path.delimiter) };
+    return new Promise((resolve) => {
+      execFile(
+        cp.binaries.kubectl,
+        ['usergroup', 'migrate-storage', '--kubeconfig', cp.kubeconfigPath, ...a],
+        { env, timeout: 240_000 },
+        (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr, ms: Date.now() - started }),
       );
     });
+  };
 
   it('rewrites every object as v1, drops v1alpha1 from storedVersions, and changes nothing users see', async () => {
     await ok(['create', 'namespace', NS]);
     await ok(['apply', '-f', '-'], OLD_OBJECTS.map((o) => JSON.stringify(o)).join('\n'));
     expect(await storedApiVersions()).toEqual(Array(5).fill('usergroup.dev/v1alpha1'));
+    // What the operator wrote under 0.2.0: the migration must keep it.
+    await ok([
+      'patch',
+      'usergroup',
+      'alpha',
+      '-n',
+      NS,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      '{"status":{"observedGeneration":1,"tokenSecretName":"alpha"}}',
+    ]);
 
     // Too early: the CRDs do not store v1 yet.
     const early = await migrate(args);
     expect(early.code).toBe(1);
-    expect(early.stderr).toContain('does not store v1 yet: apply the new CRDs first (kubectl apply --server-side --force-conflicts -f crds/)');
+    expect(early.stderr).toBe(
+      'error: usergroups.usergroup.dev does not store v1 yet: apply the new CRDs first (kubectl apply --server-side --force-conflicts -f crds/, from the release you upgrade to)\n',
+    );
 
     // The upgrade as docs/operations.md says: the new CRDs first.
     if (helmCreated) {
@@ -131,9 +232,31 @@ describe.each([
     for (const resource of RESOURCES) expect(await storedVersions(resource)).toEqual(['v1alpha1', 'v1']);
     expect(await storedApiVersions()).toEqual(Array(5).fill('usergroup.dev/v1alpha1'));
     const before = await snapshot();
+    expect(before).toContainEqual(expect.objectContaining({ name: 'alpha', status: { observedGeneration: 1, tokenSecretName: 'alpha' } }));
+
+    if (unstarted) {
+      const stuck = await migrate(['--timeout=10s']);
+      console.log(`migrate-storage with ${unstarted} StorageVersionMigrations nothing runs: exit ${stuck.code} after ${(stuck.ms / 1000).toFixed(1)} s`);
+      expect(stuck.code).toBe(1);
+      expect(stuck.stderr).toContain(`using storagemigration.k8s.io/${unstarted}: one StorageVersionMigration per resource`);
+      expect(stuck.stderr).toMatch(/^error: timed out after 10s waiting for (storageversionmigration\/\S+ not started yet(, )?){3}; /m);
+      expect(stuck.stdout).toBe('');
+      // The apiserver took each migration as this version defines it: spec.resource a GroupResource.
+      const created = JSON.parse(await ok(['get', `storageversionmigrations.${unstarted}.storagemigration.k8s.io`, '-o', 'json'])) as {
+        items: { spec: unknown; status?: { conditions?: unknown[] } }[];
+      };
+      expect(created.items.map((m) => m.spec)).toEqual(
+        expect.arrayContaining(RESOURCES.map((resource) => ({ resource: { group: 'usergroup.dev', resource } }))),
+      );
+      expect(created.items.flatMap((m) => m.status?.conditions ?? [])).toEqual([]);
+      expect(await storedApiVersions()).toEqual(Array(5).fill('usergroup.dev/v1alpha1'));
+      for (const resource of RESOURCES) expect(await storedVersions(resource)).toEqual(['v1alpha1', 'v1']);
+    }
 
     const result = await migrate(args);
+    console.log(`migrate-storage ${args.join(' ')}: exit ${result.code} after ${(result.ms / 1000).toFixed(1)} s`);
     expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toContain(progress);
     expect(result.stdout).toMatch(says);
 
     expect(await storedApiVersions()).toEqual(Array(5).fill('usergroup.dev/v1'));
@@ -147,9 +270,12 @@ describe.each([
     expect(again.stdout).toContain('usergroup.usergroup.dev/alpha unchanged');
     expect(await snapshot()).toEqual(before);
 
-    // Again: nothing left to do, still exit 0.
+    // Again: nothing left to do, nothing written, exit 0.
+    const written = await writes();
     const rerun = await migrate(args);
     expect(rerun.code, rerun.stderr).toBe(0);
+    expect(rerun.stdout).toBe(RESOURCES.map((r) => `${r}.usergroup.dev: already stored as v1 only\n`).join(''));
+    expect(await writes()).toBe(written);
     expect(await storedApiVersions()).toEqual(Array(5).fill('usergroup.dev/v1'));
   });
 });

@@ -26,14 +26,25 @@ export type PluginCommand =
       readonly cluster: ClusterFlags;
       readonly allNamespaces: boolean;
       readonly wide: boolean;
+    }
+  | {
+      readonly kind: 'migrate-storage';
+      readonly cluster: ClusterFlags;
+      readonly timeoutMs: number;
+      /** --rewrite: empty patches even where a StorageVersionMigration API is served. */
+      readonly rewrite: boolean;
     };
 
 /** A usage error: `showUsage` when the whole usage helps more than a one-line hint (no or unknown command). */
 export type ParsedArgs = { readonly ok: true; readonly command: PluginCommand } | { readonly ok: false; readonly error: string; readonly showUsage: boolean };
 
 export const DEFAULT_TIMEOUT_MS = 60_000;
+/** migrate-storage waits for kube-controller-manager's migrator, which takes minutes on a large cluster. */
+export const DEFAULT_MIGRATION_TIMEOUT_MS = 30 * 60_000;
 
-type FlagName = 'namespace' | 'kubeconfig' | 'context' | 'timeout' | 'output' | 'all-namespaces' | 'no-wait' | 'help';
+type FlagName = 'namespace' | 'kubeconfig' | 'context' | 'timeout' | 'output' | 'all-namespaces' | 'no-wait' | 'rewrite' | 'help';
+type CommandName = 'rotate' | 'sync' | 'status' | 'migrate-storage';
+const COMMANDS: readonly string[] = ['rotate', 'sync', 'status', 'migrate-storage'] satisfies readonly CommandName[];
 
 /** kubectl's spellings and shorthands (pflag rules, see platform/argv.ts). */
 const FLAGS: Readonly<Record<FlagName, FlagSpec>> = {
@@ -44,14 +55,17 @@ const FLAGS: Readonly<Record<FlagName, FlagSpec>> = {
   output: { arity: 'value', short: 'o' },
   'all-namespaces': { arity: 'switch', short: 'A' },
   'no-wait': { arity: 'switch' },
+  rewrite: { arity: 'switch' },
   help: { arity: 'switch', short: 'h' },
 };
 
 /** Which flags each command accepts; anything else is refused rather than silently ignored. */
-const ACCEPTS: Readonly<Record<'rotate' | 'sync' | 'status', ReadonlySet<FlagName>>> = {
+const ACCEPTS: Readonly<Record<CommandName, ReadonlySet<FlagName>>> = {
   rotate: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'timeout', 'no-wait', 'help']),
   sync: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'timeout', 'no-wait', 'help']),
   status: new Set<FlagName>(['namespace', 'kubeconfig', 'context', 'output', 'all-namespaces', 'help']),
+  // Cluster-wide: no namespace.
+  'migrate-storage': new Set<FlagName>(['kubeconfig', 'context', 'timeout', 'rewrite', 'help']),
 };
 
 /**
@@ -73,7 +87,7 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
   const [command, ...names] = positionals;
   if (values.has('help') || command === 'help') return { ok: true, command: { kind: 'help' } };
   if (command === undefined) return { ok: false, error: 'no command given', showUsage: true };
-  if (command !== 'rotate' && command !== 'sync' && command !== 'status') return { ok: false, error: `unknown command "${command}"`, showUsage: true };
+  if (!isCommand(command)) return { ok: false, error: `unknown command "${command}"`, showUsage: true };
 
   for (const flag of values.keys()) {
     if (!ACCEPTS[command].has(flag)) return { ok: false, error: `${command} does not take --${flag}`, showUsage: false };
@@ -87,20 +101,22 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
     if (value === '') return { ok: false, error: `--${flag} must not be empty`, showUsage: false };
   }
 
+  const timeout = values.get('timeout');
+  const timeoutMs = timeout === undefined ? undefined : parseGoDuration(timeout);
+  if (timeout !== undefined && (timeoutMs === undefined || timeoutMs <= 0)) {
+    return { ok: false, error: `invalid --timeout "${timeout}": want a positive duration such as 30s, 2m or 1m30s`, showUsage: false };
+  }
+
+  if (command === 'migrate-storage') {
+    if (names.length > 0) return { ok: false, error: `migrate-storage takes no arguments, got ${names.join(' ')}`, showUsage: false };
+    return { ok: true, command: { kind: command, cluster, timeoutMs: timeoutMs ?? DEFAULT_MIGRATION_TIMEOUT_MS, rewrite: values.has('rewrite') } };
+  }
+
   if (command === 'rotate' || command === 'sync') {
     const [name, ...extra] = names;
     if (name === undefined) return { ok: false, error: `${command} needs the name of a UserGroup`, showUsage: false };
     if (extra.length > 0) return { ok: false, error: `${command} takes one name, got ${names.length}: ${names.join(' ')}`, showUsage: false };
-    let timeoutMs = DEFAULT_TIMEOUT_MS;
-    const timeout = values.get('timeout');
-    if (timeout !== undefined) {
-      const parsed = parseGoDuration(timeout);
-      if (parsed === undefined || parsed <= 0) {
-        return { ok: false, error: `invalid --timeout "${timeout}": want a positive duration such as 30s, 2m or 1m30s`, showUsage: false };
-      }
-      timeoutMs = parsed;
-    }
-    return { ok: true, command: { kind: command, name, cluster, timeoutMs, wait: !values.has('no-wait') } };
+    return { ok: true, command: { kind: command, name, cluster, timeoutMs: timeoutMs ?? DEFAULT_TIMEOUT_MS, wait: !values.has('no-wait') } };
   }
 
   const [name, ...extra] = names;
@@ -113,6 +129,10 @@ export function parsePluginArgs(argv: readonly string[]): ParsedArgs {
   const output = values.get('output');
   if (output !== undefined && output !== 'wide') return { ok: false, error: `unsupported output format "${output}": only -o wide`, showUsage: false };
   return { ok: true, command: { kind: 'status', name, cluster, allNamespaces, wide: output === 'wide' } };
+}
+
+function isCommand(word: string): word is CommandName {
+  return COMMANDS.includes(word);
 }
 
 function scanError(e: ScanError): string {

@@ -3,8 +3,10 @@ import { KubeClient } from '../../kube/http.js';
 import { parsePluginArgs, type ClusterFlags } from './args.js';
 import type { Io } from './io.js';
 import { resolveCluster, type ResolvedCluster } from './kubeconfig.js';
+import { migrateStorageCommand } from './migrate-storage.js';
 import { rotateCommand } from './rotate.js';
 import { statusCommand } from './status.js';
+import { KubeStorageAccess } from './storage-api.js';
 import { syncCommand } from './sync.js';
 import { usage } from './usage.js';
 import { KubeUserGroupAccess } from './usergroup-api.js';
@@ -38,6 +40,9 @@ export async function runPlugin(argv: readonly string[], io: Io): Promise<number
   }
   const deps = { api: new KubeUserGroupAccess(client), io, now: () => Date.now() };
   try {
+    if (command.kind === 'migrate-storage') {
+      return await migrateStorageCommand({ rewrite: command.rewrite, timeoutMs: command.timeoutMs }, { ...deps, api: new KubeStorageAccess(client) });
+    }
     if (command.kind === 'status') {
       return await statusCommand({ namespace: cluster.namespace, name: command.name, allNamespaces: command.allNamespaces, wide: command.wide }, deps);
     }

@@ -8,6 +8,7 @@ Usage:
   kubectl usergroup rotate <name> [-n <namespace>] [--timeout 60s] [--no-wait]
   kubectl usergroup sync <name> [-n <namespace>] [--timeout 60s] [--no-wait]
   kubectl usergroup status [<name>] [-n <namespace> | -A] [-o wide]
+  kubectl usergroup migrate-storage [--rewrite] [--timeout 30m]
 
 Commands:
   rotate   ask the operator to rotate the group's token (sets the ${ROTATE_ANNOTATION}
@@ -25,13 +26,21 @@ Commands:
   status   one line per UserGroup: its id, Ready, reason, Secret, last rotation, age.
            "(pending)" marks a requested rotation not handled yet, "(sync pending)" a sync
            request; "(stale)" a status that describes an older spec. -o wide adds the Ready condition's message.
+  migrate-storage
+           once after upgrading from 0.2.0, after the new CRDs: has every UserGroup,
+           UserGroupService and ClusterUserGroupService stored again as usergroup.dev/v1 and
+           leaves each CRD's status.storedVersions [v1]. Uses a StorageVersionMigration per
+           resource where the cluster serves storagemigration.k8s.io v1 or v1beta1, else an
+           empty patch of every object. Needs cluster-admin. Safe to run again.
 
 Flags:
   -n, --namespace <ns>     namespace (default: the kubeconfig context's, else "default")
   -A, --all-namespaces     status: every namespace
       --kubeconfig <path>  kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)
       --context <name>     kubeconfig context
-      --timeout <d>        rotate, sync: how long to wait, a duration such as 30s or 2m (default 60s)
+      --timeout <d>        rotate, sync: how long to wait, a duration such as 30s or 2m (default 60s);
+                           migrate-storage: for the StorageVersionMigrations (default 30m)
+      --rewrite            migrate-storage: empty patches even where StorageVersionMigration is served
       --no-wait            rotate, sync: make the request and return at once
   -o, --output wide        status: add the MESSAGE column
   -h, --help               this help

@@ -34,6 +34,8 @@ export interface ControlPlaneOptions {
    * cluster, and its serving certificate names it. Without it: loopback only, no endpoints (as envtest).
    */
   readonly nodeAddress?: string;
+  /** More kube-apiserver flags, after the usual ones: e.g. --runtime-config to serve another set of API versions. */
+  readonly apiserverFlags?: readonly string[];
 }
 
 /**
@@ -119,6 +121,7 @@ export class ControlPlane {
           `--service-account-signing-key-file=${pki.serviceAccountKey}`,
           '--profiling=false',
           '--v=1',
+          ...(options.apiserverFlags ?? []),
         ],
         path.join(logs, 'kube-apiserver.log'),
         watchdog,
