@@ -81,23 +81,6 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
   const columns = async (): Promise<string[][]> =>
     (await getCrd(USERGROUPS_CRD)).spec.versions.map((v) => (v.additionalPrinterColumns ?? []).map((c) => c.name));
 
-  /**
-   * What the controller's leader writes on its Lease. No controller runs here, and without the Lease the chart's
-   * rollback guard (its ValidatingAdmissionPolicy, parameterNotFoundAction Deny) refuses every write of an upgrade.
-   */
-  const leaseOfARunningController = (): Promise<CommandResult> =>
-    ok(
-      kubectl(
-        ['apply', '-f', '-'],
-        JSON.stringify({
-          apiVersion: 'coordination.k8s.io/v1',
-          kind: 'Lease',
-          metadata: { name: `${RELEASE}-usergroup-operator`, namespace: NS, annotations: { 'usergroup.dev/rotate-on-delete': 'active' } },
-          spec: {},
-        }),
-      ),
-    );
-
   /** Every CRD belongs to the release, with the keep policy (or without it). */
   async function expectOwnedByTheRelease(keep = true): Promise<void> {
     for (const name of CRD_NAMES) {
@@ -131,7 +114,6 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
     const manifest = (await ok(helm(['get', 'manifest', RELEASE, '--namespace', NS]))).stdout;
     for (const name of CRD_NAMES) expect(manifest).toContain(`name: ${name}`);
     await ok(kubectl(['get', 'clusterusergroupservice', 'ugo-usergroup-operator']));
-    await leaseOfARunningController();
   });
 
   it("helm upgrade carries a changed CRD (a printer column more), and helm rollback the previous revision's", async () => {
@@ -238,7 +220,6 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
   ])('an existing release whose CRDs came from $origin: --set crds.enabled=true needs --take-ownership', async ({ before, flags }) => {
     for (const args of before) await ok(kubectl(args));
     await ok(install(CHART_DIR, ...flags));
-    await leaseOfARunningController();
     expect(await refused(upgrade(CHART_DIR, ...ENABLED))).toContain(
       'Error: UPGRADE FAILED: unable to continue with update: CustomResourceDefinition "clusterusergroupservices.usergroup.dev" in namespace "" exists and cannot be imported into the current release: invalid ownership metadata',
     );
@@ -285,7 +266,6 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
     ).toBe(CHART_LABEL);
 
     // kubectl's apply left it co-owning every field, with the same values: the first upgrade that changes a CRD meets it.
-    await leaseOfARunningController();
     expect(await refused(upgrade(changedChart))).toContain('Apply failed with 1 conflict: conflict with "kubectl": .spec.versions');
     await ok(upgrade(changedChart, '--force-conflicts'));
     expect((await columns()).every((c) => c.at(-1) === PROBE_COLUMN.name)).toBe(true);
