@@ -168,7 +168,19 @@ export async function release(options: ReleaseOptions): Promise<ReleaseManifest>
       say('signing SHA256SUMS (cosign sign-blob, the bundle format cosign 2 and 3 both verify)');
       await run(
         tools.cosign,
-        ['sign-blob', '--key', options.signing.key, '--use-signing-config=false', '--tlog-upload=false', '--yes', '--bundle', SUMS_SIGNATURE_FILE, SUMS_FILE],
+        [
+          'sign-blob',
+          '--key',
+          options.signing.key,
+          '--use-signing-config=false',
+          '--tlog-upload=false',
+          // The legacy bundle: cosign 2 reads a Sigstore bundle only with a trusted root (assets.ts).
+          '--new-bundle-format=false',
+          '--yes',
+          '--bundle',
+          SUMS_SIGNATURE_FILE,
+          SUMS_FILE,
+        ],
         { env: { COSIGN_PASSWORD: options.signing.password }, cwd: outDir },
       );
     }
