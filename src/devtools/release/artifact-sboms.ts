@@ -8,9 +8,9 @@ import { nodePackageOf } from '../platform-node.js';
 import { chartSbom, imageSbom, onlyProduction, parseNpmSbom, pluginSbom, productionPackages, type Sbom } from './sbom.js';
 
 /**
- * The release's SBOMs, one per artifact, into `<outDir>/sbom/`: each image platform (npm's tree from `npm sbom`, the
+ * The release's SBOMs, one per artifact, into `<outDir>` (flat, as a GitHub release carries them): each image platform (npm's tree from `npm sbom`, the
  * Node build and the base's Debian packages the image build used), each plugin platform (the packages esbuild
- * bundled, and Node for a single executable), the chart (the image it installs). Returns their relative paths.
+ * bundled, and Node for a single executable), the chart (the image it installs). Returns their file names.
  */
 export function writeSboms(
   outDir: string,
@@ -34,7 +34,7 @@ export function writeSboms(
   const distro = hostDistro();
   const written: string[] = [];
   const write = (name: string, sbom: Sbom): void => {
-    const file = `sbom/${name}.cdx.json`;
+    const file = `${name}.cdx.json`;
     fs.writeFileSync(path.join(outDir, file), `${JSON.stringify(sbom, null, 2)}\n`);
     written.push(file);
   };

@@ -24,10 +24,20 @@ const [dir] = positional;
 if (dir === undefined || positional.length !== 1) fail('the release directory is required');
 const manifestFile = path.join(dir, 'release.json');
 if (!fs.existsSync(manifestFile)) fail(`${dir} has no release.json: not a release directory (npm run release)`);
-const manifest = JSON.parse(fs.readFileSync(manifestFile, 'utf8')) as ReleaseManifest;
+const parsed: unknown = JSON.parse(fs.readFileSync(manifestFile, 'utf8'));
+// release.json from before the flat layout named one signature per artifact and may lack the chart digest.
+if (!hasKeys(parsed, 'image', ['signatures', 'digest']) || !hasKeys(parsed, 'chart', ['signatures', 'digest'])) {
+  fail(`${manifestFile} lacks image/chart signatures or digests: made by an older release command; make the release again`);
+}
+const manifest = parsed as ReleaseManifest;
 const tools = releaseTools();
 const pushed = await pushRelease({ tools, dir, manifest, ...(registry !== undefined ? { registry } : {}), plainHttp });
 process.stdout.write(`pushed ${manifest.version}${manifest.signed ? ' with its signatures' : ''}\n  image ${pushed.image}\n  chart ${pushed.chart}\n`);
+
+function hasKeys(value: unknown, field: string, keys: readonly string[]): boolean {
+  const inner = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[field] : undefined;
+  return typeof inner === 'object' && inner !== null && keys.every((k) => k in inner);
+}
 
 function fail(message: string): never {
   process.stderr.write(`${message}\n${usage}\n`);

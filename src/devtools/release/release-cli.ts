@@ -50,7 +50,7 @@ function listing(dir: string): string[] {
     const file = path.join(dir, entry.name);
     if (entry.isDirectory()) {
       lines.push(`${`${entry.name}/`.padEnd(48)} ${size(bytesUnder(file)).padStart(9)}  (${filesUnder(file).length} files)`);
-      if (entry.name === 'oci' || entry.name === 'sbom') {
+      if (entry.name === 'oci') {
         for (const sub of fs.readdirSync(file).sort()) lines.push(`  ${sub.padEnd(46)} ${size(bytesUnder(path.join(file, sub))).padStart(9)}`);
       }
     } else {
