@@ -79,8 +79,12 @@ export interface MigrationCondition {
   readonly message: string;
 }
 
-/** A migration that no controller has started after this long will not be started: the migrator is not running. */
-export const NOT_STARTED_AFTER_MS = 120_000;
+/**
+ * A migration that no controller has started after this long will not be started: the migrator is not running.
+ * Generous: kube-controller-manager starts one only once its discovery knows the resource (up to a minute after the
+ * CRD changed), and on the e2e suite's loaded node a whole migration took 84 s.
+ */
+export const NOT_STARTED_AFTER_MS = 300_000;
 
 export type MigrationProgress =
   | { readonly kind: 'succeeded' }
