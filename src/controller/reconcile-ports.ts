@@ -82,9 +82,17 @@ function finalizersPort({ caches, writers, fence }: PortDeps): FinalizersPort {
         present,
       );
       if (written.kind === 'conflict') return false;
-      // Known at once, as a status write is: the next reconcile must not write it again.
-      const meta = written.kind === 'gone' ? undefined : parseMeta(written.metadata);
-      if (meta?.ok) caches.userGroups.upsertLocal({ ...ug, metadata: withFinalizers(ug.metadata, meta.value.finalizers, meta.value.resourceVersion) });
+      if (written.kind !== 'patched') return true;
+      // Known at once, as a status write is: the next reconcile must not write it again. The answer is metadata only,
+      // so it goes onto the cached object, and only if that is the version the patch was made on: the reconcile's own
+      // object (`ug`) predates its status write, and a stale status under a newer resourceVersion would hide the
+      // write from the cache until the next event (the UserGroup then looks never synced: one more PUT). A cached
+      // object already past it came from the watch and is right as it is.
+      const meta = parseMeta(written.metadata);
+      const current = caches.userGroups.get(objectKey(ug.metadata));
+      if (meta.ok && current && current.metadata.resourceVersion === written.before) {
+        caches.userGroups.upsertLocal({ ...current, metadata: withFinalizers(current.metadata, meta.value.finalizers, meta.value.resourceVersion) });
+      }
       return true;
     },
     secret: async (secret, present) => {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../support/kube.js';
 import { TestEnv } from '../support/operator.js';
@@ -41,5 +42,22 @@ describe('a spec change racing the status write', () => {
     expect(synced.metadata.generation).toBe(2);
     expect(env.simGroup('race-1')?.name).toBe('After');
     expect(service.putsFor('race-1').length).toBe(2);
+  });
+
+  it('a Rotate UserGroup is synced once: its finalizer, written after the status, leaves the status in the cache', async () => {
+    // The reconcile writes the status, then adds the rotate-on-delete finalizer (metadata only). Its watch events
+    // come WATCH_DELAY_MS late, and its token Secret's creation wakes the UserGroup meanwhile: the cache must hold
+    // the status it wrote under the finalizer's resourceVersion, not the object from before (never synced: a 2nd PUT).
+    await env.createUserGroup('rotating', { userGroupId: 'race-2', name: 'Rotating', deletionPolicy: 'Rotate' });
+    const ready = await env.waitForReady('rotating', 'Synced', 'True', 4 * WATCH_DELAY_MS + 4 * SERVICE_LATENCY_MS);
+    await eventually(
+      'the finalizer on',
+      async () => ((await env.getUserGroup('rotating')).metadata.finalizers?.includes('usergroup.dev/rotate-on-delete') ? true : undefined),
+      4 * WATCH_DELAY_MS,
+    );
+    // Every delayed event delivered and every reconcile it woke done.
+    await sleep(2 * WATCH_DELAY_MS + 2 * SERVICE_LATENCY_MS);
+    expect(service.putsFor('race-2').length).toBe(1);
+    expect((await env.getUserGroup('rotating')).status?.lastSyncTime).toBe(ready.status?.lastSyncTime);
   });
 });
