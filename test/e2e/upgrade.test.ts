@@ -608,7 +608,10 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     expect(deployment.spec.template.spec.containers.map((c) => c.image)).toContain(`${image.repository}:${image.tag}`);
     expect(new Set((await operatorPods()).map((p) => p.metadata.name))).toEqual(unguarded.operatorPods);
     expect((await rotateFinalizers()).filter((f) => f.endsWith(' finalized'))).toHaveLength(2 * ROTATE_GROUPS);
-    expect(callsOf(sim.stats()) - unguarded.calls, 'service calls around the refused rollback').toBe(0);
+    expect(
+      { calls: callsOf(sim.stats()) - unguarded.calls, callLines: logs?.serviceCallLines(unguarded.at) ?? [] },
+      'service calls around the refused rollback',
+    ).toEqual({ calls: 0, callLines: [] });
     figures.push('| helm rollback with Rotate finalizers left | refused by the guard | 0 | | | | Deployment and Pods unchanged, finalizers on |');
 
     // Step 1 (docs/operations.md, "Rolling back"): this release removes every rotate-on-delete finalizer.
