@@ -31,6 +31,11 @@ export function writeKubeletConfig(layout: NodeLayout, containerdSocket: string)
     evictionHard: { 'memory.available': '100Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
     imageGCHighThresholdPercent: 100,
     imageGCLowThresholdPercent: 99,
+    // The images `ctr import` put on the node are used with imagePullPolicy Never. Once the kubelet itself has pulled
+    // an image with the same ID (the release e2e pulls the identical amd64 image from its registry), it no longer
+    // counts the imported name as preloaded and wants its pull credentials verified, which Never forbids:
+    // ErrImageNeverPull for every later Pod of the imported image (KEP-2535). A test node has no private images.
+    imagePullCredentialsVerificationPolicy: 'NeverVerify',
     resolvConf: '',
     // Pod status reaches the apiserver sooner: the tests wait on it.
     nodeStatusUpdateFrequency: '5s',
