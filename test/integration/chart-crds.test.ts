@@ -68,6 +68,19 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
     expect(res.code, res.stderr).toBe(0);
     return res;
   };
+  /** A UserGroup in TEAM, written in `version`: what the CRDs must keep serving across the cases. */
+  const applyUserGroup = (version: string, name: string, title: string): Promise<CommandResult> =>
+    ok(
+      kubectl(
+        ['apply', '-f', '-'],
+        JSON.stringify({
+          apiVersion: `usergroup.dev/${version}`,
+          kind: 'UserGroup',
+          metadata: { name, namespace: TEAM },
+          spec: { userGroupId: name, name: title },
+        }),
+      ),
+    );
   const refused = async (pending: Promise<CommandResult>): Promise<string> => {
     const res = await pending;
     expect(res.code, res.stdout).not.toBe(0);
@@ -147,17 +160,7 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
   });
 
   it('an upgrade without them and helm uninstall keep the CRDs, the UserGroups and their token Secrets (crds.keep); installed again, the release takes them back; with crds.keep=false uninstall deletes them', async () => {
-    await ok(
-      kubectl(
-        ['apply', '-f', '-'],
-        JSON.stringify({
-          apiVersion: 'usergroup.dev/v1',
-          kind: 'UserGroup',
-          metadata: { name: 'acme', namespace: TEAM },
-          spec: { userGroupId: 'acme', name: 'Acme' },
-        }),
-      ),
-    );
+    await applyUserGroup('v1', 'acme', 'Acme');
     const uid = (await ok(kubectl(['get', 'usergroup', 'acme', '--namespace', TEAM, '-o', 'jsonpath={.metadata.uid}']))).stdout;
     // A token Secret as the controller writes it: owned by its UserGroup, so garbage collection follows the UserGroup.
     await ok(
@@ -234,17 +237,7 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
       'deploy/helm/usergroup-operator',
     );
     await ok(install(previousChart));
-    await ok(
-      kubectl(
-        ['apply', '-f', '-'],
-        JSON.stringify({
-          apiVersion: 'usergroup.dev/v1alpha1',
-          kind: 'UserGroup',
-          metadata: { name: 'legacy', namespace: TEAM },
-          spec: { userGroupId: 'legacy', name: 'Legacy' },
-        }),
-      ),
-    );
+    await applyUserGroup('v1alpha1', 'legacy', 'Legacy');
     expect((await getCrd(USERGROUPS_CRD)).spec.versions.map((v) => v.name)).toEqual(['v1alpha1']);
 
     expect(await refused(upgrade(CHART_DIR, ...ENABLED, '--take-ownership'))).toContain(
