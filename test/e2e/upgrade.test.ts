@@ -6,14 +6,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { buildGoTool } from '../../src/devtools/go-tool.js';
+import { trustPlainHttpRegistry } from '../../src/devtools/node/containerd.js';
 import { run } from '../../src/devtools/node/exec.js';
+import { startRegistry, type Registry } from '../../src/devtools/registry.js';
+import { pushRelease } from '../../src/devtools/release/push.js';
+import { helmPush } from '../../src/devtools/release/run.js';
+import type { ReleaseManifest } from '../../src/devtools/release/release.js';
 import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
 import type { SimStats } from '../../src/devtools/sim/stats.js';
 import { adminKubeConfig } from '../support/kube.js';
 import { parsePrometheus } from '../support/prometheus-text.js';
 import { getJson, helm, kubectl, leaderPod, podReady, waitFor, type PodView } from './support/cluster.js';
+import { documentedCommands } from './support/doc-commands.js';
 import { extractPreviousRelease, PREVIOUS_RELEASE } from './support/previous-release.js';
-import { releaseDir } from './support/release.js';
+import { E2E_REGISTRY, readRelease, releaseDir } from './support/release.js';
+import { workflowUploads } from '../support/release-workflow.js';
 import { ResumableWatch } from './support/resumable-watch.js';
 import {
   LeaseRecorder,
@@ -29,23 +37,30 @@ import {
 
 // Issue 32: upgrade from the previous release (0.2.0, built from its own commit: support/previous-release.ts) to this
 // tree, and roll back, on the real node, with UserGroups a user wrote for 0.2.0 (usergroup.dev/v1alpha1) and a
-// workload that consumes their tokens. Watches run through both: every UserGroup's Ready condition, the consumer's
+// workload that consumes their tokens. Issue 43: both releases come from an OCI registry on the node (crane's), as
+// users get them: 0.2.0's image and packaged chart pushed there and installed from oci://; this tree's release (made
+// by `npm run test:e2e`, pushed as `npm run release:push` does) upgraded to by running README.md's Upgrading block and
+// rolled back by docs/operations.md's Rolling back block, read from those files, in a flat download of the release's
+// files, with nothing from the clone (the only edits: REGISTRY → the test registry, `--plain-http` on helm's
+// oci:// commands as the README says for a registry without TLS, and the revision number). Watches run through both: every UserGroup's Ready condition, the consumer's
 // Pods, the leader Lease and the operator Pods' logs. Each step must cost nothing: no service call, no token
 // changed, no consumer restarted, Ready never False or Unknown; the Lease ends with a Pod of the new ReplicaSet.
 //
-// Its own release, namespaces, ClusterUserGroupService and ids, so chart.test.ts's release is untouched; it needs
+// The release and namespace are the README's (usergroup-operator), other files' are not; it needs
 // the 0.2.0 CRDs, so it deletes the usergroup.dev CRDs another file left (chart.test.ts keeps them after its
 // uninstall, on purpose) and deletes them again at the end, so the next file's chart installs its own.
 
-const RELEASE = 'ugo-upgrade';
-const SYSTEM = 'ugo-upgrade-system';
+/** The README's release and namespace: its commands run as they are written. */
+const RELEASE = 'usergroup-operator';
+const SYSTEM = 'usergroup-operator';
 const TENANT = 'ugo-upgrade-team';
 /** Issue 42: a namespace of deletionPolicy Rotate UserGroups, made under this release, present at the rollback. */
 const ROTATING = 'ugo-upgrade-rotating';
 const ROTATE_GROUPS = 3;
 /** How long a deletion under the rolled-back release may take (docs/operations.md, "Rolling back"): no finalizer holds it. */
 const DELETION_BOUND_MS = 60_000;
-const FULLNAME = `${RELEASE}-usergroup-operator`;
+/** The release name contains the chart's, so it is the objects' name (the Lease's). */
+const FULLNAME = RELEASE;
 const SELECTOR = `app.kubernetes.io/instance=${RELEASE}`;
 const API_KEY = 'e2e-upgrade-key';
 const API_KEY_SECRET = 'upgrade-api-key';
@@ -61,7 +76,15 @@ const THIS_VERSION = (JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.js
 
 let sim: Simulator;
 let work: string;
-let previousChart: string;
+let registry: Registry;
+/** This tree's release as made by `npm run test:e2e`, and the reference its image runs under once upgraded to. */
+let manifest: ReleaseManifest;
+let thisImage: string;
+/** 0.2.0 as the registry serves it: `helm install` takes its chart from oci://, the kubelet pulls its image by tag. */
+let previousImage: string;
+/** The release's files as a user downloads them (flat), where the documented commands run; its plugin on PATH. */
+let download: string;
+let pluginDir: string;
 let scraperToken: string;
 let groupNames: string[] = [];
 /** The UserGroups the leader must count Ready when a step has settled (the Rotate ones join after the upgrade). */
@@ -94,11 +117,14 @@ function userGroupManifest(i: number): Record<string, unknown> {
   return { apiVersion: 'usergroup.dev/v1alpha1', kind: 'UserGroup', metadata: { name, namespace: TENANT }, spec };
 }
 
-/** The chart's values, the same for each release but the image: what a user keeps in a values file. */
-function valuesFile(image: { repository: string; tag: string }): string {
-  const file = path.join(work, `values-${image.tag}.json`);
+/**
+ * The values 0.2.0 is installed with: its image from the registry, by tag. The upgrade and the rollback steps reuse
+ * them (`--reset-then-reuse-values`, as the README does) and set only the image.
+ */
+function valuesFile(): string {
+  const file = path.join(work, `values-${PREVIOUS_RELEASE.version}.json`);
   const values = {
-    image: { repository: image.repository, tag: image.tag, pullPolicy: 'Never' },
+    image: { repository: `${registry.host}/usergroup-operator`, tag: PREVIOUS_RELEASE.version, pullPolicy: 'IfNotPresent' },
     watchNamespaces: [TENANT, ROTATING],
     connection: { url: sim.url, allowInsecure: true, apiKey: { existingSecret: API_KEY_SECRET, key: 'apiKey' } },
     // Short timings, as chart.test.ts: a hand-over within seconds.
@@ -207,13 +233,12 @@ interface Settled {
 
 /**
  * Waits until a helm upgrade or rollback has settled: the Deployment rolled out (two Ready Pods, all of them
- * new and running `image`, none left terminating), the Lease held by one of the new Pods, that leader's own
+ * new and running the image reference `wanted`, none left terminating), the Lease held by one of the new Pods, that leader's own
  * /metrics say it runs `version`, counts every UserGroup Ready=True in its cache and has reconciled at least as
  * many times as there are UserGroups (each is queued when its informer lists it) with an empty queue, and every
  * UserGroup reads Ready=True for its generation. The quiet period follows (the caller's).
  */
-async function settle(before: Baseline, image: { repository: string; tag: string }, version: string, started: number): Promise<Settled> {
-  const wanted = `${image.repository}:${image.tag}`;
+async function settle(before: Baseline, wanted: string, version: string, started: number): Promise<Settled> {
   const fresh = await waitFor(
     `two new Ready Pods running ${wanted}, the old ones gone`,
     async () => {
@@ -333,19 +358,74 @@ async function expectNothingChanged(step: string, before: Baseline, settled: Set
   expect(before.operatorPods.has(settled.leader)).toBe(false);
 }
 
+/**
+ * A documented command as a user of this test's registry types it: REGISTRY is the registry, and the helm commands
+ * that read oci:// get `--plain-http` (README.md, Upgrading: a registry without TLS needs it).
+ */
+function forTestRegistry(command: string, placeholders: Readonly<Record<string, string>> = {}): string {
+  let typed = command.replaceAll('REGISTRY', registry.host);
+  for (const [placeholder, value] of Object.entries(placeholders)) typed = typed.replaceAll(placeholder, value);
+  return typed.includes('oci://') ? typed.replace(/^helm (\S+) /, 'helm $1 --plain-http ') : typed;
+}
+
+/**
+ * Runs a documented command in bash, as a user's shell would, in the flat download of the release: kubectl, helm
+ * and the release's kubectl plugin on PATH, the cluster in KUBECONFIG, IMAGE and CHART the release's digests (as
+ * README.md's Install in a cluster sets them from release.json). Prints the command: the figures quote it.
+ */
+async function runDocumented(command: string, timeoutMs = 300_000): Promise<{ ms: number; out: string }> {
+  process.stderr.write(`[e2e upgrade] $ ${command}\n`);
+  const started = Date.now();
+  const out = await run('bash', ['-euo', 'pipefail', '-c', command], {
+    cwd: download,
+    timeoutMs,
+    env: {
+      ...process.env,
+      PATH: `${inject('binDir')}:${pluginDir}:${process.env['PATH'] ?? ''}`,
+      KUBECONFIG: inject('kubeconfig'),
+      IMAGE: manifest.image.digest,
+      CHART: manifest.chart.digest,
+    },
+  });
+  return { ms: Date.now() - started, out };
+}
+
 describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, () => {
   beforeAll(async () => {
     const setup = Date.now();
-    if (inject('previousOperatorImage') === null) {
+    const previousTarball = inject('previousOperatorImageTarball');
+    if (previousTarball === null) {
       throw new Error(
         `no ${PREVIOUS_RELEASE.version} image: run the e2e tests with \`npm run test:e2e\`, which builds it (test/e2e/support/previous-release-image-cli.ts)`,
       );
     }
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-upgrade-'));
-    previousChart = path.join(
-      extractPreviousRelease(path.join(work, PREVIOUS_RELEASE.version), ['deploy/helm/usergroup-operator', 'crds']),
-      'deploy/helm/usergroup-operator',
-    );
+    const crane = buildGoTool('crane', 'devtools/crane/build.sh');
+    const helmBin = path.join(inject('binDir'), 'helm');
+    registry = await startRegistry({ crane, dir: path.join(inject('nodeRoot'), 'upgrade-registry'), address: inject('nodeAddress'), port: E2E_REGISTRY.port });
+    trustPlainHttpRegistry({ root: inject('nodeRoot') }, registry.host);
+
+    // 0.2.0 as it would have been published: its image (built from its commit) under its version tag, its chart
+    // packaged from its commit and pushed as `npm run release:push` pushes a chart.
+    const layout = path.join(work, 'previous-image');
+    fs.mkdirSync(layout);
+    await run('tar', ['-xf', previousTarball, '-C', layout]);
+    previousImage = `${registry.host}/usergroup-operator:${PREVIOUS_RELEASE.version}`;
+    await run(crane, ['push', '--insecure', layout, previousImage], { timeoutMs: 300_000 });
+    const previousTree = extractPreviousRelease(path.join(work, PREVIOUS_RELEASE.version), ['deploy/helm/usergroup-operator']);
+    await run(helmBin, ['package', path.join(previousTree, 'deploy/helm/usergroup-operator'), '--destination', work]);
+    await helmPush(helmBin, path.join(work, `usergroup-operator-${PREVIOUS_RELEASE.version}.tgz`), `${registry.host}/charts/usergroup-operator`, true);
+
+    // This tree's release, pushed, and downloaded as the workflow uploads it; its plugin where kubectl finds it.
+    manifest = readRelease(releaseDir());
+    expect(manifest.image.repository).toBe(`${registry.host}/usergroup-operator`);
+    await pushRelease({ tools: { crane, helm: helmBin }, dir: releaseDir(), manifest, plainHttp: true });
+    thisImage = `${manifest.image.repository}@${manifest.image.digest}`;
+    download = fs.mkdtempSync(path.join(work, 'download-'));
+    for (const file of workflowUploads(releaseDir())) fs.copyFileSync(path.join(releaseDir(), file), path.join(download, file));
+    pluginDir = fs.mkdtempSync(path.join(work, 'bin-'));
+    await run('tar', ['-xzf', path.join(download, 'kubectl-usergroup_linux_amd64.tar.gz'), '-C', pluginDir, 'kubectl-usergroup']);
+
     sim = await startSimulator({ host: inject('nodeAddress'), port: 0, apiKeys: [API_KEY] });
     // A user installing 0.2.0 had no usergroup.dev CRDs yet: another file's leftovers (chart.test.ts keeps its CRDs
     // after uninstalling, on purpose) would make helm skip the 0.2.0 ones.
@@ -384,15 +464,25 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     await kubectl(['delete', 'crd', ...CRDS, '--ignore-not-found', '--wait'], undefined, 180_000).catch(() => undefined);
     await kubectl(['delete', 'namespace', TENANT, SYSTEM, ROTATING, '--ignore-not-found', '--wait=false']).catch(() => undefined);
     await (sim as Simulator | undefined)?.stop();
+    await (registry as Registry | undefined)?.stop();
     if (work) fs.rmSync(work, { recursive: true, force: true });
     process.stderr.write(`[e2e upgrade] cleaned up in ${((Date.now() - cleanup) / 1000).toFixed(1)} s\n`);
   });
 
-  it(`installs ${PREVIOUS_RELEASE.version} from its own commit: its chart, CRDs and image; ${GROUPS} v1alpha1 UserGroups synced; a consumer of their Secrets`, async () => {
-    const previous = inject('previousOperatorImage');
-    if (previous === null) throw new Error('unreachable: checked in beforeAll');
+  it(`installs ${PREVIOUS_RELEASE.version} from the registry (oci://, built from its own commit): its chart, CRDs and image; ${GROUPS} v1alpha1 UserGroups synced; a consumer of their Secrets`, async () => {
     const started = Date.now();
-    await helm(['install', RELEASE, previousChart, '--namespace', SYSTEM, '-f', valuesFile(previous)]);
+    await helm([
+      'install',
+      RELEASE,
+      `oci://${registry.host}/charts/usergroup-operator`,
+      '--version',
+      PREVIOUS_RELEASE.version,
+      '--plain-http',
+      '--namespace',
+      SYSTEM,
+      '-f',
+      valuesFile(),
+    ]);
     // The 0.2.0 CRDs, as its chart installed them: v1alpha1 only.
     const crd = await getJson<{ spec: { versions: { name: string; storage: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
     expect(crd.spec.versions.map((v) => `${v.name}${v.storage ? ' (storage)' : ''}`)).toEqual(['v1alpha1 (storage)']);
@@ -532,37 +622,25 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     expect(ready.notReady.filter((s) => s.event !== 'LISTED')).toEqual([]);
   });
 
-  it(`upgrades to ${THIS_VERSION}: the new CRDs applied server-side with --force-conflicts, then helm upgrade to this chart and image; nothing called, rotated, restarted or flipped`, async () => {
+  it(`upgrades to ${THIS_VERSION} with README.md's Upgrading commands against the registry: the release's CRDs, helm upgrade oci://…@digest, kubectl usergroup migrate-storage; nothing called, rotated, restarted or flipped`, async () => {
     const before = await baseline();
-    const image = inject('operatorImage');
-    // The new CRDs first, server-side, with --force-conflicts, as README.md's upgrade section must say (Helm never
-    // upgrades crds/). --force-conflicts: Helm created the CRDs (field manager "helm"), and without it the apply
-    // fails: `Apply failed with 1 conflict: conflict with "helm": .spec.versions` (seen here). First: the new
-    // chart's ClusterUserGroupService is usergroup.dev/v1, so `helm upgrade` over the old CRDs fails ("UPGRADE
-    // FAILED: resource mapping not found … no matches for kind "ClusterUserGroupService" in version
-    // "usergroup.dev/v1"", tried here), and the new operator watches v1, which only the new CRDs serve.
-    const started = Date.now();
-    await run(path.join(inject('binDir'), 'kubectl'), ['--kubeconfig', inject('kubeconfig'), 'apply', '--server-side', '--force-conflicts', '-f', 'crds/'], {
-      cwd: repoRoot,
-      timeoutMs: 120_000,
-    });
+    const [applyCrds, upgrade, migrate, ...more] = documentedCommands('README.md', '## Upgrading').map((c) => forTestRegistry(c));
+    // The README's three steps in its order (a fourth, or another order, is a README this test must be taught).
+    expect([applyCrds, upgrade, migrate].map((c) => c?.split(' ').slice(0, 2).join(' '))).toEqual(['kubectl apply', 'helm upgrade', 'kubectl usergroup']);
+    expect(more).toEqual([]);
+    // 1. The new CRDs first: the new chart's ClusterUserGroupService is usergroup.dev/v1, so `helm upgrade` over the
+    // old CRDs fails ("resource mapping not found … no matches for kind "ClusterUserGroupService" in version
+    // "usergroup.dev/v1""), and the new operator watches v1, which only the new CRDs serve.
+    const crdsApplied = await runDocumented(applyCrds!);
     const crd = await getJson<{ spec: { versions: { name: string; storage: boolean; served: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
     expect(crd.spec.versions.map((v) => `${v.name}${v.storage ? ' (storage)' : ''}`)).toEqual(['v1 (storage)', 'v1alpha1']);
+    // 2. The chart from the registry by digest, the image by digest.
     const helmStarted = Date.now();
-    await helm(['upgrade', RELEASE, path.join(repoRoot, 'deploy/helm/usergroup-operator'), '--namespace', SYSTEM, '-f', valuesFile(image)]);
-    const settled = await settle(before, image, THIS_VERSION, helmStarted);
-    // The upgrade's step 3 (README): what etcd holds is rewritten as v1 (a StorageVersionMigration on this 1.37
-    // apiserver); every UserGroup is written once more, and the new operator, which sees each update, calls nothing.
-    // `kubectl usergroup migrate-storage`, the plugin from this run's release tarball (kubectl finds it on PATH).
-    const pluginDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-e2e-plugin-'));
-    await run('tar', ['-xzf', path.join(releaseDir(), 'kubectl-usergroup_linux_amd64.tar.gz'), '-C', pluginDir, 'kubectl-usergroup']);
-    const migrationStarted = Date.now();
-    await run(path.join(inject('binDir'), 'kubectl'), ['usergroup', 'migrate-storage', '--kubeconfig', inject('kubeconfig')], {
-      timeoutMs: 300_000,
-      env: { ...process.env, PATH: `${pluginDir}:${process.env['PATH'] ?? ''}` },
-    });
-    fs.rmSync(pluginDir, { recursive: true, force: true });
-    const migration = `; kubectl usergroup migrate-storage ${((Date.now() - migrationStarted) / 1000).toFixed(1)} s after it`;
+    await runDocumented(upgrade!);
+    const settled = await settle(before, thisImage, THIS_VERSION, helmStarted);
+    // 3. What etcd holds rewritten as v1 (a StorageVersionMigration on this 1.37 apiserver): every UserGroup is
+    // written once more, and the new operator, which sees each update, calls nothing.
+    const migration = await runDocumented(migrate!);
     const stored = await getJson<{ status: { storedVersions: string[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);
     expect(stored.status.storedVersions).toEqual(['v1']);
     const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());
@@ -571,7 +649,7 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
       before,
       settled,
       calls,
-      `kubectl apply --server-side --force-conflicts -f crds/ took ${((helmStarted - started) / 1000).toFixed(1)} s before${migration}`,
+      `the CRDs applied ${(crdsApplied.ms / 1000).toFixed(1)} s before; kubectl usergroup migrate-storage ${(migration.ms / 1000).toFixed(1)} s after`,
     );
   });
 
@@ -591,11 +669,16 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     expectedGroups = GROUPS + ROTATE_GROUPS;
   });
 
-  it(`rolls back to ${PREVIOUS_RELEASE.version} as docs/operations.md says with Rotate UserGroups present: their finalizers removed first (rotateOnDelete=false), then helm rollback; nothing called, rotated, restarted or flipped`, async () => {
-    const image = inject('operatorImage');
-    // Without step 1 the chart's guard refuses the rollback at the first object Helm writes: nothing changes.
+  it(`rolls back to ${PREVIOUS_RELEASE.version} with docs/operations.md's Rolling back commands, Rotate UserGroups present: their finalizers removed first (rotateOnDelete=false), then helm rollback; nothing called, rotated, restarted or flipped`, async () => {
+    // Revision 1 is 0.2.0's install (2 the upgrade, 3 the refused rollback below, 4 step 1).
+    const [removeFinalizers, waitReleased, rollback, ...more] = documentedCommands('docs/operations.md', '### Rolling back').map((c) =>
+      forTestRegistry(c, { '<revision>': '1' }),
+    );
+    expect([removeFinalizers, waitReleased, rollback].map((c) => c?.split(' ').slice(0, 2).join(' '))).toEqual(['helm upgrade', 'kubectl -n', 'helm rollback']);
+    expect(more).toEqual([]);
+    // Without steps 1 and 2 the chart's guard refuses step 3 at the first object Helm writes: nothing changes.
     const unguarded = await baseline();
-    const refusal = await helm(['rollback', RELEASE, '1', '--namespace', SYSTEM]).then(
+    const refusal = await runDocumented(rollback!).then(
       () => 'the rollback went through',
       (err: unknown) => String(err),
     );
@@ -605,7 +688,7 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     );
     expect(refusal).toMatch(/rollback-guard[\s\S]*rotate-on-delete[\s\S]*controller\.rotateOnDelete=false/);
     const deployment = await getJson<{ spec: { template: { spec: { containers: { image: string }[] } } } }>(['-n', SYSTEM, 'get', 'deployment', FULLNAME]);
-    expect(deployment.spec.template.spec.containers.map((c) => c.image)).toContain(`${image.repository}:${image.tag}`);
+    expect(deployment.spec.template.spec.containers.map((c) => c.image)).toContain(thisImage);
     expect(new Set((await operatorPods()).map((p) => p.metadata.name))).toEqual(unguarded.operatorPods);
     expect((await rotateFinalizers()).filter((f) => f.endsWith(' finalized'))).toHaveLength(2 * ROTATE_GROUPS);
     expect(
@@ -614,29 +697,14 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     ).toEqual({ calls: 0, callLines: [] });
     figures.push('| helm rollback with Rotate finalizers left | refused by the guard | 0 | | | | Deployment and Pods unchanged, finalizers on |');
 
-    // Step 1 (docs/operations.md, "Rolling back"): this release removes every rotate-on-delete finalizer.
+    // Step 1: this release removes every rotate-on-delete finalizer (its own chart and image again, reusing the
+    // values: after the refused rollback those are 0.2.0's, and the command sets the image).
     const prepared = await baseline();
     const prepStarted = Date.now();
-    await helm([
-      'upgrade',
-      RELEASE,
-      path.join(repoRoot, 'deploy/helm/usergroup-operator'),
-      '--namespace',
-      SYSTEM,
-      // The values file, not --reuse-values: after the refused rollback Helm's last release is that failed rollback,
-      // whose values (the older image) --reuse-values would take (docs/operations.md says so).
-      '-f',
-      valuesFile(image),
-      '--set',
-      'controller.rotateOnDelete=false',
-    ]);
-    await settle(prepared, image, THIS_VERSION, prepStarted);
+    await runDocumented(removeFinalizers!);
+    await settle(prepared, thisImage, THIS_VERSION, prepStarted);
     // Step 2: wait until the leader says none is left, as the chart's notes print it.
-    await kubectl(
-      ['-n', SYSTEM, 'wait', `lease/${FULLNAME}`, '--for=jsonpath={.metadata.annotations.usergroup\\.dev/rotate-on-delete}=released', '--timeout=120s'],
-      undefined,
-      150_000,
-    );
+    await runDocumented(waitReleased!);
     const prepMs = Date.now() - prepStarted;
     expect(await rotateFinalizers()).toEqual(
       Array.from({ length: ROTATE_GROUPS }, (_, i) => [`UserGroup r-${i}`, `Secret r-${i}`])
@@ -661,11 +729,9 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
 
     // Step 3.
     const before = await baseline();
-    const previous = inject('previousOperatorImage');
-    if (previous === null) throw new Error('unreachable: checked in beforeAll');
     const started = Date.now();
-    await helm(['rollback', RELEASE, '1', '--namespace', SYSTEM]);
-    const settled = await settle(before, previous, PREVIOUS_RELEASE.version, started);
+    await runDocumented(rollback!);
+    const settled = await settle(before, previousImage, PREVIOUS_RELEASE.version, started);
     const calls = callsOf(sim.stats()) - before.calls + (await quietPeriod());
     // Helm never touches crds/: the v1 CRDs stay, and 0.2.0 reads and writes through their v1alpha1.
     const crd = await getJson<{ spec: { versions: { name: string; storage: boolean }[] } }>(['get', 'crd', 'usergroups.usergroup.dev']);

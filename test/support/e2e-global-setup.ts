@@ -3,7 +3,7 @@ import type { TestProject } from 'vitest/node';
 import { startOneNodeCluster } from '../../src/devtools/node/cluster.js';
 import { operatorImageTarball, OPERATOR_IMAGE } from '../../src/devtools/node/images.js';
 import { layoutFromEnv } from '../../src/devtools/node/layout.js';
-import { PREVIOUS_OPERATOR_IMAGE, PREVIOUS_OPERATOR_IMAGE_ENV } from '../e2e/support/previous-release.js';
+import { PREVIOUS_OPERATOR_IMAGE_ENV } from '../e2e/support/previous-release.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -11,8 +11,11 @@ declare module 'vitest' {
     nodeName: string;
     nodeRoot: string;
     operatorImage: { repository: string; tag: string };
-    /** The previous release's image (test/e2e/upgrade.test.ts), when `npm run test:e2e` built it; else null. */
-    previousOperatorImage: { repository: string; tag: string } | null;
+    /**
+     * The previous release's image as an OCI layout tarball, when `npm run test:e2e` built it (else null):
+     * test/e2e/upgrade.test.ts pushes it to its registry, from which the kubelet pulls it.
+     */
+    previousOperatorImageTarball: string | null;
   }
 }
 
@@ -26,9 +29,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   if (!layout) throw new Error("the e2e tests run inside a node's namespaces: use `npm run test:e2e` (as root), not vitest directly");
   const started = Date.now();
   const log = (line: string): void => void process.stderr.write(`[e2e ${((Date.now() - started) / 1000).toFixed(1)} s] ${line}\n`);
-  const previous = process.env[PREVIOUS_OPERATOR_IMAGE_ENV];
-  const images = [operatorImageTarball(), ...(previous ? [previous] : [])];
-  const cluster = await startOneNodeCluster(layout, { images, progress: log });
+  const cluster = await startOneNodeCluster(layout, { images: [operatorImageTarball()], progress: log });
   log(`node ${layout.nodeName} Ready; logs in ${path.join(layout.root, 'logs')} (UGO_E2E_KEEP=1 keeps them)`);
   const cp = cluster.controlPlane;
   project.provide('kubeconfig', cp.kubeconfigPath);
@@ -38,6 +39,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('nodeName', layout.nodeName);
   project.provide('nodeRoot', layout.root);
   project.provide('operatorImage', { ...OPERATOR_IMAGE });
-  project.provide('previousOperatorImage', previous ? { ...PREVIOUS_OPERATOR_IMAGE } : null);
+  project.provide('previousOperatorImageTarball', process.env[PREVIOUS_OPERATOR_IMAGE_ENV] ?? null);
   return () => cluster.stop();
 }
