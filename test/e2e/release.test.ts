@@ -206,6 +206,7 @@ describe('the release, from a registry', () => {
       expect(verified.code, verified.out).toBe(0);
     }
     const check = await exec('sha256sum', ['-c', SUMS_FILE], { cwd: download });
+    process.stderr.write(`[release] sha256sum -c ${SUMS_FILE} in the flat download:\n${check.stdout}`);
     expect(check.stdout.trim().split('\n')).toEqual(checksummedFiles(manifest).map((f) => `${f}: OK`));
     // The private key signed; only the public one is published.
     const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile());
