@@ -21,6 +21,11 @@ import { SEAL, storedSecret } from './fixtures.js';
  * The UserGroup reconcile on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
  * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...), the fake
  * apiserver and service keep just enough state to answer consistently.
+ *
+ * Tests assert outcomes: what was written (`writes`, `claims`, `statuses`, `deleted`), which calls were made and
+ * how often (`counts()`, exact as a multiset), and an order only where the order is the protocol (`order(...)`,
+ * each with the reason beside it). The order of the rest (a status write and an Event, say) is the reconcile's
+ * business: a refactor may change it.
  */
 
 export const ACCOUNT = 'account-a';
@@ -185,6 +190,13 @@ export interface Harness {
   readonly deleted: string[];
   /** The token the fake service holds for the group now. */
   serviceToken(): string;
+  /** The calls as a multiset: each call made, and how many times (their order left out). */
+  counts(): Record<string, number>;
+  /**
+   * The calls among `names`, each as often as and in the order it was made: for an order that is the protocol (the
+   * rotation intent before the POST, a claim before the PUT, ...), never for the order of everything.
+   */
+  order(...names: string[]): string[];
   reconcile(): Promise<ReconcileResult>;
   /** What the worker does with the key after `result`, at the harness's clock. */
   requeue(result: ReconcileResult): Requeue;
@@ -371,8 +383,27 @@ export function harness(world: World): Harness {
       { ports, settings, log: pino({ level: 'silent' }) },
       { key: objectKey(world.ug.metadata), reconcileId: 'r1', signal: undefined, wake: () => undefined },
     );
-  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, reconcile, requeue: (result) => requeueFor(result, now) };
+  const counts = (): Record<string, number> => {
+    const tally: Record<string, number> = {};
+    for (const call of calls) tally[call] = (tally[call] ?? 0) + 1;
+    return tally;
+  };
+  const order = (...names: string[]): string[] => calls.filter((c) => names.includes(c));
+  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, counts, order, reconcile, requeue: (result) => requeueFor(result, now) };
 }
+
+/** The calls of a first sync that creates the token Secret, with the claim already held. */
+export const FIRST_SYNC: Readonly<Record<string, number>> = { PUT: 1, 'create Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 };
+
+/** The calls of a requested rotation of a synced UserGroup: a slot of the budget, the intent, one POST, the new token. */
+export const REQUESTED_ROTATION: Readonly<Record<string, number>> = {
+  'rotation budget': 1,
+  'replace Secret': 2,
+  'rotation budget spent': 1,
+  POST: 1,
+  'Event Normal TokenRotated': 1,
+  'status Synced': 1,
+};
 
 /** The harness's Secret as the operator writes it for `acme`: `token` and its bookkeeping, sealed (SEAL). */
 export function sealedSecret(token: string, book: { handled?: string; pending?: string; issuedAt?: string } = {}): ObservedSecret {

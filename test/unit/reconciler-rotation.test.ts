@@ -5,7 +5,7 @@ import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { SEAL, storedSecret } from '../support/fixtures.js';
-import { harness, userGroup, type Harness } from '../support/reconciler-harness.js';
+import { harness, REQUESTED_ROTATION, userGroup, type Harness } from '../support/reconciler-harness.js';
 
 /**
  * The exactly-once rotation protocol through the reconciler's ports (fake apiserver and service, no I/O):
@@ -45,15 +45,16 @@ describe('rotation: exactly once, through the ports', () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-1'), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // A requested rotation first takes a slot of its namespace's budget (reconciler-rotation-request.test.ts).
-    expect(h.calls).toEqual([
+    expect(h.counts()).toEqual(REQUESTED_ROTATION);
+    // Protocol: the slot before the intent, spent once the intent is written; the intent before the POST, the new
+    // token after it (a crash in between is found pending, never rotated twice).
+    expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent')).toEqual([
       'rotation budget',
       'replace Secret',
       'rotation budget spent',
-      'POST',
-      'Event Normal TokenRotated',
       'replace Secret',
-      'status Synced',
     ]);
+    expect(h.order('replace Secret', 'POST')).toEqual(['replace Secret', 'POST', 'replace Secret']);
     expect(h.writes[0]).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_PENDING_ANNOTATION]: 'r1' } });
     expect(h.writes[1]?.token).toBe('tok-r1');
     expect(h.writes[1]?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
@@ -65,7 +66,7 @@ describe('rotation: exactly once, through the ports', () => {
   it('record: the Secret already says the value was handled (status lagged): no call, status catches up', async () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-r1', { handled: 'r1' }), serviceToken: 'tok-r1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['status Synced']);
+    expect(h.counts()).toEqual({ 'status Synced': 1 });
     expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBe('r1');
   });
 
@@ -73,7 +74,9 @@ describe('rotation: exactly once, through the ports', () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-1', { pending: 'r1' }), serviceToken: 'tok-9' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(0);
-    expect(h.calls).toEqual(['PUT', 'Event Normal TokenRotated', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.counts()).toEqual({ PUT: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    // Protocol: the pending mark is cleared only after the PUT has said whether the rotation reached the service.
+    expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
     expect(h.writes.at(-1)?.token).toBe('tok-9');
     expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
     expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
@@ -83,8 +86,10 @@ describe('rotation: exactly once, through the ports', () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-1', { pending: 'r1' }), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(1);
-    // The intent is on the Secret already: no second intent write before the POST.
-    expect(h.calls.slice(0, 2)).toEqual(['PUT', 'POST']);
+    // The intent is on the Secret already: no second intent write before the POST, one write (the new token) after it.
+    expect(h.counts()).toEqual({ PUT: 1, POST: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    // Protocol: the PUT first (it tells whether the rotation reached the service), then the POST, then the store.
+    expect(h.order('PUT', 'POST', 'replace Secret')).toEqual(['PUT', 'POST', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-r1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
     expect(h.serviceToken()).toBe('tok-r1');
   });
@@ -93,17 +98,25 @@ describe('rotation: exactly once, through the ports', () => {
     const h = await rotationWorld({ stored: sealedSecret('tok-old'), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(1);
-    expect(h.calls).toEqual([
+    expect(h.counts()).toEqual({
+      'rotation budget': 1,
+      'replace Secret': 2,
+      'rotation budget spent': 1,
+      POST: 1,
+      PUT: 1,
+      'Event Warning RotationRecovered': 1,
+      'Event Normal Synced': 1,
+      'status Synced': 1,
+    });
+    // Protocol: the slot before the intent, spent once it is written; the intent before the POST; the refused POST
+    // is followed by the PUT that fetches the current token, and only then is the mark cleared.
+    expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent')).toEqual([
       'rotation budget',
       'replace Secret',
       'rotation budget spent',
-      'POST',
-      'PUT',
-      'Event Warning RotationRecovered',
       'replace Secret',
-      'Event Normal Synced',
-      'status Synced',
     ]);
+    expect(h.order('replace Secret', 'POST', 'PUT')).toEqual(['replace Secret', 'POST', 'PUT', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
     // The service's token was not rotated by us: the rejected POST changed nothing.
     expect(h.serviceToken()).toBe('tok-1');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
-import { harness, secret, userGroup } from '../support/reconciler-harness.js';
+import { FIRST_SYNC, harness, secret, userGroup } from '../support/reconciler-harness.js';
 
 /**
  * The create-first Secret write: a UserGroup whose token Secret is in neither cache is written without a read,
@@ -14,26 +14,26 @@ describe('token Secret: create first, read only when a name is known to be taken
   it('a new UserGroup whose Secret name no cache knows: PUT, create, status — no read', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['PUT', 'create Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.counts()).toEqual(FIRST_SYNC);
   });
 
   it('a name the other-Secrets cache knows is read first; not ours → SecretConflict with no service call', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: true, live: secret(undefined, 'someone-elses') });
     expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
-    expect(h.calls).toEqual(['GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
+    expect(h.counts()).toEqual({ 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 });
     expect(h.writes).toEqual([]);
   });
 
   it('a foreign Secret no cache has seen yet: the create fails, a live read decides SecretConflict, nothing written', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(undefined, 'someone-elses') });
     expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
-    expect(h.calls).toEqual(['PUT', 'create Secret', 'GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
+    expect(h.counts()).toEqual({ PUT: 1, 'create Secret': 1, 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 });
   });
 
   it('our own Secret no cache has seen yet (unlabelled, or a lagging watch): decided again from the live read and replaced', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(UID, 'stale-token') });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['PUT', 'create Secret', 'GET Secret', 'PUT', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.counts()).toEqual({ PUT: 2, 'create Secret': 1, 'GET Secret': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
     expect(h.writes[1]?.resourceVersion).toBe('20');
   });
 
@@ -45,10 +45,27 @@ describe('token Secret: create first, read only when a name is known to be taken
       live: secret(UID, 'stale-token'),
     });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    // The first pass's intent write is the create that fails: no POST happens before the Secret is known.
-    expect(h.calls.filter((c) => !c.includes('budget')).slice(0, 3)).toEqual(['PUT', 'create Secret', 'GET Secret']);
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
-    expect(h.calls.indexOf('POST')).toBeGreaterThan(h.calls.indexOf('GET Secret'));
+    expect(h.counts()).toEqual({
+      PUT: 2,
+      'rotation budget': 2,
+      'create Secret': 1,
+      'GET Secret': 1,
+      'replace Secret': 2,
+      'rotation budget spent': 1,
+      POST: 1,
+      'Event Normal TokenRotated': 1,
+      'Event Normal Synced': 1,
+      'status Synced': 1,
+    });
+    // Protocol: the first pass's intent write is the create that fails, so no POST goes out before the live read has
+    // found the Secret and an intent write has succeeded; the new token is stored after the POST.
+    expect(h.order('create Secret', 'GET Secret', 'replace Secret', 'POST')).toEqual([
+      'create Secret',
+      'GET Secret',
+      'replace Secret',
+      'POST',
+      'replace Secret',
+    ]);
     expect(h.writes.at(-1)?.annotations['usergroup.dev/rotation-handled']).toBe('r1');
   });
 
