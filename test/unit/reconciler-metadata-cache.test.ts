@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
 import { parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
-import { harness, userGroup, type World } from '../support/reconciler-harness.js';
+import { harness, REQUESTED_ROTATION, userGroup, type World } from '../support/reconciler-harness.js';
 
 /**
  * The token-Secret cache holds metadata only. The data is read when the held token is needed (a rotation)
@@ -45,7 +45,7 @@ describe('token Secrets cached as metadata only', () => {
       verified: false,
     });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls.slice(0, 3)).toEqual(['GET Secret', 'PUT', 'replace Secret']);
+    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'replace Secret': 1, 'Event Normal Synced': 1 });
     expect(h.writes.at(-1)?.token).toBe(h.serviceToken());
   });
 
@@ -53,16 +53,17 @@ describe('token Secrets cached as metadata only', () => {
     const { world } = await synced();
     const h = harness({ ...world, verified: false });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['GET Secret']);
+    expect(h.counts()).toEqual({ 'GET Secret': 1 });
   });
 
   it('a rotation reads the held token first, then rotates it exactly once', async () => {
     const { world } = await synced();
     const h = harness({ ...world, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    // What reaches the apiserver and the service, in order (the rotation budget is asked in memory).
-    expect(h.calls.filter((c) => !c.includes('budget')).slice(0, 3)).toEqual(['GET Secret', 'replace Secret', 'POST']);
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, 'GET Secret': 1 });
+    // Protocol: the POST sends the held token, which the cache does not have: it is read first; the intent before
+    // the POST, the new token stored after it.
+    expect(h.order('GET Secret', 'replace Secret', 'POST')).toEqual(['GET Secret', 'replace Secret', 'POST', 'replace Secret']);
     expect(h.writes.at(-1)?.annotations['usergroup.dev/rotation-handled']).toBe('r1');
     expect(h.writes.at(-1)?.token).toBe(h.serviceToken());
   });
@@ -72,15 +73,18 @@ describe('token Secrets cached as metadata only', () => {
     const token = Buffer.from(live.data?.['token'] ?? '', 'base64').toString('utf8');
     const h = harness({ ...world, heldToken: token, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls.filter((c) => !c.includes('budget')).slice(0, 2)).toEqual(['replace Secret', 'POST']);
+    expect(h.counts()).toEqual(REQUESTED_ROTATION);
     expect(h.calls).not.toContain('GET Secret');
+    // Protocol: the intent before the POST, the new token stored after it.
+    expect(h.order('replace Secret', 'POST')).toEqual(['replace Secret', 'POST', 'replace Secret']);
   });
 
   it('a remembered token that does not match the sealed digest is not used: the data is read', async () => {
     const { world } = await synced();
     const h = harness({ ...world, heldToken: 'not-the-token', ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls[0]).toBe('GET Secret');
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, 'GET Secret': 1 });
+    // Protocol: the token the POST sends is read first (the remembered one is not believed); the intent before the POST.
+    expect(h.order('GET Secret', 'replace Secret', 'POST')).toEqual(['GET Secret', 'replace Secret', 'POST', 'replace Secret']);
   });
 });

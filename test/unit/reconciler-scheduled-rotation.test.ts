@@ -41,7 +41,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const now = DUE - 5 * 60_000;
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED }), serviceToken: 'tok-1', now });
     const result = await h.reconcile();
-    expect(h.calls).toEqual(['status Synced']);
+    expect(h.counts()).toEqual({ 'status Synced': 1 });
     expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: ISSUED, nextRotationTime: iso(DUE) });
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5 * 60_000 });
   });
@@ -50,7 +50,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const now = DUE + 1_000;
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, handled: 'r0' }), serviceToken: 'tok-1', now });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['cap', 'replace Secret', 'POST', 'Event Normal TokenRotated', 'replace Secret', 'status Synced']);
+    expect(h.counts()).toEqual({ cap: 1, 'replace Secret': 2, POST: 1, 'Event Normal TokenRotated': 1, 'status Synced': 1 });
+    // Protocol: a slot of the global cap before the intent is written, the intent before the POST, the new token after it.
+    expect(h.order('cap', 'replace Secret', 'POST')).toEqual(['cap', 'replace Secret', 'POST', 'replace Secret']);
     expect(h.writes[0]?.annotations).toMatchObject({ [ROTATION_PENDING_ANNOTATION]: VALUE, [TOKEN_ISSUED_AT_ANNOTATION]: ISSUED });
     const after = h.writes[1]?.annotations ?? {};
     expect(h.writes[1]?.token).toBe('tok-r1');
@@ -67,7 +69,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const now = DUE + 60_000;
     const h = await world({ stored: sealedSecret('tok-r1', { issuedAt: iso(DUE + 1_000) }), serviceToken: 'tok-r1', now });
     await h.reconcile();
-    expect(h.calls).toEqual(['status Synced']);
+    expect(h.counts()).toEqual({ 'status Synced': 1 });
     expect(posts(h)).toBe(0);
   });
 
@@ -75,7 +77,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, pending: VALUE }), serviceToken: 'tok-9', now: DUE + 60_000 });
     await h.reconcile();
     expect(posts(h)).toBe(0);
-    expect(h.calls.slice(0, 3)).toEqual(['PUT', 'Event Normal TokenRotated', 'replace Secret']);
+    expect(h.counts()).toEqual({ PUT: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    // Protocol: the pending mark is cleared only after the PUT has said whether the rotation reached the service.
+    expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
     expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
   });
@@ -83,15 +87,18 @@ describe('scheduled rotation: once per token, through the ports', () => {
   it('a crash before the POST: the PUT returns the held token, so it rotates, once, without asking the cap again', async () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, pending: VALUE }), serviceToken: 'tok-1', now: DUE + 60_000 });
     await h.reconcile();
-    expect(h.calls.slice(0, 2)).toEqual(['PUT', 'POST']);
     expect(h.calls).not.toContain('cap');
+    // No second intent write: one write (the new token) after the POST.
+    expect(h.counts()).toEqual({ PUT: 1, POST: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    // Protocol: the PUT first (it tells whether the rotation reached the service), then the POST, then the store.
+    expect(h.order('PUT', 'POST', 'replace Secret')).toEqual(['PUT', 'POST', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-r1' });
   });
 
   it('the global cap says wait: no call, no write, and the reconcile comes back when a slot is free', async () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED }), serviceToken: 'tok-1', now: DUE + 1_000, capWaitMs: 4_000 });
     const result = await h.reconcile();
-    expect(h.calls).toEqual(['cap', 'status Synced']);
+    expect(h.counts()).toEqual({ cap: 1, 'status Synced': 1 });
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 4_000 });
   });
 
@@ -137,7 +144,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const h = harness({ ug, cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1', now: DUE + 30 * HOUR });
     await h.reconcile();
     expect(posts(h)).toBe(0);
-    expect(h.calls).toEqual(['status Suspended']);
+    expect(h.counts()).toEqual({ 'status Suspended': 1 });
   });
   describe('a rotation begun before a crash and no longer asked for is settled: a PUT, never a POST', () => {
     async function unasked(pending: string, serviceToken: string): Promise<Harness> {
@@ -151,7 +158,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
       const h = await unasked('r1', 'tok-9');
       await h.reconcile();
       expect(posts(h)).toBe(0);
-      expect(h.calls.slice(0, 3)).toEqual(['PUT', 'Event Normal TokenRotated', 'replace Secret']);
+      expect(h.counts()).toEqual({ PUT: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+      // Protocol: the mark is cleared only after the PUT has said whether the rotation reached the service.
+      expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
       expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
       expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
       expect(h.writes.at(-1)?.annotations[ROTATION_HANDLED_ANNOTATION]).toBe('r1');
@@ -162,7 +171,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
       const h = await unasked('r1', 'tok-1');
       await h.reconcile();
       expect(posts(h)).toBe(0);
-      expect(h.calls.slice(0, 2)).toEqual(['PUT', 'replace Secret']);
+      expect(h.counts()).toEqual({ PUT: 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+      // Protocol: as above, the PUT before the mark is cleared.
+      expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
       expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1' });
       expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
       expect(h.serviceToken()).toBe('tok-1');
