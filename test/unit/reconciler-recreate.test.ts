@@ -36,6 +36,19 @@ function keptSecret(owner: UserGroup, token: string, { gc = true, handled }: { g
   return parsed.value;
 }
 
+/** The calls of a sync that meets the kept Secret, adopts the group with Rotate and stores the new token in it. */
+const ADOPTED_WITH_ROTATION = {
+  'GET Secret': 1,
+  PUT: 1,
+  POST: 1,
+  'Event Normal Adopted': 1,
+  'replace Secret': 1,
+  'Event Normal Synced': 1,
+  'status Synced': 1,
+};
+/** The calls of a SecretConflict found on the kept Secret: the claim taken over, the Secret read, no service call, nothing written to it. */
+const CONFLICT = { 'replace Claim': 1, 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 };
+
 /** What the metadata-only cache holds of a Secret: no data. */
 const metadataOnly = (s: ObservedSecret): ObservedSecret => ({ ...s, data: undefined });
 
@@ -55,7 +68,16 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
     };
     const h = harness(world);
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual(['replace Claim', 'GET Secret', 'PUT', 'replace Secret', 'Event Normal TokenSecretReclaimed', 'status Synced']);
+    expect(h.counts()).toEqual({
+      'replace Claim': 1,
+      'GET Secret': 1,
+      PUT: 1,
+      'replace Secret': 1,
+      'Event Normal TokenSecretReclaimed': 1,
+      'status Synced': 1,
+    });
+    // Protocol: the claim is taken over before the PUT (the apiserver decides who holds the id before the service hears of it).
+    expect(h.order('replace Claim', 'PUT')).toEqual(['replace Claim', 'PUT']);
     expect(h.writes.map((w) => ({ token: w.token, resourceVersion: w.resourceVersion }))).toEqual([{ token: 'tok-1', resourceVersion: '20' }]);
     expect(h.serviceToken()).toBe('tok-1');
     expect(world.live.metadata.ownerReferences.map((o) => `${o.kind}/${o.uid}${o.controller ? ' (controller)' : ''}`)).toEqual([
@@ -80,7 +102,9 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
       keeper: NAMESPACE,
     });
     await h.reconcile();
-    expect(h.calls).toEqual(['replace Claim', 'PUT', 'replace Secret', 'Event Normal TokenSecretReclaimed', 'status Synced']);
+    expect(h.counts()).toEqual({ 'replace Claim': 1, PUT: 1, 'replace Secret': 1, 'Event Normal TokenSecretReclaimed': 1, 'status Synced': 1 });
+    // Protocol: the claim taken over before the PUT.
+    expect(h.order('replace Claim', 'PUT')).toEqual(['replace Claim', 'PUT']);
     expect(h.serviceToken()).toBe('tok-1');
   });
 
@@ -130,7 +154,7 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.calls).toEqual(['GET Secret', 'PUT', 'replace Secret', 'Event Normal TokenSecretReclaimed', 'status Synced']);
+    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'replace Secret': 1, 'Event Normal TokenSecretReclaimed': 1, 'status Synced': 1 });
   });
 });
 
@@ -146,7 +170,10 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.calls).toEqual(['replace Claim', 'GET Secret', 'PUT', 'POST', 'Event Normal Adopted', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.counts()).toEqual({ 'replace Claim': 1, ...ADOPTED_WITH_ROTATION });
+    // Protocol: the claim taken over before the PUT; the adoption's POST before anything is stored (a crash in
+    // between repeats the adoption, never skips its rotation).
+    expect(h.order('replace Claim', 'PUT', 'POST', 'replace Secret')).toEqual(['replace Claim', 'PUT', 'POST', 'replace Secret']);
     expect(h.writes.map((w) => w.token)).toEqual(['tok-r1']);
     expect(h.statuses.at(-1)?.adoption).toEqual({ adoptedAt: '2026-11-22T01:00:00Z', tokenRotated: true });
   });
@@ -154,7 +181,9 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
   it('the id was claimed just now (a cluster admin released it since the Secret was kept): Rotate adopts, one POST', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), otherKnown: true, live: keptSecret(former(), 'tok-1'), created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.calls).toEqual(['create Claim', 'GET Secret', 'PUT', 'POST', 'Event Normal Adopted', 'replace Secret', 'Event Normal Synced', 'status Synced']);
+    expect(h.counts()).toEqual({ 'create Claim': 1, ...ADOPTED_WITH_ROTATION });
+    // Protocol: the claim created before the PUT; the adoption's POST before anything is stored.
+    expect(h.order('create Claim', 'PUT', 'POST', 'replace Secret')).toEqual(['create Claim', 'PUT', 'POST', 'replace Secret']);
   });
 
   it('a Secret kept for another userGroupId: SecretConflict, no call', async () => {
@@ -167,7 +196,7 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.calls).toEqual(['replace Claim', 'GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
+    expect(h.counts()).toEqual(CONFLICT);
   });
 
   it("another namespace's kept Secret copied here (labels, annotations, token): SecretConflict, no call", async () => {
@@ -175,7 +204,7 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
     const copied = { ...elsewhere, metadata: { ...elsewhere.metadata, namespace: 'ns' } };
     const h = harness({ ug: userGroup(), claims: claimOfFormer(), otherKnown: true, live: copied, created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.calls).toEqual(['replace Claim', 'GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
+    expect(h.counts()).toEqual(CONFLICT);
   });
 
   it('a forged record (the uid annotation pointed at this UserGroup, the MAC copied): SecretConflict, no call', async () => {
@@ -183,7 +212,7 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
     const forged = { ...real, metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [USERGROUP_UID_ANNOTATION]: 'uid-other' } } };
     const h = harness({ ug: userGroup(), claims: claimOfFormer(), otherKnown: true, live: forged, created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.calls).toEqual(['replace Claim', 'GET Secret', 'status SecretConflict', 'Event Warning SecretConflict']);
+    expect(h.counts()).toEqual(CONFLICT);
   });
 });
 
