@@ -6,7 +6,7 @@ import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
-import { ACCOUNT, claim, harness, userGroup, type UserGroupInit } from '../support/reconciler-harness.js';
+import { ACCOUNT, claim, harness, userGroup, type Harness, type UserGroupInit } from '../support/reconciler-harness.js';
 
 /**
  * spec.deletionPolicy through the reconciler's ports (fake apiserver and service, no I/O): which objects get the
@@ -40,6 +40,16 @@ async function syncedStatus(init: UserGroupInit = {}): Promise<UserGroupStatus> 
   return status;
 }
 
+/**
+ * The finalizer writes, in the order they were made. Protocol (finalize.ts, docs/architecture.md steps 0 and 11): the
+ * token Secret's before the UserGroup's, added or removed, so the UserGroup never holds its deletion for a token its
+ * Secret does not keep.
+ */
+const finalizers = (h: Harness): string[] => h.calls.filter((c) => c.includes('finalizer'));
+const REMOVED = ['remove Secret finalizer acme', 'remove UserGroup finalizer'];
+/** A deletion let go without a read or a call: both finalizers removed, counted as skipped, no Event. */
+const RELEASED_UNREAD = { 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 };
+
 const deleting = (init: UserGroupInit = {}): UserGroupInit => ({
   deletionPolicy: 'Rotate',
   finalizers: [ROTATE_ON_DELETE_FINALIZER],
@@ -60,7 +70,8 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     const ug = userGroup({ deletionPolicy: 'Rotate', status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls).toEqual(['add Secret finalizer acme', 'add UserGroup finalizer']);
+    expect(h.counts()).toEqual({ 'add Secret finalizer acme': 1, 'add UserGroup finalizer': 1 });
+    expect(finalizers(h)).toEqual(['add Secret finalizer acme', 'add UserGroup finalizer']);
   });
 
   it('Rotate, suspended: the finalizers it had go, nothing else', async () => {
@@ -68,8 +79,8 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     const ug = userGroup({ deletionPolicy: 'Rotate', suspend: true, finalizers: [ROTATE_ON_DELETE_FINALIZER] });
     const h = harness({ ug, cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
-    expect(h.calls).not.toContain('PUT');
+    expect(h.counts()).toEqual({ 'status Suspended': 1, 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1 });
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 });
 
@@ -79,7 +90,7 @@ describe('deletionPolicy: a token Secret deleted while its UserGroup lives', () 
     const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it("kept while its namespace is being deleted: the namespace controller deleted the Secret first, the UserGroup's deletion needs the token", async () => {
@@ -87,7 +98,7 @@ describe('deletionPolicy: a token Secret deleted while its UserGroup lives', () 
     const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, namespaceTerminating: true });
     await h.reconcile();
-    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual([]);
+    expect(finalizers(h)).toEqual([]);
   });
 });
 
@@ -103,14 +114,16 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.calls).toEqual([
-      'GET Secret',
-      'POST',
-      'remove Secret finalizer acme',
-      'remove UserGroup finalizer',
-      'deletion rotated',
-      'Event Normal TokenRotatedOnDelete',
-    ]);
+    expect(h.counts()).toEqual({
+      'GET Secret': 1,
+      POST: 1,
+      'remove Secret finalizer acme': 1,
+      'remove UserGroup finalizer': 1,
+      'deletion rotated': 1,
+      'Event Normal TokenRotatedOnDelete': 1,
+    });
+    // Protocol: the finalizers hold the deletion until the token is rotated, so they go only after the POST, the Secret's first.
+    expect(h.order('POST', ...REMOVED)).toEqual(['POST', ...REMOVED]);
     expect(h.serviceToken()).toBe('tok-r1');
     expect(h.writes).toEqual([]);
   });
@@ -141,7 +154,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting({ suspend: true })), cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('a Secret whose token a tenant replaced (the sealed digest does not match): no call with it', async () => {
@@ -168,7 +182,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, claims });
     await h.reconcile();
-    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('the tenant rules refuse it: no call', async () => {
@@ -181,20 +196,22 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
       resolution: { ok: false, reason: 'NamespaceNotAllowed', message: 'not allowed' } as never,
     });
     await h.reconcile();
-    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('past the limit from the deletionTimestamp: no call, the finalizers go with a Warning', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting({ deletionTimestamp: '2026-11-22T00:50:00Z' })), cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls).toEqual([
-      'GET Secret',
-      'remove Secret finalizer acme',
-      'remove UserGroup finalizer',
-      'deletion abandoned',
-      'Event Warning RotationOnDeleteAbandoned',
-    ]);
+    expect(h.counts()).toEqual({
+      'GET Secret': 1,
+      'remove Secret finalizer acme': 1,
+      'remove UserGroup finalizer': 1,
+      'deletion abandoned': 1,
+      'Event Warning RotationOnDeleteAbandoned': 1,
+    });
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 });
 
@@ -204,7 +221,8 @@ describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninsta
     const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, rotateOnDelete: false });
     await h.reconcile();
-    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+    expect(h.counts()).toEqual({ 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1 });
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('a live Rotate UserGroup without them: nothing written', async () => {
@@ -220,13 +238,14 @@ describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninsta
     const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, namespaceTerminating: true, rotateOnDelete: false });
     await h.reconcile();
-    expect(h.calls.filter((c) => c.includes('finalizer'))).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer']);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('a deletion holding the finalizer: let go at once, no read, no call', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, rotateOnDelete: false });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.calls).toEqual(['remove Secret finalizer acme', 'remove UserGroup finalizer', 'deletion skipped']);
+    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 });
