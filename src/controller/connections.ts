@@ -15,6 +15,7 @@ import type { ServiceCallResult, ServiceFailure, ServiceResult, UpsertRequest } 
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './conditions.js';
 import { sha256Hex } from './hash.js';
+import { jittered, THROTTLED_SPREAD_MS } from './retry-policy.js';
 import { admit } from './tenancy.js';
 
 /** A resolved way to reach the service for one UserGroup: one account (URL + API key), rate-limited as a whole. */
@@ -307,7 +308,7 @@ export class Connections {
         ok: false,
         deferred: {
           why: 'throttled',
-          afterMs: endpoint.pausedUntil - now + Math.random() * 1_000,
+          afterMs: jittered(endpoint.pausedUntil - now, THROTTLED_SPREAD_MS),
           message: `${description}: the service asked to wait (HTTP 429)`,
         },
       };

@@ -3,15 +3,15 @@ import type { Logger } from 'pino';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { errorText } from '../platform/error-text.js';
 import { nextTurn, sleep } from '../platform/sleep.js';
-import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
-import type { ReconcileRequest } from './usergroup/reconcile.js';
+import { requeueFor, type ReconcileResult, type Reconciler } from './reconcile-contract.js';
+import { RetryPolicy } from './retry-policy.js';
 
 /** How one reconcile went, for the usergroup_reconcile_* metrics. */
 export type ReconcileVerdict = 'success' | 'requeue' | 'error';
 
 export interface WorkersOptions {
   readonly concurrency: number;
-  readonly reconcile: (request: ReconcileRequest) => Promise<ReconcileResult>;
+  readonly reconcile: Reconciler;
   readonly log: Logger;
   readonly queueMetrics?: WorkQueueMetrics | undefined;
   readonly reconciled?: ((verdict: ReconcileVerdict, seconds: number) => void) | undefined;
@@ -19,7 +19,7 @@ export interface WorkersOptions {
 
 /**
  * `concurrency` workers over one work queue, like controller-runtime's: take a key, reconcile it, and turn what came
- * of it — a throw included — into what the queue does with the key (retry-policy.ts's requeueFor). This is the only
+ * of it — a throw included — into what the queue does with the key (reconcile-contract.ts's requeueFor). This is the only
  * place a reconcile's error is caught and the only place a key is requeued. Running only between start() and a stop.
  */
 export class Workers {

@@ -3,10 +3,10 @@ import {
   afterDeletionRotation,
   decideDeletion,
   decideLiveFinalizers,
-  DELETION_RETRY_MS,
   type DeletionInputs,
   type LiveFinalizerInputs,
 } from '../../src/controller/deletion-decision.js';
+import { DELETION_RETRY_MS } from '../../src/controller/retry-policy.js';
 
 const ROTATE = { policy: 'Rotate', suspend: false } as const;
 const RETAIN = { policy: 'Retain', suspend: false } as const;

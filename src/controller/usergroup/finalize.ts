@@ -13,7 +13,8 @@ import {
   type PolicyView,
   type SecretFinalizerView,
 } from '../deletion-decision.js';
-import type { ReconcileResult } from '../retry-policy.js';
+import type { ReconcileResult } from '../reconcile-contract.js';
+import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 import { inspectSecret } from '../token-secret.js';
 import { isDeferral, type ReconcileContext } from './context.js';
 import { idHeldByRules } from './claim.js';
@@ -117,7 +118,7 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
     // The limit passed while the call was out (a service that does not answer): the next pass lets go.
     if (!(err instanceof DOMException && err.name === 'TimeoutError')) throw err;
     failedCall(ctx, connection, 'unavailable', 'no answer before --deletion-rotation-timeout');
-    return { kind: 'wait', afterMs: 1 };
+    return { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS };
   }
   const after = isDeferral(answer)
     ? afterDeletionRotation('deferred', decision.remainingMs, answer.afterMs)

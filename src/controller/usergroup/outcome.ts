@@ -2,7 +2,7 @@ import type { ConditionStatus, UserGroupStatus } from '../../api/usergroup.js';
 import type { ServiceFailure } from '../../service/types.js';
 import { Reason } from '../conditions.js';
 import type { Connection, Deferral } from '../connections.js';
-import type { FailureCause, ReconcileResult } from '../retry-policy.js';
+import type { FailureCause, ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
 import { Events, Messages, type Operation } from './events.js';
 import type { RotationTrigger, UserGroupEvent } from './ports.js';

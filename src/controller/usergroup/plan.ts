@@ -14,7 +14,7 @@ import {
   type ScheduledRotation,
   type SyncDecision,
 } from '../decide.js';
-import type { Wake } from '../retry-policy.js';
+import type { Wake } from '../reconcile-contract.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
 import type { KeptSecret, SecretInspection } from '../token-secret.js';
 import type { IdHold } from './claim.js';

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import { Reason } from '../conditions.js';
-import type { ReconcileResult } from '../retry-policy.js';
+import type { ReconcileRequest, ReconcileResult } from '../reconcile-contract.js';
 import { adoptIfFound } from './adopt.js';
 import { admit } from './admit.js';
 import { holdClaim } from './claim.js';
@@ -21,17 +21,6 @@ import { storeToken } from './store-token.js';
 import { syncAtService } from './sync.js';
 import { syncOnRequest } from './sync-on-request.js';
 import { secretAppeared, type SecretAppeared } from './write-secret.js';
-
-/** What the worker hands a reconcile: a key, never an event (level-triggered). */
-export interface ReconcileRequest {
-  readonly key: string;
-  /** Names this reconcile in the logs. */
-  readonly reconcileId: string;
-  /** Aborted when the work must stop (shutdown, lost leadership). */
-  readonly signal: AbortSignal | undefined;
-  /** Queues the key again: a connection that deferred a call wakes it when the call may go out. */
-  readonly wake: () => void;
-}
 
 export interface ReconcilerDeps {
   readonly ports: ReconcilePorts;

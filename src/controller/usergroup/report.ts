@@ -4,7 +4,7 @@ import { nextReadyCondition, Reason } from '../conditions.js';
 import { nextResyncAt } from '../decide.js';
 import { handledSyncRequest } from '../sync-request.js';
 import { canonicalJson } from '../hash.js';
-import type { ReconcileResult } from '../retry-policy.js';
+import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { Messages } from './events.js';
