@@ -3,7 +3,7 @@ import { buildUpsertBody } from '../service/client.js';
 import type { UpsertRequest } from '../service/types.js';
 import type { UserGroupSpec } from '../api/usergroup.js';
 import { canonicalJson, sha256Hex } from './hash.js';
-import type { SecretInspection } from './token-secret.js';
+import type { SecretInspection } from './policies/token-secret.js';
 
 export function upsertRequestFor(spec: UserGroupSpec): UpsertRequest {
   return {

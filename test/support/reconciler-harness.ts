@@ -7,7 +7,7 @@ import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/reconcile-contract.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { DEFAULT_REQUEST_BUDGETS, type RequestSlot } from '../../src/controller/request-budget.js';
 import type { ReconcilePorts } from '../../src/controller/usergroup/ports.js';
 import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { Condition, UserGroupSpec, UserGroupStatus } from '../../src/api/usergroup.js';
-import { nextReadyCondition, Reason } from '../../src/controller/conditions.js';
+import { nextReadyCondition, Reason } from '../../src/controller/policies/conditions.js';
 import { decideRotation, decideSync, nextResyncAt, scheduledRotation, syncHash, upsertRequestFor } from '../../src/controller/decide.js';
 import { canonicalJson, sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/token-secret.js';
+import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { OWNER, SEAL, storedSecret, userGroupSpec } from '../support/fixtures.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RotationDecision } from '../../src/controller/decide.js';
-import { inspectSecret } from '../../src/controller/token-secret.js';
+import { inspectSecret } from '../../src/controller/policies/token-secret.js';
 import { decideAdoption } from '../../src/controller/usergroup/adopt.js';
 import { mustReadData, wakeAfterSync } from '../../src/controller/usergroup/plan.js';
 import { SEAL } from '../support/fixtures.js';

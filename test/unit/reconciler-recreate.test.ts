@@ -6,7 +6,7 @@ import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroup } from '../../src/api/usergroup.js';
 import { decideAdoption, keptTokenIsCurrent } from '../../src/controller/usergroup/adopt.js';
 import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, userGroup } from '../support/reconciler-harness.js';

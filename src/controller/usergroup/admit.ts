@@ -1,6 +1,6 @@
 import { claimName } from '../../api/claim.js';
 import { findReadyCondition, type UserGroupSpec } from '../../api/usergroup.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './events.js';

@@ -1,7 +1,7 @@
 import type { Adoption } from '../../api/clusterusergroupservice.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import { sha256Hex } from '../hash.js';
-import { holdsRecord } from '../token-secret.js';
+import { holdsRecord } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { iso, isDeferral } from './context.js';
 import { Events, Messages } from './events.js';

@@ -1,5 +1,5 @@
 import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
-import type { Reason } from '../conditions.js';
+import type { Reason } from '../policies/conditions.js';
 import type { RotationDecision } from '../decide.js';
 import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
 import type { UserGroupEvent } from './ports.js';

@@ -3,7 +3,7 @@ import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupSpec } from '../../api/usergroup.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import {
   afterDeletionRotation,
@@ -12,10 +12,10 @@ import {
   type DeletionDecision,
   type PolicyView,
   type SecretFinalizerView,
-} from '../deletion-decision.js';
+} from '../policies/deletion.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
-import { inspectSecret } from '../token-secret.js';
+import { inspectSecret } from '../policies/token-secret.js';
 import { isDeferral, type ReconcileContext } from './context.js';
 import { idHeldByRules } from './claim.js';
 import { Events } from './events.js';
@@ -25,7 +25,7 @@ import type { DeletionRotationResult } from './ports.js';
 /**
  * spec.deletionPolicy: the rotate-on-delete finalizer kept on the objects that ask for it (keepFinalizers, after a
  * reconcile of a live UserGroup), and a deletion that holds it (finalizeDeletion): one POST /api/user with the held
- * token through the connection's gates, then the finalizers go. Decisions are in deletion-decision.ts.
+ * token through the connection's gates, then the finalizers go. Decisions are in policies/deletion.ts.
  */
 
 const LOST_RACE: ReconcileResult = failed('lost-race');

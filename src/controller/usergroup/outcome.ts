@@ -1,6 +1,6 @@
 import type { ConditionStatus, UserGroupStatus } from '../../api/usergroup.js';
 import type { ServiceFailure } from '../../service/types.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { Connection, Deferral } from '../connections.js';
 import type { FailureCause, ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';

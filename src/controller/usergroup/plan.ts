@@ -16,7 +16,7 @@ import {
 } from '../decide.js';
 import type { Wake } from '../reconcile-contract.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
-import type { KeptSecret, SecretInspection } from '../token-secret.js';
+import type { KeptSecret, SecretInspection } from '../policies/token-secret.js';
 import type { IdHold } from './claim.js';
 import type { ReconcileSettings } from './context.js';
 

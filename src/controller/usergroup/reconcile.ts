@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { ReconcileRequest, ReconcileResult } from '../reconcile-contract.js';
 import { adoptIfFound } from './adopt.js';
 import { admit } from './admit.js';

@@ -1,6 +1,6 @@
 import { objectKey } from '../../api/meta.js';
 import type { UserGroupSpec } from '../../api/usergroup.js';
-import type { Reason } from '../conditions.js';
+import type { Reason } from '../policies/conditions.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './events.js';
 import { blocked, type Outcome } from './outcome.js';

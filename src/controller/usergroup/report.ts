@@ -1,6 +1,6 @@
 import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js';
 import { dropUndefined } from '../../platform/json-value.js';
-import { nextReadyCondition, Reason } from '../conditions.js';
+import { nextReadyCondition, Reason } from '../policies/conditions.js';
 import { nextResyncAt } from '../decide.js';
 import { handledSyncRequest } from '../sync-request.js';
 import { canonicalJson } from '../hash.js';

@@ -5,8 +5,8 @@ import {
   decideLiveFinalizers,
   type DeletionInputs,
   type LiveFinalizerInputs,
-} from '../../src/controller/deletion-decision.js';
-import { DELETION_RETRY_MS } from '../../src/controller/retry-policy.js';
+} from '../../../src/controller/policies/deletion.js';
+import { DELETION_RETRY_MS } from '../../../src/controller/retry-policy.js';
 
 const ROTATE = { policy: 'Rotate', suspend: false } as const;
 const RETAIN = { policy: 'Retain', suspend: false } as const;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
-import { boundNamespace } from '../../src/controller/id-binding.js';
-import { clusterService } from '../support/fixtures.js';
+import type { ClusterUserGroupService } from '../../../src/api/clusterusergroupservice.js';
+import { boundNamespace } from '../../../src/controller/policies/id-binding.js';
+import { clusterService } from '../../support/fixtures.js';
 
 /** Whether the admins' rules leave an id to exactly one namespace: then it needs no claim (pure). */
 

@@ -1,8 +1,9 @@
-import type { DeletionPolicy } from '../api/usergroup.js';
-import { DELETION_RETRY_MS, IMMEDIATE_RETRY_MS } from './retry-policy.js';
+// Deletion policy: spec.deletionPolicy's finalizers and what a deletion does (pure; the step is usergroup/finalize.ts).
+import type { DeletionPolicy } from '../../api/usergroup.js';
+import { DELETION_RETRY_MS, IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 
 /**
- * spec.deletionPolicy as pure decisions, tested without I/O (test/unit/deletion-decision.test.ts): which objects
+ * spec.deletionPolicy as pure decisions, tested without I/O (test/unit/policies/deletion.test.ts): which objects
  * carry the rotate-on-delete finalizer while they live, and what a deletion holding it does. The step that acts on
  * them is controller/usergroup/finalize.ts.
  */
