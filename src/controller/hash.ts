@@ -18,3 +18,8 @@ export function canonicalJson(value: unknown): string {
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
+
+/** A number in [0, 1] fixed by the text: spreads per-object schedules the same way on every restart. */
+export function uidFraction(text: string): number {
+  return Number.parseInt(sha256Hex(text).slice(0, 8), 16) / 0xffffffff;
+}

@@ -1,6 +1,5 @@
-import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backoff.js';
-
-// The one retry table: every delay, floor and jitter a key's requeue or a deferred call waits, and the queue's backoff.
+// The one retry table: every delay, floor and jitter a key's requeue or a deferred call waits, the queue's backoff
+// figures included (pure data; worker.ts's RetryPolicy runs the backoff).
 /**
  * What the work queue does with a key after its reconcile, in figures: the table that requeueFor
  * (reconcile-contract.ts, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler) reads.
@@ -81,24 +80,4 @@ export const IMMEDIATE_RETRY_MS = 1;
 /** `afterMs` plus up to `spreadMs` at random: keys deferred together do not all come back at once. */
 export function jittered(afterMs: number, spreadMs: number, random: () => number = Math.random): number {
   return afterMs + random() * spreadMs;
-}
-
-/** The work queue's rate limiter: one jittered exponential backoff per retry class. */
-export class RetryPolicy implements RateLimiter<RetryClass> {
-  readonly #transient: ItemBackoff;
-  readonly #persistent: ItemBackoff;
-
-  constructor(random?: RandomSource) {
-    this.#transient = new ItemBackoff({ ...RETRY_TRANSIENT, ...(random ? { random } : {}) });
-    this.#persistent = new ItemBackoff({ ...RETRY_PERSISTENT, ...(random ? { random } : {}) });
-  }
-
-  when(key: string, retryClass: RetryClass = 'transient'): number {
-    return (retryClass === 'persistent' ? this.#persistent : this.#transient).when(key);
-  }
-
-  forget(key: string): void {
-    this.#transient.forget(key);
-    this.#persistent.forget(key);
-  }
 }

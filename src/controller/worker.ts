@@ -1,10 +1,12 @@
+// The workers: take keys off the one work queue, reconcile them, and requeue each as the reconcile contract says.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backoff.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { errorText } from '../platform/error-text.js';
 import { nextTurn, sleep } from '../platform/sleep.js';
 import { requeueFor, type ReconcileResult, type Reconciler } from './reconcile-contract.js';
-import { RetryPolicy } from './retry-policy.js';
+import { RETRY_PERSISTENT, RETRY_TRANSIENT, type RetryClass } from './retry-policy.js';
 
 /** How one reconcile went, for the usergroup_reconcile_* metrics. */
 export type ReconcileVerdict = 'success' | 'requeue' | 'error';
@@ -135,5 +137,25 @@ export class Workers {
       else log.error({ err: errorText(err) }, 'reconcile failed');
       return { kind: 'failed', cause: 'crashed' };
     }
+  }
+}
+
+/** The work queue's rate limiter: one jittered exponential backoff per retry class. */
+export class RetryPolicy implements RateLimiter<RetryClass> {
+  readonly #transient: ItemBackoff;
+  readonly #persistent: ItemBackoff;
+
+  constructor(random?: RandomSource) {
+    this.#transient = new ItemBackoff({ ...RETRY_TRANSIENT, ...(random ? { random } : {}) });
+    this.#persistent = new ItemBackoff({ ...RETRY_PERSISTENT, ...(random ? { random } : {}) });
+  }
+
+  when(key: string, retryClass: RetryClass = 'transient'): number {
+    return (retryClass === 'persistent' ? this.#persistent : this.#transient).when(key);
+  }
+
+  forget(key: string): void {
+    this.#transient.forget(key);
+    this.#persistent.forget(key);
   }
 }

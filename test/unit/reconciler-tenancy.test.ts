@@ -3,7 +3,7 @@ import { claimName } from '../../src/api/claim.js';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
 import type { ObservedSecret } from '../../src/api/secret.js';
 import { Reason } from '../../src/controller/policies/conditions.js';
-import { syncHash, upsertRequestFor } from '../../src/controller/decide.js';
+import { syncHash, upsertRequestFor } from '../../src/controller/policies/sync.js';
 import { sha256Hex } from '../../src/controller/hash.js';
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { parseSecret } from '../../src/api/secret.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RotationDecision } from '../../src/controller/decide.js';
+import type { RotationDecision } from '../../src/controller/policies/rotation.js';
 import { RequestBudget, requestBudgets } from '../../src/controller/request-budget.js';
 import {
   budgetAnnotations,

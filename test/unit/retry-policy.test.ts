@@ -9,10 +9,10 @@ import {
   RETRY_PERSISTENT,
   RETRY_TABLE,
   RETRY_TRANSIENT,
-  RetryPolicy,
   THROTTLED_SPREAD_MS,
   type FailureCause,
 } from '../../src/controller/retry-policy.js';
+import { RetryPolicy } from '../../src/controller/worker.js';
 
 describe('the retry policy: one table from what a reconcile came to, to what the queue does', () => {
   const NOW = Date.parse('2026-11-22T01:00:00Z');

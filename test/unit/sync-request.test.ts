@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SYNC_ANNOTATION } from '../../src/api/constants.js';
 import { parseUserGroup } from '../../src/api/usergroup.js';
-import { decideSyncRequest, handledSyncRequest } from '../../src/controller/sync-request.js';
+import { decideSyncRequest, handledSyncRequest } from '../../src/controller/policies/sync.js';
 import { relevantChange, userGroupTriggers } from '../../src/controller/triggers.js';
 import { userGroup } from '../support/reconciler-harness.js';
 

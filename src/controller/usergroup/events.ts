@@ -1,6 +1,6 @@
 import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
 import type { Reason } from '../policies/conditions.js';
-import type { RotationDecision } from '../decide.js';
+import type { RotationDecision } from '../policies/rotation.js';
 import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
 import type { UserGroupEvent } from './ports.js';
 

@@ -1,7 +1,7 @@
 import { objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretValue } from '../../service/secret-value.js';
-import type { RotationDecision } from '../decide.js';
+import type { RotationDecision } from '../policies/rotation.js';
 import { inspectSecret, keptSecret, type KeptSecret, type SecretInspection } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.js';

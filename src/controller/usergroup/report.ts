@@ -1,8 +1,7 @@
 import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js';
 import { dropUndefined } from '../../platform/json-value.js';
 import { nextReadyCondition, Reason } from '../policies/conditions.js';
-import { nextResyncAt } from '../decide.js';
-import { handledSyncRequest } from '../sync-request.js';
+import { handledSyncRequest, nextResyncAt } from '../policies/sync.js';
 import { canonicalJson } from '../hash.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';

@@ -1,4 +1,4 @@
-import type { RotationDecision } from '../decide.js';
+import type { RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
 import { iso, isDeferral } from './context.js';
 import { Events, type Rotation } from './events.js';

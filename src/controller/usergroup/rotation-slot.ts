@@ -1,4 +1,4 @@
-import type { RotationDecision } from '../decide.js';
+import type { RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
 import { Events } from './events.js';
 import { next, type Step } from './outcome.js';
