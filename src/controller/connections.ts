@@ -1,3 +1,4 @@
+// The service connections: which account a UserGroup uses, through which gates (egress, tenancy, breaker, bucket).
 import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Adoption, ClusterUserGroupService } from '../api/clusterusergroupservice.js';

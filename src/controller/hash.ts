@@ -1,3 +1,4 @@
+// Pure digests: canonical JSON and SHA-256, and the per-uid fraction that spreads schedules.
 import { createHash } from 'node:crypto';
 
 // JSON.stringify gives undefined for undefined (its lib type says string).

@@ -1,3 +1,4 @@
+// Pure views for /metrics: UserGroups per Ready reason, token schedules, informer totals, finalizers held.
 import { hasRotateFinalizer, type ObjectMeta } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { InformerStats } from '../kube/informer.js';

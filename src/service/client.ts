@@ -1,3 +1,4 @@
+// The service client: PUT and POST /api/user, classified into typed results.
 import { exchange, type ExchangeOutcome } from './http-exchange.js';
 import { redactSecrets } from './redact.js';
 import { parseOversizedResponse, parseServiceResponse } from './response.js';

@@ -1,11 +1,14 @@
+// Step 6, adopt: after the PUT, what to do with a group that was already at the service (policies/adoption.ts decides).
 import { Reason } from '../policies/conditions.js';
 import { sha256Hex } from '../hash.js';
 import { decideAdoption, keptTokenIsCurrent } from '../policies/adoption.js';
 import { holdsRecord } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
-import { iso, isDeferral } from './context.js';
-import { Events, Messages } from './events.js';
-import { deferred, end, next, rotationFailed, type Outcome, type Step } from './outcome.js';
+import { iso } from './context.js';
+import { isDeferral } from './service-calls.js';
+import { Events, Messages } from './event-messages.js';
+import { end, next, type Outcome, type Step } from './outcome.js';
+import { deferred, rotationFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
 import { refused } from './refuse.js';

@@ -1,3 +1,4 @@
+// Step 2, claim: hold the UserGroupClaim of the id on the account, or find the tenant rules hold it (policies/claim.ts decides).
 import { claimName, type UserGroupClaim } from '../../api/claim.js';
 import { objectKey } from '../../api/meta.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
@@ -7,7 +8,7 @@ import { Reason } from '../policies/conditions.js';
 import { boundNamespace } from '../policies/id-binding.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
-import { Messages } from './events.js';
+import { Messages } from './event-messages.js';
 import { blocked, end, failed, next, type Step } from './outcome.js';
 import { refused } from './refuse.js';
 

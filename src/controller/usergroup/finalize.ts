@@ -1,3 +1,4 @@
+// spec.deletionPolicy Rotate: keep the rotate-on-delete finalizers, and rotate the token when a UserGroup goes.
 import { claimName } from '../../api/claim.js';
 import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
@@ -16,9 +17,10 @@ import {
 import type { ReconcileResult } from '../reconcile-contract.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 import { inspectSecret } from '../policies/token-secret.js';
-import { isDeferral, type ReconcileContext } from './context.js';
+import { type ReconcileContext } from './context.js';
+import { isDeferral } from './service-calls.js';
 import { idHeldByRules } from './claim.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { DONE, failed } from './outcome.js';
 import type { DeletionRotationResult } from './ports.js';
 

@@ -1,3 +1,4 @@
+// Step 3, observe the Secret: the token Secret from the caches (or live), judged by policies/token-secret.ts.
 import { objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretValue } from '../../service/secret-value.js';

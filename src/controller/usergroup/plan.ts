@@ -1,3 +1,4 @@
+// Step 4, plan: everything the steps after it need, decided at once from what was observed (pure).
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import type { UpsertRequest } from '../../service/types.js';

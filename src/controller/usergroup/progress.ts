@@ -1,3 +1,4 @@
+// What the steps after the plan hand on to each other, starting from what the plan and the status give.
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupStatus } from '../../api/usergroup.js';
 import type { SecretValue } from '../../service/secret-value.js';

@@ -1,9 +1,10 @@
+// Step 9, restart: the spec.rolloutRestartTargets workloads, once per new token (policies/restart.ts decides).
 import type { RestartTarget } from '../../api/workload.js';
 import type { ApiError } from '../../kube/api-error.js';
 import { decideRestarts, describeTarget, workloadAction } from '../policies/restart.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import { issuedAtNow, type Progress, type RestartProgress } from './progress.js';

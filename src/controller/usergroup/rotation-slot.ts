@@ -1,6 +1,7 @@
+// Step 6b, rotation slot: a slot of the scheduled-rotation cap or the namespace budget before a rotation begins.
 import type { RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';

@@ -1,3 +1,4 @@
+// Writes the token Secret through its port, and turns a refusal or a Secret that appeared into the step's ending.
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import { secretMatches } from '../../kube/secret-writer.js';
