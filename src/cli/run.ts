@@ -1,3 +1,4 @@
+// `usergroup-operator run`: loads the kubeconfig, builds the controller under its runner, and serves metrics and health.
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';

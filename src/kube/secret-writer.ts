@@ -1,3 +1,4 @@
+// Writes token Secrets: compare before write, with a typed result (like controller-runtime's CreateOrUpdate).
 import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../api/constants.js';
 import { sameStringMap, type OwnerReference } from '../api/meta.js';

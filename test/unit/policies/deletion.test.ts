@@ -1,3 +1,4 @@
+// The deletion policy (policies/deletion.ts): which objects keep the rotate-on-delete finalizer, and what a deletion does.
 import { describe, expect, it } from 'vitest';
 import {
   afterDeletionRotation,

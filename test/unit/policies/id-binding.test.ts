@@ -1,3 +1,4 @@
+// The id-binding policy (policies/id-binding.ts): the one namespace the tenant rules let hold an id, if any.
 import { describe, expect, it } from 'vitest';
 import type { ClusterUserGroupService } from '../../../src/api/clusterusergroupservice.js';
 import { boundNamespace } from '../../../src/controller/policies/id-binding.js';

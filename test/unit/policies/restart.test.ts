@@ -1,3 +1,4 @@
+// The restart policy (policies/restart.ts): what a new token does to spec.rolloutRestartTargets.
 import { describe, expect, it } from 'vitest';
 import { parseWorkload, type ObservedWorkload } from '../../../src/api/workload.js';
 import { decideRestarts, workloadAction } from '../../../src/controller/policies/restart.js';

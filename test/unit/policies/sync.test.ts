@@ -1,8 +1,8 @@
-// The sync policy (policies/sync.ts): what the PUT carries and whether one is needed.
+// The sync policy (policies/sync.ts): what the PUT carries, whether one is needed, and what a sync request asks for.
 import { describe, expect, it } from 'vitest';
 import type { UserGroupSpec, UserGroupStatus } from '../../../src/api/usergroup.js';
 import { inspectSecret } from '../../../src/controller/policies/token-secret.js';
-import { decideSync, nextResyncAt, syncHash, upsertRequestFor } from '../../../src/controller/policies/sync.js';
+import { decideSync, decideSyncRequest, handledSyncRequest, nextResyncAt, syncHash, upsertRequestFor } from '../../../src/controller/policies/sync.js';
 import { MISSING_SECRET as MISSING, OWNER, ownedInspection as owned, SEAL, userGroupSpec, writtenSecret } from '../../support/fixtures.js';
 
 const spec = userGroupSpec;
@@ -124,5 +124,33 @@ describe('nextResyncAt', () => {
   it('moves with lastSyncTime by exactly the same amount', () => {
     const later = new Date(lastMs + 12_345).toISOString();
     expect(nextResyncAt(later, 'uid-a', period)! - nextResyncAt(last, 'uid-a', period)!).toBe(12_345);
+  });
+});
+
+describe('decideSyncRequest: does this annotation value ask for a PUT?', () => {
+  it('no annotation: nothing, whether or not a PUT is planned', () => {
+    expect(decideSyncRequest(undefined, undefined, false)).toEqual({ kind: 'none' });
+    expect(decideSyncRequest(undefined, 'earlier', true)).toEqual({ kind: 'none' });
+  });
+
+  it('a value the status records as handled: nothing (the same value twice is one sync)', () => {
+    expect(decideSyncRequest('2026-11-26T20:00:00Z', '2026-11-26T20:00:00Z', false)).toEqual({ kind: 'none' });
+  });
+
+  it('a new value and nothing else to PUT: a PUT of its own', () => {
+    expect(decideSyncRequest('s2', 's1', false)).toEqual({ kind: 'put', value: 's2' });
+    expect(decideSyncRequest('s1', undefined, false)).toEqual({ kind: 'put', value: 's1' });
+  });
+
+  it('a new value and a PUT planned anyway: that PUT answers it (no second call, no budget spent)', () => {
+    expect(decideSyncRequest('s2', 's1', true)).toEqual({ kind: 'ride', value: 's2' });
+  });
+
+  it('handledSyncRequest: recorded only once a PUT went out; otherwise the previous value stays', () => {
+    expect(handledSyncRequest({ kind: 'put', value: 's2' }, true, 's1')).toBe('s2');
+    expect(handledSyncRequest({ kind: 'ride', value: 's2' }, true, 's1')).toBe('s2');
+    expect(handledSyncRequest({ kind: 'put', value: 's2' }, false, 's1')).toBe('s1');
+    expect(handledSyncRequest({ kind: 'none' }, true, 's1')).toBe('s1');
+    expect(handledSyncRequest({ kind: 'none' }, true, undefined)).toBeUndefined();
   });
 });

@@ -1,3 +1,4 @@
+// The tenancy policy (policies/tenancy.ts): whether a shared connection's tenant rules admit a UserGroup.
 import { describe, expect, it } from 'vitest';
 import { parseClusterUserGroupService, prefixProblem, type TenantRule } from '../../../src/api/clusterusergroupservice.js';
 import { parseLabelSelector, selects } from '../../../src/api/label-selector.js';

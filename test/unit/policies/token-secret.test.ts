@@ -1,3 +1,4 @@
+// The token-Secret policy (policies/token-secret.ts): sealed token records, inspected and written.
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import {
