@@ -1,5 +1,6 @@
 // Rotation policy: whether this reconcile rotates the token (requested, scheduled, or one to recover or settle after
-// a crash) and when a token falls due (pure; the steps are usergroup/rotation-slot.ts and usergroup/rotate.ts).
+// a crash), when a token falls due, and which slot it waits for (pure; the steps are usergroup/rotation-slot.ts and
+// usergroup/rotate.ts).
 import { uidFraction } from '../hash.js';
 import type { SecretInspection } from './token-secret.js';
 
@@ -76,4 +77,18 @@ export function scheduledRotation(issuedAt: string, maxAgeMs: number, uid: strin
   const issued = Date.parse(issuedAt);
   if (Number.isNaN(issued)) return undefined;
   return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `${SCHEDULED_PREFIX}${issuedAt}` };
+}
+
+/**
+ * Which slot a rotation needs before its intent is written: a due scheduled rotation one of the global cap
+ * (--scheduled-rotations-per-minute), so tokens falling due together trickle out; a requested one one of its
+ * namespace's rotation-request budget (controller/request-budget.ts), so a tenant writing the annotation in a loop spends its
+ * own budget, not the account's rate every tenant shares. Work already begun (recover, settle) never waits, nor a
+ * request that an adoption's rotation has satisfied (usergroup/rotate.ts marks it handled without a call).
+ */
+export type RotationGate = 'none' | 'scheduled-cap' | 'request-budget';
+
+export function rotationGate(rotation: RotationDecision, adoptionRotated: boolean): RotationGate {
+  if (rotation.kind !== 'rotate' || adoptionRotated) return 'none';
+  return rotation.scheduled ? 'scheduled-cap' : 'request-budget';
 }

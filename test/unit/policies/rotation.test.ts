@@ -1,6 +1,6 @@
-// The rotation policy (policies/rotation.ts): which rotation a reconcile makes, and when a token falls due.
+// The rotation policy (policies/rotation.ts): which rotation a reconcile makes, when a token falls due, which slot it needs.
 import { describe, expect, it } from 'vitest';
-import { decideRotation, scheduledRotation } from '../../../src/controller/policies/rotation.js';
+import { decideRotation, rotationGate, scheduledRotation, type RotationDecision } from '../../../src/controller/policies/rotation.js';
 import { MISSING_SECRET as MISSING, ownedInspection as owned } from '../../support/fixtures.js';
 
 describe('decideRotation', () => {
@@ -84,5 +84,26 @@ describe('scheduledRotation (spec.rotation.maxTokenAge)', () => {
       value: 'scheduled:2026-01-01T00:00:00.000Z',
       scheduled: true,
     });
+  });
+});
+
+describe('rotationGate: which slot a rotation needs before its intent is written', () => {
+  const rotate = (scheduled: boolean): RotationDecision => ({ kind: 'rotate', value: scheduled ? 'scheduled:2026-11-01T00:00:00Z' : 'r1', scheduled });
+
+  it('a requested rotation: a slot of its namespace budget; a due scheduled one: the global cap', () => {
+    expect(rotationGate(rotate(false), false)).toBe('request-budget');
+    expect(rotationGate(rotate(true), false)).toBe('scheduled-cap');
+  });
+
+  it('never for work already begun, a value only to record, or nothing to do', () => {
+    expect(rotationGate({ kind: 'recover', value: 'r1', scheduled: false }, false)).toBe('none');
+    expect(rotationGate({ kind: 'settle', value: 'r1', scheduled: false }, false)).toBe('none');
+    expect(rotationGate({ kind: 'record', value: 'r1' }, false)).toBe('none');
+    expect(rotationGate({ kind: 'none' }, false)).toBe('none');
+  });
+
+  it("never for a request an adoption's rotation already satisfied (no call is made for it)", () => {
+    expect(rotationGate(rotate(false), true)).toBe('none');
+    expect(rotationGate(rotate(true), true)).toBe('none');
   });
 });
