@@ -1,10 +1,12 @@
+// `usergroup-operator run`: loads the kubeconfig, builds the controller under its runner, and serves metrics and health.
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { Controller } from '../controller/controller.js';
-import { createRunner, type NewController, type RunMode, type Runner } from '../controller/runner.js';
+import type { NewController, Runner } from '../controller/runner-contract.js';
+import { createRunner, type RunMode } from '../controller/runner.js';
 import { shareOf } from '../controller/settings.js';
 import { KubeClient } from '../kube/http.js';
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../kube/kubeconfig.js';

@@ -1,3 +1,4 @@
+// The service connections: which account a UserGroup uses, through which gates (egress, tenancy, breaker, bucket).
 import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Adoption, ClusterUserGroupService } from '../api/clusterusergroupservice.js';
@@ -13,9 +14,10 @@ import { SecretValue } from '../service/secret-value.js';
 import { TokenBucket } from '../platform/token-bucket.js';
 import type { ServiceCallResult, ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
-import { Reason } from './conditions.js';
+import { Reason } from './policies/conditions.js';
 import { sha256Hex } from './hash.js';
-import { admit } from './tenancy.js';
+import { jittered, THROTTLED_SPREAD_MS } from './retry-policy.js';
+import { admit } from './policies/tenancy.js';
 
 /** A resolved way to reach the service for one UserGroup: one account (URL + API key), rate-limited as a whole. */
 export interface Connection {
@@ -34,7 +36,7 @@ export interface Connection {
   readonly adoption: Adoption;
   /** The Secret the API key came from, "namespace/name" (to forget it after a 401). */
   readonly apiKeySecret: string;
-  /** MAC of a token record under a key derived from this account's API key (see token-secret.ts). */
+  /** MAC of a token record under a key derived from this account's API key (see policies/token-secret.ts). */
   readonly seal: (message: string) => string;
   upsert(request: UpsertRequest, context: CallContext): Promise<CallResult>;
   rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
@@ -307,7 +309,7 @@ export class Connections {
         ok: false,
         deferred: {
           why: 'throttled',
-          afterMs: endpoint.pausedUntil - now + Math.random() * 1_000,
+          afterMs: jittered(endpoint.pausedUntil - now, THROTTLED_SPREAD_MS),
           message: `${description}: the service asked to wait (HTTP 429)`,
         },
       };

@@ -1,10 +1,11 @@
+// The controller: caches, triggers, the work queue and the workers, wired over one set of ports.
 import type { Logger } from 'pino';
 import { ROTATE_ON_DELETE_STATE_ANNOTATION } from '../api/constants.js';
 import { objectKey } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { RestartKind } from '../api/workload.js';
 import { ClaimWriter } from '../kube/claim-writer.js';
-import { EventRecorder } from '../kube/events.js';
+import { EventRecorder } from '../kube/event-recorder.js';
 import type { KubeClient } from '../kube/http.js';
 import type { InformerStats } from '../kube/informer.js';
 import { FinalizerWriter } from '../kube/finalizer-writer.js';
@@ -34,7 +35,7 @@ import {
   type Trigger,
   type TriggerView,
 } from './triggers.js';
-import { Events } from './usergroup/events.js';
+import { Events } from './usergroup/event-messages.js';
 import type { DeletionRotationResult, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
 import { reconcileUserGroup } from './usergroup/reconcile.js';
 import { Workers, type ReconcileVerdict } from './worker.js';

@@ -1,3 +1,4 @@
+// Pure digests: canonical JSON and SHA-256, and the per-uid fraction that spreads schedules.
 import { createHash } from 'node:crypto';
 
 // JSON.stringify gives undefined for undefined (its lib type says string).
@@ -17,4 +18,9 @@ export function canonicalJson(value: unknown): string {
 
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
+}
+
+/** A number in [0, 1] fixed by the text: spreads per-object schedules the same way on every restart. */
+export function uidFraction(text: string): number {
+  return Number.parseInt(sha256Hex(text).slice(0, 8), 16) / 0xffffffff;
 }

@@ -1,8 +1,9 @@
+// Pure views for /metrics: UserGroups per Ready reason, token schedules, informer totals, finalizers held.
 import { hasRotateFinalizer, type ObjectMeta } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { InformerStats } from '../kube/informer.js';
 import type { TokenScheduleSample } from '../observability/metrics.js';
-import { effectiveMaxTokenAge } from './decide.js';
+import { effectiveMaxTokenAge } from './policies/rotation.js';
 
 /** UserGroups per "ready/reason", for the usergroup_usergroups gauge. */
 export function countByReadyReason(userGroups: Iterable<UserGroup>): Map<string, number> {

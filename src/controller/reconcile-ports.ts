@@ -1,8 +1,9 @@
+// The reconcile's ports over the real caches and writers, every write fenced by the Lease.
 import { objectKey, parseMeta, withFinalizers } from '../api/meta.js';
 import { parseTokenSecretMeta, type ObservedSecret } from '../api/secret.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { ClaimWriter, ClaimWriteResult } from '../kube/claim-writer.js';
-import type { EventRecorder, EventRegarding } from '../kube/events.js';
+import type { EventRecorder, EventRegarding } from '../kube/event-recorder.js';
 import type { SecretWriter } from '../kube/secret-writer.js';
 import type { StatusWriter } from '../kube/status-writer.js';
 import type { WorkloadRestarter } from '../kube/workload-restarter.js';

@@ -1,8 +1,8 @@
-import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backoff.js';
-
+// The one retry table: every delay, floor and jitter a key's requeue or a deferred call waits, the queue's backoff
+// figures included (pure data; worker.ts's RetryPolicy runs the backoff).
 /**
- * What the work queue does with a key after its reconcile: the one place that turns an outcome into a
- * requeue, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler.
+ * What the work queue does with a key after its reconcile, in figures: the table that requeueFor
+ * (reconcile-contract.ts, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler) reads.
  *
  * "The service is down" is not a per-key matter: the connection's breaker (service/circuit-breaker.ts) and
  * token bucket handle it and say when the key may come back (`wait`). What is left per key is "this call
@@ -48,27 +48,6 @@ export type FailureCause =
   /** The apiserver refused to restart a spec.rolloutRestartTargets workload (RBAC, validation, an outage). */
   | 'restart-refused';
 
-/**
- * When a converged UserGroup needs its next reconcile: wall-clock times at which something falls due (the periodic
- * resync, a scheduled rotation), and slots a global cap keeps for this key.
- */
-export interface Wake {
-  /** Milliseconds since the epoch. */
-  readonly dueAt: readonly number[];
-  /** Milliseconds from now: the slot is the key's at that very time only. */
-  readonly slotInMs: readonly number[];
-}
-
-/** What a reconcile came to, like controller-runtime's Result / error and kube-rs's Action. */
-export type ReconcileResult =
-  /** Converged; come back at the wake-up, if any. */
-  | { readonly kind: 'done'; readonly wake?: Wake }
-  /** Not now: the connection said when (its rate limit, its breaker). Not a failure of the key. */
-  | { readonly kind: 'wait'; readonly afterMs: number }
-  /** The service answered 429 with Retry-After: the whole account waits that long (connections.ts). */
-  | { readonly kind: 'retry-after'; readonly afterMs: number }
-  | { readonly kind: 'failed'; readonly cause: FailureCause };
-
 /** The retry of each cause: which backoff counts it, and a floor under the delay. */
 export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: RetryClass; readonly atLeastMs: number }>> = {
   'call-failed': { retryClass: 'transient', atLeastMs: 0 },
@@ -84,61 +63,21 @@ export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: R
   'restart-refused': { retryClass: 'persistent', atLeastMs: 0 },
 };
 
-/** What the queue does with the key. */
-export type Requeue =
-  /** Forget the key's failures; add it again after `afterMs` if given. */
-  | { readonly kind: 'forget'; readonly afterMs?: number }
-  /** One more failure of its class: the queue's backoff, but not sooner than `atLeastMs`. */
-  | { readonly kind: 'backoff'; readonly retryClass: RetryClass; readonly atLeastMs: number };
-
 /** A wake-up due by the clock comes no sooner than this: clocks differ, and a schedule is never early. */
-const CLOCK_WAKE_FLOOR_MS = 1_000;
+export const CLOCK_WAKE_FLOOR_MS = 1_000;
 /**
  * Keys a Retry-After turned away come back at its end plus up to this much, as the connection spreads the keys it
- * defers (connections.ts): else the key that met the 429 would take every next slot before them.
+ * defers (THROTTLED_SPREAD_MS): else the key that met the 429 would take every next slot before them.
  */
-const RETRY_AFTER_SPREAD_MS = 1_000;
+export const RETRY_AFTER_SPREAD_MS = 1_000;
+/** Calls a connection defers while its account waits out a 429 come back at its end plus up to this much (connections.ts). */
+export const THROTTLED_SPREAD_MS = 1_000;
+/** How long to wait before trying a failed deletion rotation again (capped by what is left of the limit). */
+export const DELETION_RETRY_MS = 5_000;
+/** The shortest wait there is: come back at once, and let the next pass decide (a deletion whose limit passed). */
+export const IMMEDIATE_RETRY_MS = 1;
 
-/** The one switch from a reconcile's result to what the queue does with its key. `now`: ms since the epoch. */
-export function requeueFor(result: ReconcileResult, now: number, random: () => number = Math.random): Requeue {
-  switch (result.kind) {
-    case 'done': {
-      const afterMs = result.wake && wakeAfterMs(result.wake, now);
-      return afterMs === undefined ? { kind: 'forget' } : { kind: 'forget', afterMs };
-    }
-    case 'wait':
-      // Replaces our guess and resets it, as controller-runtime's RequeueAfter does.
-      return { kind: 'forget', afterMs: result.afterMs };
-    case 'retry-after':
-      return { kind: 'forget', afterMs: result.afterMs + random() * RETRY_AFTER_SPREAD_MS };
-    case 'failed':
-      return { kind: 'backoff', ...RETRY_TABLE[result.cause] };
-  }
-}
-
-/** The earliest of the wake-ups: a due time (not sooner than the floor), or a slot (at that very time). */
-function wakeAfterMs(wake: Wake, now: number): number | undefined {
-  const due = wake.dueAt.length === 0 ? undefined : Math.max(CLOCK_WAKE_FLOOR_MS, Math.min(...wake.dueAt) - now);
-  const waits = [...(due === undefined ? [] : [due]), ...wake.slotInMs];
-  return waits.length === 0 ? undefined : Math.min(...waits);
-}
-
-/** The work queue's rate limiter: one jittered exponential backoff per retry class. */
-export class RetryPolicy implements RateLimiter<RetryClass> {
-  readonly #transient: ItemBackoff;
-  readonly #persistent: ItemBackoff;
-
-  constructor(random?: RandomSource) {
-    this.#transient = new ItemBackoff({ ...RETRY_TRANSIENT, ...(random ? { random } : {}) });
-    this.#persistent = new ItemBackoff({ ...RETRY_PERSISTENT, ...(random ? { random } : {}) });
-  }
-
-  when(key: string, retryClass: RetryClass = 'transient'): number {
-    return (retryClass === 'persistent' ? this.#persistent : this.#transient).when(key);
-  }
-
-  forget(key: string): void {
-    this.#transient.forget(key);
-    this.#persistent.forget(key);
-  }
+/** `afterMs` plus up to `spreadMs` at random: keys deferred together do not all come back at once. */
+export function jittered(afterMs: number, spreadMs: number, random: () => number = Math.random): number {
+  return afterMs + random() * spreadMs;
 }

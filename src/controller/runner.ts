@@ -1,14 +1,10 @@
+// Picks how this replica runs the controller (alone, leader-elected or sharded) and runs it alone or elected.
 import type { Logger } from 'pino';
 import { LeaderElector, type LeaderElectionOptions } from '../kube/leader-election.js';
 import type { ShardMembershipOptions } from '../kube/shard-membership.js';
-import { ALWAYS_HELD, type Controller, type LeaseCheck } from './controller.js';
+import { ALWAYS_HELD, type Controller } from './controller.js';
+import type { NewController, Runner } from './runner-contract.js';
 import { ShardedRunner } from './sharded-runner.js';
-
-/**
- * A controller over `owns` (all namespaces when undefined), as one of `members` replicas at work, acting only while
- * `lease` holds (the caller builds it with its share of the settings: settings.ts shareOf).
- */
-export type NewController = (lease: LeaseCheck, owns: ((namespace: string) => boolean) | undefined, members: number) => Controller;
 
 /** What the runner leaves to the caller of a leader election: the runner wires what happens on a change, and what the Lease carries. */
 type ElectionOptions = Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading' | 'log' | 'annotations'>;
@@ -32,19 +28,6 @@ export interface RunnerOptions {
   readonly log: Logger;
   /** Whether this replica is at work now (usergroup_leader). */
   readonly onWorking?: (working: boolean) => void;
-}
-
-/** Runs the controller as the mode says; the one shape run.ts and the tests see, whatever the mode. */
-export interface Runner {
-  /** The controller at work now (sharded: the one over this replica's current share). */
-  readonly controller: Controller;
-  /** Ready: a controller's caches have synced (a standby, or a replica that is rebalancing, can take work at once). */
-  readonly synced: boolean;
-  /** Whether this replica is at work: always alone; while leading; while it has a share. */
-  readonly working: boolean;
-  start(): Promise<void>;
-  /** Finishes in-flight work within the grace period, then gives up its Lease (a standby takes over at once). */
-  stop(): Promise<void>;
 }
 
 export function createRunner(options: RunnerOptions): Runner {

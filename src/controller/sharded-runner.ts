@@ -1,7 +1,8 @@
+// The sharded runner (--shard-by-namespace): a controller over this replica's share of the namespaces.
 import type { Logger } from 'pino';
 import { ShardMembership, type Member, type ShardMembershipOptions } from '../kube/shard-membership.js';
 import type { Controller } from './controller.js';
-import type { NewController, Runner } from './runner.js';
+import type { NewController, Runner } from './runner-contract.js';
 import { constraintsKey, decideShards, INITIAL_SHARD_STATE, ownership, viewId, type ShardState } from './shard-assignment.js';
 
 export interface ShardedRunnerOptions {

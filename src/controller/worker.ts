@@ -1,17 +1,19 @@
+// The workers: take keys off the one work queue, reconcile them, and requeue each as the reconcile contract says.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backoff.js';
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { errorText } from '../platform/error-text.js';
 import { nextTurn, sleep } from '../platform/sleep.js';
-import { requeueFor, RetryPolicy, type ReconcileResult } from './retry-policy.js';
-import type { ReconcileRequest } from './usergroup/reconcile.js';
+import { requeueFor, type ReconcileResult, type Reconciler } from './reconcile-contract.js';
+import { RETRY_PERSISTENT, RETRY_TRANSIENT, type RetryClass } from './retry-policy.js';
 
 /** How one reconcile went, for the usergroup_reconcile_* metrics. */
 export type ReconcileVerdict = 'success' | 'requeue' | 'error';
 
 export interface WorkersOptions {
   readonly concurrency: number;
-  readonly reconcile: (request: ReconcileRequest) => Promise<ReconcileResult>;
+  readonly reconcile: Reconciler;
   readonly log: Logger;
   readonly queueMetrics?: WorkQueueMetrics | undefined;
   readonly reconciled?: ((verdict: ReconcileVerdict, seconds: number) => void) | undefined;
@@ -19,7 +21,7 @@ export interface WorkersOptions {
 
 /**
  * `concurrency` workers over one work queue, like controller-runtime's: take a key, reconcile it, and turn what came
- * of it — a throw included — into what the queue does with the key (retry-policy.ts's requeueFor). This is the only
+ * of it — a throw included — into what the queue does with the key (reconcile-contract.ts's requeueFor). This is the only
  * place a reconcile's error is caught and the only place a key is requeued. Running only between start() and a stop.
  */
 export class Workers {
@@ -135,5 +137,25 @@ export class Workers {
       else log.error({ err: errorText(err) }, 'reconcile failed');
       return { kind: 'failed', cause: 'crashed' };
     }
+  }
+}
+
+/** The work queue's rate limiter: one jittered exponential backoff per retry class. */
+export class RetryPolicy implements RateLimiter<RetryClass> {
+  readonly #transient: ItemBackoff;
+  readonly #persistent: ItemBackoff;
+
+  constructor(random?: RandomSource) {
+    this.#transient = new ItemBackoff({ ...RETRY_TRANSIENT, ...(random ? { random } : {}) });
+    this.#persistent = new ItemBackoff({ ...RETRY_PERSISTENT, ...(random ? { random } : {}) });
+  }
+
+  when(key: string, retryClass: RetryClass = 'transient'): number {
+    return (retryClass === 'persistent' ? this.#persistent : this.#transient).when(key);
+  }
+
+  forget(key: string): void {
+    this.#transient.forget(key);
+    this.#persistent.forget(key);
   }
 }

@@ -1,6 +1,7 @@
+// Leader election over a coordination.k8s.io Lease, like client-go's leaderelection.
 import type { Logger } from 'pino';
 import { isRecord, stringValues } from '../platform/json-value.js';
-import { microTime } from './events.js';
+import { microTime } from './event-recorder.js';
 import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
 import { call, type KubeClient } from './http.js';
 import { paths } from './paths.js';

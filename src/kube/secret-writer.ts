@@ -1,3 +1,4 @@
+// Writes token Secrets: compare before write, with a typed result (like controller-runtime's CreateOrUpdate).
 import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
 import { FIELD_MANAGER } from '../api/constants.js';
 import { sameStringMap, type OwnerReference } from '../api/meta.js';
@@ -67,7 +68,7 @@ export class SecretWriter {
 /**
  * True when the observed Secret already is the desired one (no write needed). A Secret seen as metadata only is
  * compared by its digest of labels and annotations; its data is then taken as intact, which the caller vouches for
- * (a token Secret's annotations hold its token's digest, sealed: see controller/token-secret.ts).
+ * (a token Secret's annotations hold its token's digest, sealed: see controller/policies/token-secret.ts).
  */
 export function secretMatches(observed: ObservedSecret, desired: V1Secret): boolean {
   const meta = desired.metadata ?? {};

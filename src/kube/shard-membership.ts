@@ -1,8 +1,9 @@
+// Shard membership: one Lease per replica, renewed, and the live members read back (for --shard-by-namespace).
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isRecord, stringValues } from '../platform/json-value.js';
 import { isConflict, isNotFound } from './api-error.js';
-import { microTime } from './events.js';
+import { microTime } from './event-recorder.js';
 import { call, type KubeClient } from './http.js';
 import { Informer } from './informer.js';
 import { paths } from './paths.js';

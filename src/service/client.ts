@@ -1,8 +1,10 @@
+// The service client: PUT and POST /api/user, classified into typed results.
 import { exchange, type ExchangeOutcome } from './http-exchange.js';
 import { redactSecrets } from './redact.js';
 import { parseOversizedResponse, parseServiceResponse } from './response.js';
 import type { SecretValue } from './secret-value.js';
 import { describeTransportError } from './transport-error.js';
+import { buildUpsertBody } from './upsert-body.js';
 import type { AbortedCall, ServiceCallResult, ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
 
 export type ServiceOperation = 'upsert' | 'rotate';
@@ -47,18 +49,6 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 const DEFAULT_USER_AGENT = 'usergroup-operator';
 const ABORTED: AbortedCall = Object.freeze({ ok: false, aborted: true });
-
-/** The exact JSON object sent by PUT /api/user; optional fields appear only when defined. */
-export function buildUpsertBody(req: UpsertRequest): Record<string, unknown> {
-  const body: Record<string, unknown> = { user_group_id: req.userGroupId, name: req.name };
-  if (req.mapping !== undefined) {
-    body.mapping = { ...req.mapping };
-  }
-  if (req.properties !== undefined) {
-    body.properties = { ...req.properties };
-  }
-  return body;
-}
 
 function endpointOf(base: string): URL {
   let url: URL;

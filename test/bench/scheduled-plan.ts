@@ -3,7 +3,7 @@
  * maxTokenAge that makes one group fall due at a chosen instant, how long to wait before that instant, and the
  * summary of due→done times against what the global cap allows.
  */
-import { scheduledRotation } from '../../src/controller/decide.js';
+import { scheduledRotation } from '../../src/controller/policies/rotation.js';
 import { percentile } from './stats.js';
 
 /**

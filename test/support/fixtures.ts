@@ -2,7 +2,10 @@ import { createHmac } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { parseClusterUserGroupService, type ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
 import type { ObjectMeta } from '../../src/api/meta.js';
+import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupSpec } from '../../src/api/usergroup.js';
+import { desiredSecret, inspectSecret, type SecretInspection } from '../../src/controller/policies/token-secret.js';
+import { SecretValue } from '../../src/service/secret-value.js';
 
 /** Metadata of a UserGroup "team-a/acme", for tests of pure logic. */
 export const OWNER: ObjectMeta = {
@@ -72,3 +75,19 @@ export function clusterService(name: string, tenants: unknown[]): ClusterUserGro
   if (!parsed.ok) throw new Error(parsed.error);
   return parsed.value;
 }
+
+/** An observed Secret as the apiserver would return it after the operator wrote desiredSecret(..., SEAL). */
+export function writtenSecret(content: { token: string; handled?: string; pending?: string }, s: UserGroupSpec = userGroupSpec()): ObservedSecret {
+  const desired = desiredSecret(OWNER, s, { token: new SecretValue(content.token), handled: content.handled, pending: content.pending }, SEAL);
+  const parsed = parseSecret(storedSecret(desired, '77'));
+  if (!parsed.ok) throw new Error(parsed.error);
+  return parsed.value;
+}
+
+/** What inspectSecret makes of such a Secret, for OWNER and the default spec: a token Secret the operator wrote. */
+export function ownedInspection(content: { token: string; handled?: string; pending?: string }): SecretInspection {
+  return inspectSecret(writtenSecret(content), OWNER, userGroupSpec(), SEAL);
+}
+
+/** No token Secret. */
+export const MISSING_SECRET: SecretInspection = { state: 'missing' };

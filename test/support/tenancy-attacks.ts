@@ -508,7 +508,7 @@ export async function restartHijack(world: TenancyWorld, t: Tenant, other: Tenan
   );
 }
 
-/** New Warning Events the operator writes per namespace at once, then one a second (src/kube/events.ts WARNING_BUDGET). */
+/** New Warning Events the operator writes per namespace at once, then one a second (src/kube/event-recorder.ts WARNING_BUDGET). */
 const WARNING_BURST = 100;
 
 /**

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { Reason } from '../../src/controller/conditions.js';
+import { Reason } from '../../src/controller/policies/conditions.js';
 import { ArgoCd, ArgoCdError, type ArgoCdActionRun } from '../support/argocd.js';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { scheduledRotation } from '../../src/controller/decide.js';
+import { scheduledRotation } from '../../src/controller/policies/rotation.js';
 import { parseBenchOptions } from '../bench/options.js';
 import { renderMarkdown, type BenchResults, type ScheduledResult } from '../bench/report.js';
 import { capSlotMs, defaultLeadMs, maxAgeForDue, summarizeDueToDone } from '../bench/scheduled-plan.js';

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { EventRecorder, MAX_SERIES, type EventRecorderOptions, type EventRegarding } from '../../src/kube/events.js';
+import { EventRecorder, MAX_SERIES, type EventRecorderOptions, type EventRegarding } from '../../src/kube/event-recorder.js';
 import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/http.js';
 
 /** An apiserver stand-in that answers Event writes when told to, and records what it was sent. */

@@ -73,6 +73,56 @@ describe('layers point down: what the controller is made of never imports what i
   });
 });
 
+describe('src/controller/policies is pure: decisions from observed state, no infrastructure and no I/O', () => {
+  const policies = path.join(src, 'controller/policies');
+  // What a policy may import, types included, besides other policies: the parsed API objects, and pure helpers.
+  const PURE = ['api', 'controller/hash.ts', 'controller/retry-policy.ts', 'service/types.ts', 'service/upsert-body.ts', 'service/secret-value.ts'];
+  const pure = (target: string): boolean => within(policies, target) || PURE.some((p) => target === path.join(src, p) || within(path.join(src, p), target));
+  // Packages and built-ins: node:crypto for digests and MACs; anything else only as types (erased).
+  const PURE_PACKAGES = new Set(['node:crypto']);
+
+  it('each policy imports only other policies, src/api, the retry table and pure helpers', () => {
+    const found: string[] = [];
+    for (const file of tsSources(policies)) {
+      for (const ref of importsOf(file, fs.readFileSync(file, 'utf8'), true)) {
+        const target = resolveRelative(file, ref.specifier);
+        const ok = target === undefined ? PURE_PACKAGES.has(ref.specifier) || ref.kind === 'type' : pure(target);
+        if (!ok) found.push(`${path.relative(repoRoot, file)}:${ref.line} imports ${ref.specifier}`);
+      }
+    }
+    expect(found).toEqual([]);
+  });
+});
+
+describe('src/controller has no import cycle', () => {
+  // Types included: a circle of type imports still means neither module can be read, or moved, without the other.
+  it('no module of src/controller reaches itself through its imports', () => {
+    const dir = path.join(src, 'controller');
+    const edges = new Map<string, string[]>();
+    for (const file of tsSources(dir)) {
+      const targets = importsOf(file, fs.readFileSync(file, 'utf8'), true).map((ref) => resolveRelative(file, ref.specifier));
+      edges.set(
+        file,
+        targets.filter((t): t is string => t !== undefined && within(dir, t)),
+      );
+    }
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (file: string, trail: string[]): void => {
+      if (state.get(file) === 'done') return;
+      if (state.get(file) === 'open') {
+        cycles.push([...trail.slice(trail.indexOf(file)), file].map((f) => path.relative(repoRoot, f)).join(' → '));
+        return;
+      }
+      state.set(file, 'open');
+      for (const target of edges.get(file) ?? []) visit(target, [...trail, file]);
+      state.set(file, 'done');
+    };
+    for (const file of edges.keys()) visit(file, []);
+    expect(cycles).toEqual([]);
+  });
+});
+
 describe('src/ does not depend on test/', () => {
   it('imports nothing from test/ and names no path under it', () => {
     const found: string[] = [];

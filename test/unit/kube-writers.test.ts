@@ -5,7 +5,7 @@ import { parseClaim, type ClaimSpec, type UserGroupClaim } from '../../src/api/c
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { ApiError } from '../../src/kube/api-error.js';
 import { ClaimWriter } from '../../src/kube/claim-writer.js';
-import { EventRecorder } from '../../src/kube/events.js';
+import { EventRecorder } from '../../src/kube/event-recorder.js';
 import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/http.js';
 import { LeaderElector } from '../../src/kube/leader-election.js';
 import { SecretWriter } from '../../src/kube/secret-writer.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { microTime } from '../../src/kube/events.js';
+import { microTime } from '../../src/kube/event-recorder.js';
 
 describe('microTime', () => {
   it.each<[number, string]>([

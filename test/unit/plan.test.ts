@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { RotationDecision } from '../../src/controller/decide.js';
-import { inspectSecret } from '../../src/controller/token-secret.js';
-import { decideAdoption } from '../../src/controller/usergroup/adopt.js';
+import type { RotationDecision } from '../../src/controller/policies/rotation.js';
+import { inspectSecret } from '../../src/controller/policies/token-secret.js';
 import { mustReadData, wakeAfterSync } from '../../src/controller/usergroup/plan.js';
 import { SEAL } from '../support/fixtures.js';
 import { sealedSecret, userGroup } from '../support/reconciler-harness.js';
 
-/** The reconcile's pure decisions beside decide.ts: when to read a Secret's data, when to come back, whether to adopt. */
+/** The plan step's own pure decisions (beside policies/): when to read a Secret's data, when to come back. */
 
 const ug = userGroup();
 if (!ug.spec.ok) throw new Error(ug.spec.error);
@@ -57,20 +56,5 @@ describe('wakeAfterSync: the resync, the scheduled rotation unless a cap keeps a
       dueAt: [10],
       slotInMs: [4_000],
     });
-  });
-});
-
-describe('decideAdoption: a group the service did not create for us, on an account this UserGroup never synced on', () => {
-  it('created now, or synced here before: nothing to adopt, whatever the policy', () => {
-    expect(decideAdoption(true, false, 'Refuse')).toEqual({ kind: 'none' });
-    expect(decideAdoption(false, true, 'Refuse')).toEqual({ kind: 'none' });
-  });
-
-  it('not created: adopted as the policy says; no readable indicator: unknown, not an adoption (the policy keeps its safe side)', () => {
-    for (const policy of ['Keep', 'Rotate', 'Refuse'] as const) {
-      expect(decideAdoption(false, false, policy)).toEqual({ kind: 'adopt', policy });
-      expect(decideAdoption(undefined, false, policy)).toEqual({ kind: 'unknown', policy });
-      expect(decideAdoption(undefined, true, policy)).toEqual({ kind: 'none' });
-    }
   });
 });

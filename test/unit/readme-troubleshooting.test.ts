@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Reason } from '../../src/controller/conditions.js';
+import { Reason } from '../../src/controller/policies/conditions.js';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
 // Users meet a reason in `kubectl get ug`; the README must tell them what it means and what to do.

@@ -3,7 +3,7 @@ import { claimName } from '../../src/api/claim.js';
 import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, userGroup, type Harness, type UserGroupInit } from '../support/reconciler-harness.js';

@@ -4,9 +4,7 @@ import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, USERGROUP_UID_ANNOTATIO
 import type { OwnerReference } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroup } from '../../src/api/usergroup.js';
-import { decideAdoption, keptTokenIsCurrent } from '../../src/controller/usergroup/adopt.js';
-import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, SEAL, storedSecret } from '../support/fixtures.js';
 import { ACCOUNT, claim, harness, userGroup } from '../support/reconciler-harness.js';
@@ -213,24 +211,5 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
     const h = harness({ ug: userGroup(), claims: claimOfFormer(), otherKnown: true, live: forged, created: false, adoption: 'Rotate' });
     await h.reconcile();
     expect(h.counts()).toEqual(CONFLICT);
-  });
-});
-
-describe('the decision alone', () => {
-  const digest = sha256Hex('tok-1');
-  it.each([
-    [{ tokenSha256: digest }, true, digest, true],
-    [{ tokenSha256: digest }, false, digest, false],
-    [{ tokenSha256: sha256Hex('tok-0') }, true, digest, false],
-    [undefined, true, digest, false],
-  ] as const)('kept %j, held before %s: current %s', (kept, heldBefore, current, expected) => {
-    expect(keptTokenIsCurrent(kept, heldBefore, current)).toBe(expected);
-  });
-
-  it('a taken-back group is no adoption, whatever the policy', () => {
-    for (const policy of ['Rotate', 'Keep', 'Refuse'] as const) {
-      expect(decideAdoption(false, false, policy, true)).toEqual({ kind: 'none' });
-      expect(decideAdoption(false, false, policy, false)).toEqual({ kind: 'adopt', policy });
-    }
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION } from '../../src/api/constants.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
-import { desiredSecret } from '../../src/controller/token-secret.js';
+import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { SEAL, storedSecret } from '../support/fixtures.js';
 import { harness, REQUESTED_ROTATION, userGroup, type Harness } from '../support/reconciler-harness.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTATION, TOKEN_ISSUED_AT_ANNOTATION } from '../../src/api/constants.js';
 import type { ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
-import { scheduledRotation } from '../../src/controller/decide.js';
+import { scheduledRotation } from '../../src/controller/policies/rotation.js';
 import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
 
 /**

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { RotationDecision } from '../../src/controller/decide.js';
 import { RequestBudget, requestBudgets } from '../../src/controller/request-budget.js';
 import {
   budgetAnnotations,
@@ -9,7 +8,6 @@ import {
   REQUEST_BUDGETS_ANNOTATION,
   takeOverDebts,
 } from '../../src/controller/request-budget-record.js';
-import { rotationGate } from '../../src/controller/usergroup/rotation-slot.js';
 
 /** A budget of 3 at once, then 6 a minute (a slot every 10 s), on a fake monotonic clock. */
 function budget(): { b: RequestBudget; advance: (ms: number) => void } {
@@ -243,26 +241,5 @@ describe('the budgets on a Lease: request-budget-record.ts', () => {
     expect(written.sync.get('mine')).toBeGreaterThan(50_000);
     // Not this controller's: nothing taken on (and its one request here went out unspent, so it owes nothing either).
     expect(written.sync.has('theirs')).toBe(false);
-  });
-});
-
-describe('rotationGate: which slot a rotation needs before its intent is written', () => {
-  const rotate = (scheduled: boolean): RotationDecision => ({ kind: 'rotate', value: scheduled ? 'scheduled:2026-11-01T00:00:00Z' : 'r1', scheduled });
-
-  it('a requested rotation: a slot of its namespace budget; a due scheduled one: the global cap', () => {
-    expect(rotationGate(rotate(false), false)).toBe('request-budget');
-    expect(rotationGate(rotate(true), false)).toBe('scheduled-cap');
-  });
-
-  it('never for work already begun, a value only to record, or nothing to do', () => {
-    expect(rotationGate({ kind: 'recover', value: 'r1', scheduled: false }, false)).toBe('none');
-    expect(rotationGate({ kind: 'settle', value: 'r1', scheduled: false }, false)).toBe('none');
-    expect(rotationGate({ kind: 'record', value: 'r1' }, false)).toBe('none');
-    expect(rotationGate({ kind: 'none' }, false)).toBe('none');
-  });
-
-  it("never for a request an adoption's rotation already satisfied (no call is made for it)", () => {
-    expect(rotationGate(rotate(false), true)).toBe('none');
-    expect(rotationGate(rotate(true), true)).toBe('none');
   });
 });

@@ -1,5 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { RETRY_PERSISTENT, RETRY_TABLE, RETRY_TRANSIENT, RetryPolicy, requeueFor, type FailureCause } from '../../src/controller/retry-policy.js';
+import { requeueFor } from '../../src/controller/reconcile-contract.js';
+import {
+  CLOCK_WAKE_FLOOR_MS,
+  DELETION_RETRY_MS,
+  IMMEDIATE_RETRY_MS,
+  jittered,
+  RETRY_AFTER_SPREAD_MS,
+  RETRY_PERSISTENT,
+  RETRY_TABLE,
+  RETRY_TRANSIENT,
+  THROTTLED_SPREAD_MS,
+  type FailureCause,
+} from '../../src/controller/retry-policy.js';
+import { RetryPolicy } from '../../src/controller/worker.js';
 
 describe('the retry policy: one table from what a reconcile came to, to what the queue does', () => {
   const NOW = Date.parse('2026-11-22T01:00:00Z');
@@ -61,5 +74,17 @@ describe('the retry policy: one table from what a reconcile came to, to what the
     policy.forget('ns/a');
     expect(policy.when('ns/a', 'persistent')).toBe(RETRY_PERSISTENT.baseMs);
     expect(policy.when('ns/a')).toBe(RETRY_TRANSIENT.baseMs);
+  });
+
+  it('holds every other delay and jitter of the controller, at the figures they had where they were', () => {
+    expect({ CLOCK_WAKE_FLOOR_MS, RETRY_AFTER_SPREAD_MS, THROTTLED_SPREAD_MS, DELETION_RETRY_MS, IMMEDIATE_RETRY_MS }).toEqual({
+      CLOCK_WAKE_FLOOR_MS: 1_000,
+      RETRY_AFTER_SPREAD_MS: 1_000,
+      THROTTLED_SPREAD_MS: 1_000,
+      DELETION_RETRY_MS: 5_000,
+      IMMEDIATE_RETRY_MS: 1,
+    });
+    expect(jittered(5_000, 1_000, () => 0)).toBe(5_000);
+    expect(jittered(5_000, 1_000, () => 0.5)).toBe(5_500);
   });
 });

@@ -2,7 +2,8 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { buildUpsertBody, ServiceClient, type ServiceCallSample, type ServiceClientOptions } from '../../src/service/client.js';
+import { ServiceClient, type ServiceCallSample, type ServiceClientOptions } from '../../src/service/client.js';
+import { buildUpsertBody } from '../../src/service/upsert-body.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceFailure, ServiceResult } from '../../src/service/types.js';
 

@@ -1,37 +1,10 @@
+// The usergroup.dev/sync-requested-at annotation at the edge (parsed, bounded) and in the triggers; what a value asks
+// for is the sync policy's, tested in policies/sync.test.ts.
 import { describe, expect, it } from 'vitest';
 import { SYNC_ANNOTATION } from '../../src/api/constants.js';
 import { parseUserGroup } from '../../src/api/usergroup.js';
-import { decideSyncRequest, handledSyncRequest } from '../../src/controller/sync-request.js';
 import { relevantChange, userGroupTriggers } from '../../src/controller/triggers.js';
 import { userGroup } from '../support/reconciler-harness.js';
-
-describe('decideSyncRequest: does this annotation value ask for a PUT?', () => {
-  it('no annotation: nothing, whether or not a PUT is planned', () => {
-    expect(decideSyncRequest(undefined, undefined, false)).toEqual({ kind: 'none' });
-    expect(decideSyncRequest(undefined, 'earlier', true)).toEqual({ kind: 'none' });
-  });
-
-  it('a value the status records as handled: nothing (the same value twice is one sync)', () => {
-    expect(decideSyncRequest('2026-11-26T20:00:00Z', '2026-11-26T20:00:00Z', false)).toEqual({ kind: 'none' });
-  });
-
-  it('a new value and nothing else to PUT: a PUT of its own', () => {
-    expect(decideSyncRequest('s2', 's1', false)).toEqual({ kind: 'put', value: 's2' });
-    expect(decideSyncRequest('s1', undefined, false)).toEqual({ kind: 'put', value: 's1' });
-  });
-
-  it('a new value and a PUT planned anyway: that PUT answers it (no second call, no budget spent)', () => {
-    expect(decideSyncRequest('s2', 's1', true)).toEqual({ kind: 'ride', value: 's2' });
-  });
-
-  it('handledSyncRequest: recorded only once a PUT went out; otherwise the previous value stays', () => {
-    expect(handledSyncRequest({ kind: 'put', value: 's2' }, true, 's1')).toBe('s2');
-    expect(handledSyncRequest({ kind: 'ride', value: 's2' }, true, 's1')).toBe('s2');
-    expect(handledSyncRequest({ kind: 'put', value: 's2' }, false, 's1')).toBe('s1');
-    expect(handledSyncRequest({ kind: 'none' }, true, 's1')).toBe('s1');
-    expect(handledSyncRequest({ kind: 'none' }, true, undefined)).toBeUndefined();
-  });
-});
 
 describe('the annotation at the edge and in the triggers', () => {
   it('is kept in the parsed metadata; an over-long value makes the spec invalid and is never kept', () => {

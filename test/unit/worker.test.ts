@@ -1,8 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { ReconcileResult } from '../../src/controller/retry-policy.js';
-import type { ReconcileRequest } from '../../src/controller/usergroup/reconcile.js';
+import type { ReconcileRequest, ReconcileResult } from '../../src/controller/reconcile-contract.js';
 import { Workers, type ReconcileVerdict } from '../../src/controller/worker.js';
 
 /**

@@ -1,10 +1,12 @@
+// Step 1, admit: a valid spec, not suspended, and a connection its namespace may use.
 import { claimName } from '../../api/claim.js';
 import { findReadyCondition, type UserGroupSpec } from '../../api/usergroup.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import type { ReconcileContext } from './context.js';
-import { Messages } from './events.js';
-import { blocked, deferred, DONE, end, next, type Outcome, type Step } from './outcome.js';
+import { Messages } from './event-messages.js';
+import { blocked, DONE, end, next, type Outcome, type Step } from './outcome.js';
+import { deferred } from './call-failure.js';
 import { refused } from './refuse.js';
 
 /** A UserGroup that may go on to claim its id: a valid spec and the connection its namespace may use. */

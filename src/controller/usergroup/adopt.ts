@@ -1,43 +1,17 @@
-import type { Adoption } from '../../api/clusterusergroupservice.js';
-import { Reason } from '../conditions.js';
+// Step 6, adopt: after the PUT, what to do with a group that was already at the service (policies/adoption.ts decides).
+import { Reason } from '../policies/conditions.js';
 import { sha256Hex } from '../hash.js';
-import { holdsRecord } from '../token-secret.js';
+import { decideAdoption, keptTokenIsCurrent } from '../policies/adoption.js';
+import { holdsRecord } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
-import { iso, isDeferral } from './context.js';
-import { Events, Messages } from './events.js';
-import { deferred, end, next, rotationFailed, type Outcome, type Step } from './outcome.js';
+import { iso } from './context.js';
+import { isDeferral } from './service-calls.js';
+import { Events, Messages } from './event-messages.js';
+import { end, next, type Outcome, type Step } from './outcome.js';
+import { deferred, rotationFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
 import { refused } from './refuse.js';
-
-/**
- * What to do with a group the PUT found: nothing (ours, or created just now), what the tenant rule's policy says
- * (it was there before), or the policy's safe side when the answer carried no created indicator we could read.
- */
-export type AdoptionDecision =
-  { readonly kind: 'none' } | { readonly kind: 'adopt'; readonly policy: Adoption } | { readonly kind: 'unknown'; readonly policy: Adoption };
-
-/**
- * A group the service did not create for this PUT, on an account this UserGroup never synced on, was there
- * before: it is adopted as the policy says — unless this namespace held it all along (`reclaim`: see
- * keptTokenIsCurrent). An answer without a readable created indicator is neither an adoption (that would turn every
- * new group into one) nor a new group (that would skip a real adoption).
- */
-export function decideAdoption(created: boolean | undefined, syncedBefore: boolean, policy: Adoption, reclaim = false): AdoptionDecision {
-  if (created === true || syncedBefore || reclaim) return { kind: 'none' };
-  return created === false ? { kind: 'adopt', policy } : { kind: 'unknown', policy };
-}
-
-/**
- * Whether a group found at the service is this namespace's own, re-created: a token Secret kept from a deleted
- * UserGroup of this namespace (sealed for this id on this account) holds the very token the service just returned,
- * and the id was this namespace's all along (its claim, or the rules, held it before this reconcile). Then nobody
- * has rotated it since, and no other namespace held it in between: taking it back gives nobody anything new, and a
- * rotation would only cut off the consumers still reading the kept Secret. Anything else is an adoption.
- */
-export function keptTokenIsCurrent(kept: { readonly tokenSha256: string } | undefined, heldBefore: boolean, currentSha256: string): boolean {
-  return kept !== undefined && heldBefore && kept.tokenSha256 === currentSha256;
-}
 
 /** After the sync step's PUT: adopt what was there, as the rules say (Keep, Rotate before anything is stored, or Refuse). */
 export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {

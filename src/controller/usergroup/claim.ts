@@ -1,13 +1,14 @@
+// Step 2, claim: hold the UserGroupClaim of the id on the account, or find the tenant rules hold it (policies/claim.ts decides).
 import { claimName, type UserGroupClaim } from '../../api/claim.js';
 import { objectKey } from '../../api/meta.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
-import { decideClaim, type ClaimInputs } from '../claim-decision.js';
+import { decideClaim, type ClaimInputs } from '../policies/claim.js';
 import type { Connection } from '../connections.js';
-import { Reason } from '../conditions.js';
-import { boundNamespace } from '../id-binding.js';
+import { Reason } from '../policies/conditions.js';
+import { boundNamespace } from '../policies/id-binding.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
-import { Messages } from './events.js';
+import { Messages } from './event-messages.js';
 import { blocked, end, failed, next, type Step } from './outcome.js';
 import { refused } from './refuse.js';
 
@@ -75,7 +76,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
  * With no claim for the id: whether the rules bind it to this namespace, and which live UserGroup holds it.
  *
  * - `bound`: every rule of every ClusterUserGroupService that could give this id gives it to this namespace only
- *   (id-binding.ts), so no other namespace can use it while the rules say so, claim or not. The holder is the
+ *   (policies/id-binding.ts), so no other namespace can use it while the rules say so, claim or not. The holder is the
  *   first of the namespace's UserGroups with the id (the one that synced, else the oldest); `undefined`: this one.
  * - not bound: `holder` is a UserGroup of another namespace that may hold the id by the rules of before (it
  *   still may use it, has the same account, and synced first or is older): it must get the claim first.

@@ -1,9 +1,10 @@
+// spec.deletionPolicy Rotate: keep the rotate-on-delete finalizers, and rotate the token when a UserGroup goes.
 import { claimName } from '../../api/claim.js';
 import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupSpec } from '../../api/usergroup.js';
-import { Reason } from '../conditions.js';
+import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import {
   afterDeletionRotation,
@@ -12,19 +13,21 @@ import {
   type DeletionDecision,
   type PolicyView,
   type SecretFinalizerView,
-} from '../deletion-decision.js';
-import type { ReconcileResult } from '../retry-policy.js';
-import { inspectSecret } from '../token-secret.js';
-import { isDeferral, type ReconcileContext } from './context.js';
+} from '../policies/deletion.js';
+import type { ReconcileResult } from '../reconcile-contract.js';
+import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
+import { inspectSecret } from '../policies/token-secret.js';
+import { type ReconcileContext } from './context.js';
+import { isDeferral } from './service-calls.js';
 import { idHeldByRules } from './claim.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { DONE, failed } from './outcome.js';
 import type { DeletionRotationResult } from './ports.js';
 
 /**
  * spec.deletionPolicy: the rotate-on-delete finalizer kept on the objects that ask for it (keepFinalizers, after a
  * reconcile of a live UserGroup), and a deletion that holds it (finalizeDeletion): one POST /api/user with the held
- * token through the connection's gates, then the finalizers go. Decisions are in deletion-decision.ts.
+ * token through the connection's gates, then the finalizers go. Decisions are in policies/deletion.ts.
  */
 
 const LOST_RACE: ReconcileResult = failed('lost-race');
@@ -117,7 +120,7 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
     // The limit passed while the call was out (a service that does not answer): the next pass lets go.
     if (!(err instanceof DOMException && err.name === 'TimeoutError')) throw err;
     failedCall(ctx, connection, 'unavailable', 'no answer before --deletion-rotation-timeout');
-    return { kind: 'wait', afterMs: 1 };
+    return { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS };
   }
   const after = isDeferral(answer)
     ? afterDeletionRotation('deferred', decision.remainingMs, answer.afterMs)

@@ -1,8 +1,9 @@
+// Step 3, observe the Secret: the token Secret from the caches (or live), judged by policies/token-secret.ts.
 import { objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretValue } from '../../service/secret-value.js';
-import type { RotationDecision } from '../decide.js';
-import { inspectSecret, keptSecret, type KeptSecret, type SecretInspection } from '../token-secret.js';
+import type { RotationDecision } from '../policies/rotation.js';
+import { inspectSecret, keptSecret, type KeptSecret, type SecretInspection } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.js';
 
@@ -38,7 +39,7 @@ export async function observeSecret(ctx: ReconcileContext, held: Held, source: S
 
 /**
  * A Secret another UserGroup controlled, or none does: kept for this one from a deleted UserGroup of this namespace
- * (deletionPolicy Retain), if its sealed record says so (token-secret.ts keptSecret). Whether it is taken back
+ * (deletionPolicy Retain), if its sealed record says so (policies/token-secret.ts keptSecret). Whether it is taken back
  * unchanged or overwritten by an adoption is the adopt step's decision.
  */
 function keptFor(ctx: ReconcileContext, { spec, connection }: Held, observed: ObservedSecret): KeptSecret | undefined {

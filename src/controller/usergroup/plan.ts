@@ -1,22 +1,13 @@
+// Step 4, plan: everything the steps after it need, decided at once from what was observed (pure).
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import type { UpsertRequest } from '../../service/types.js';
 import type { Connection } from '../connections.js';
-import {
-  decideRotation,
-  decideSync,
-  effectiveMaxTokenAge,
-  nextResyncAt,
-  scheduledRotation,
-  syncHash,
-  upsertRequestFor,
-  type RotationDecision,
-  type ScheduledRotation,
-  type SyncDecision,
-} from '../decide.js';
-import type { Wake } from '../retry-policy.js';
-import { decideSyncRequest, type SyncRequestDecision } from '../sync-request.js';
-import type { KeptSecret, SecretInspection } from '../token-secret.js';
+import { decideRotation, effectiveMaxTokenAge, scheduledRotation, type RotationDecision, type ScheduledRotation } from '../policies/rotation.js';
+import { decideSync, nextResyncAt, syncHash, upsertRequestFor, type SyncDecision } from '../policies/sync.js';
+import type { Wake } from '../reconcile-contract.js';
+import { decideSyncRequest, type SyncRequestDecision } from '../policies/sync.js';
+import type { KeptSecret, SecretInspection } from '../policies/token-secret.js';
 import type { IdHold } from './claim.js';
 import type { ReconcileSettings } from './context.js';
 

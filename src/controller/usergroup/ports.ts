@@ -1,3 +1,4 @@
+// The ports of a reconcile: what it may read and do, grouped by what it touches.
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
 import type { ClusterUserGroupService } from '../../api/clusterusergroupservice.js';
@@ -6,7 +7,7 @@ import type { ObservedSecret } from '../../api/secret.js';
 import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
 import type { RestartKind, RestartTarget } from '../../api/workload.js';
 import type { ClaimWriteResult } from '../../kube/claim-writer.js';
-import type { EventType } from '../../kube/events.js';
+import type { EventType } from '../../kube/event-recorder.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
 import type { RequestKind, RequestSlot } from '../request-budget.js';
@@ -102,7 +103,7 @@ export interface WorkloadsPort {
   restart(namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string): Promise<RestartResult>;
 }
 
-/** An Event about a UserGroup; every text and reason is in events.ts. */
+/** An Event about a UserGroup; every text and reason is in event-messages.ts. */
 export interface UserGroupEvent {
   readonly type: EventType;
   readonly reason: string;

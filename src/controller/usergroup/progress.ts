@@ -1,8 +1,9 @@
+// What the steps after the plan hand on to each other, starting from what the plan and the status give.
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupStatus } from '../../api/usergroup.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { ServiceUserGroup } from '../../service/types.js';
-import type { FailureCause } from '../retry-policy.js';
+import type { FailureCause } from '../reconcile-contract.js';
 import type { Plan } from './plan.js';
 
 /** Rotation bookkeeping as the token Secret records it (sealed with the token). */

@@ -1,12 +1,14 @@
+// The UserGroup reconciler: the chain of steps, from the cache to the one status write.
 import type { Logger } from 'pino';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
-import { Reason } from '../conditions.js';
-import type { ReconcileResult } from '../retry-policy.js';
+import { Reason } from '../policies/conditions.js';
+import type { ReconcileRequest, ReconcileResult } from '../reconcile-contract.js';
 import { adoptIfFound } from './adopt.js';
 import { admit } from './admit.js';
 import { holdClaim } from './claim.js';
-import { ServiceCalls, type ReconcileContext, type ReconcileSettings } from './context.js';
-import { Messages } from './events.js';
+import { type ReconcileContext, type ReconcileSettings } from './context.js';
+import { ServiceCalls } from './service-calls.js';
+import { Messages } from './event-messages.js';
 import { finalizeDeletion, keepFinalizers } from './finalize.js';
 import { observeSecret, type SecretSource } from './observe-secret.js';
 import { blocked, DONE, failed, next, type Outcome, type Step } from './outcome.js';
@@ -18,20 +20,9 @@ import { restartConsumers } from './restart-consumers.js';
 import { rotateIfAsked } from './rotate.js';
 import { awaitRotationSlot } from './rotation-slot.js';
 import { storeToken } from './store-token.js';
-import { syncAtService } from './sync.js';
+import { syncAtService } from './sync-at-service.js';
 import { syncOnRequest } from './sync-on-request.js';
 import { secretAppeared, type SecretAppeared } from './write-secret.js';
-
-/** What the worker hands a reconcile: a key, never an event (level-triggered). */
-export interface ReconcileRequest {
-  readonly key: string;
-  /** Names this reconcile in the logs. */
-  readonly reconcileId: string;
-  /** Aborted when the work must stop (shutdown, lost leadership). */
-  readonly signal: AbortSignal | undefined;
-  /** Queues the key again: a connection that deferred a call wakes it when the call may go out. */
-  readonly wake: () => void;
-}
 
 export interface ReconcilerDeps {
   readonly ports: ReconcilePorts;

@@ -1,8 +1,9 @@
+// A refusal by the rules or a claim: report it and revoke any token Secret held from before.
 import { objectKey } from '../../api/meta.js';
 import type { UserGroupSpec } from '../../api/usergroup.js';
-import type { Reason } from '../conditions.js';
+import type { Reason } from '../policies/conditions.js';
 import type { ReconcileContext } from './context.js';
-import { Messages } from './events.js';
+import { Messages } from './event-messages.js';
 import { blocked, type Outcome } from './outcome.js';
 
 /**

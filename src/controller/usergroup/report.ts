@@ -1,13 +1,13 @@
+// Step 10, report: the one status write of a reconcile, and the Event that goes with it.
 import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js';
 import { dropUndefined } from '../../platform/json-value.js';
-import { nextReadyCondition, Reason } from '../conditions.js';
-import { nextResyncAt } from '../decide.js';
-import { handledSyncRequest } from '../sync-request.js';
+import { nextReadyCondition, Reason } from '../policies/conditions.js';
+import { handledSyncRequest, nextResyncAt } from '../policies/sync.js';
 import { canonicalJson } from '../hash.js';
-import type { ReconcileResult } from '../retry-policy.js';
+import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
-import { Messages } from './events.js';
+import { Messages } from './event-messages.js';
 import { DONE, failed, type Outcome, type StatusReport } from './outcome.js';
 import { tokenSchedule, wakeAfterSync, type Plan } from './plan.js';
 import { issuedAtNow, type Progress } from './progress.js';

@@ -1,16 +1,17 @@
+// Step 9, restart: the spec.rolloutRestartTargets workloads, once per new token (policies/restart.ts decides).
 import type { RestartTarget } from '../../api/workload.js';
 import type { ApiError } from '../../kube/api-error.js';
-import { decideRestarts, describeTarget, workloadAction } from '../restart-decision.js';
+import { decideRestarts, describeTarget, workloadAction } from '../policies/restart.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import { issuedAtNow, type Progress, type RestartProgress } from './progress.js';
 
 /**
  * After the new token is stored (pods restarted before would start with the old one): restart the workloads
- * listed in spec.rolloutRestartTargets whose owners allow it, once per token (restart-decision.ts decides).
+ * listed in spec.rolloutRestartTargets whose owners allow it, once per token (policies/restart.ts decides).
  */
 export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, never>> {
   const { spec } = plan;

@@ -1,8 +1,11 @@
-import type { RotationDecision } from '../decide.js';
+// Step 7, rotate: the exactly-once rotation protocol (intent recorded, POST, token stored) (policies/rotation.ts decides).
+import type { RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
-import { iso, isDeferral } from './context.js';
-import { Events, type Rotation } from './events.js';
-import { deferred, end, next, rotationFailed, serviceFailed, type Outcome, type Step } from './outcome.js';
+import { iso } from './context.js';
+import { isDeferral } from './service-calls.js';
+import { Events, type Rotation } from './event-messages.js';
+import { end, next, type Outcome, type Step } from './outcome.js';
+import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
 import { writeTokenSecret, type SecretAppeared } from './write-secret.js';

@@ -1,23 +1,11 @@
-import type { RotationDecision } from '../decide.js';
+// Step 6b, rotation slot: a slot of the scheduled-rotation cap or the namespace budget before a rotation begins
+// (policies/rotation.ts rotationGate says which).
+import { rotationGate } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
-
-/**
- * Which slot a rotation needs before its intent is written: a due scheduled rotation one of the global cap
- * (--scheduled-rotations-per-minute), so tokens falling due together trickle out; a requested one one of its
- * namespace's rotation-request budget (request-budget.ts), so a tenant writing the annotation in a loop spends its
- * own budget, not the account's rate every tenant shares. Work already begun (recover, settle) never waits, nor a
- * request that an adoption's rotation has satisfied (rotate.ts marks it handled without a call).
- */
-export type RotationGate = 'none' | 'scheduled-cap' | 'request-budget';
-
-export function rotationGate(rotation: RotationDecision, adoptionRotated: boolean): RotationGate {
-  if (rotation.kind !== 'rotate' || adoptionRotated) return 'none';
-  return rotation.scheduled ? 'scheduled-cap' : 'request-budget';
-}
 
 /**
  * Takes the rotation's slot. Without one the rotation waits (rotate.ts leaves it alone), the rest of the reconcile

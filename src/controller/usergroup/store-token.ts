@@ -1,6 +1,7 @@
+// Step 8, store: write the token Secret as it should be now, and remove the ones of an earlier name.
 import { sha256Hex } from '../hash.js';
 import type { ReconcileContext } from './context.js';
-import { Events } from './events.js';
+import { Events } from './event-messages.js';
 import { next, type Outcome, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';

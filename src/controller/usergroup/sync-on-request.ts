@@ -1,7 +1,9 @@
+// Step 5b, sync on request: the PUT a usergroup.dev/sync-requested-at value asks for, when nothing else makes one.
 import type { ReconcileContext } from './context.js';
-import { isDeferral } from './context.js';
-import { Events } from './events.js';
-import { deferred, end, next, serviceFailed, type Step } from './outcome.js';
+import { isDeferral } from './service-calls.js';
+import { Events } from './event-messages.js';
+import { end, next, type Step } from './outcome.js';
+import { deferred, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
 

@@ -1,8 +1,9 @@
+// Writes the token Secret through its port, and turns a refusal or a Secret that appeared into the step's ending.
 import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import { secretMatches } from '../../kube/secret-writer.js';
 import { SecretValue } from '../../service/secret-value.js';
-import { desiredSecret, inspectSecret, type SecretContent } from '../token-secret.js';
+import { desiredSecret, inspectSecret, type SecretContent } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { readLive } from './observe-secret.js';
 import { end, failed, secretWriteRefused, type Outcome, type Step } from './outcome.js';

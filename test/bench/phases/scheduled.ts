@@ -1,5 +1,5 @@
 import { TOKEN_ISSUED_AT_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../../src/api/constants.js';
-import { scheduledRotation } from '../../../src/controller/decide.js';
+import { scheduledRotation } from '../../../src/controller/policies/rotation.js';
 import { paths } from '../../../src/kube/paths.js';
 import { OWNED_SECRETS, isRecord, meta, type BenchCluster, type Json } from '../cluster.js';
 import { deltaBy, type BenchController, type PromSamples } from '../controller.js';

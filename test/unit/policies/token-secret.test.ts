@@ -1,3 +1,4 @@
+// The token-Secret policy (policies/token-secret.ts): sealed token records, inspected and written.
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,15 +10,15 @@ import {
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_LABEL,
   USERGROUP_UID_ANNOTATION,
-} from '../../src/api/constants.js';
-import type { ObjectMeta, OwnerReference } from '../../src/api/meta.js';
-import { isTokenSecret, metadataDigest, parseCachedSecret, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../src/api/secret.js';
-import type { UserGroupSpec } from '../../src/api/usergroup.js';
-import { sha256Hex } from '../../src/controller/hash.js';
-import { desiredSecret, holdsRecord, inspectSecret, keptSecret, type SecretContent } from '../../src/controller/token-secret.js';
-import { secretMatches } from '../../src/kube/secret-writer.js';
-import { SecretValue } from '../../src/service/secret-value.js';
-import { OWNER, OTHER_SEAL, SEAL, storedSecret, userGroupSpec } from '../support/fixtures.js';
+} from '../../../src/api/constants.js';
+import type { ObjectMeta, OwnerReference } from '../../../src/api/meta.js';
+import { isTokenSecret, metadataDigest, parseCachedSecret, parseSecret, parseTokenSecretMeta, type ObservedSecret } from '../../../src/api/secret.js';
+import type { UserGroupSpec } from '../../../src/api/usergroup.js';
+import { sha256Hex } from '../../../src/controller/hash.js';
+import { desiredSecret, holdsRecord, inspectSecret, keptSecret, type SecretContent } from '../../../src/controller/policies/token-secret.js';
+import { secretMatches } from '../../../src/kube/secret-writer.js';
+import { SecretValue } from '../../../src/service/secret-value.js';
+import { OWNER, OTHER_SEAL, SEAL, storedSecret, userGroupSpec } from '../../support/fixtures.js';
 
 const TOKEN = 'tok_4f1c9a7e2b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e';
 

@@ -1,3 +1,4 @@
+// Token-Secret policy: what an observed token Secret is worth (its sealed record checked) and what it must be (pure).
 import { timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import {
@@ -13,12 +14,12 @@ import {
   USERGROUP_KIND,
   USERGROUP_LABEL,
   USERGROUP_UID_ANNOTATION,
-} from '../api/constants.js';
-import type { ObjectMeta, OwnerReference } from '../api/meta.js';
-import { secretValue, type ObservedSecret } from '../api/secret.js';
-import type { UserGroupSpec } from '../api/usergroup.js';
-import { SecretValue } from '../service/secret-value.js';
-import { canonicalJson, sha256Hex } from './hash.js';
+} from '../../api/constants.js';
+import type { ObjectMeta, OwnerReference } from '../../api/meta.js';
+import { secretValue, type ObservedSecret } from '../../api/secret.js';
+import type { UserGroupSpec } from '../../api/usergroup.js';
+import { SecretValue } from '../../service/secret-value.js';
+import { canonicalJson, sha256Hex } from '../hash.js';
 
 /**
  * Computes the MAC of a token record under the connection's record key (see Connection.seal). Tenants can

@@ -1,48 +1,8 @@
-import type { UserGroup } from '../api/usergroup.js';
-import { buildUpsertBody } from '../service/client.js';
-import type { UpsertRequest } from '../service/types.js';
-import type { UserGroupSpec } from '../api/usergroup.js';
-import { canonicalJson, sha256Hex } from './hash.js';
+// Rotation policy: whether this reconcile rotates the token (requested, scheduled, or one to recover or settle after
+// a crash), when a token falls due, and which slot it waits for (pure; the steps are usergroup/rotation-slot.ts and
+// usergroup/rotate.ts).
+import { uidFraction } from '../hash.js';
 import type { SecretInspection } from './token-secret.js';
-
-export function upsertRequestFor(spec: UserGroupSpec): UpsertRequest {
-  return {
-    userGroupId: spec.userGroupId,
-    name: spec.name,
-    ...(spec.mapping !== undefined ? { mapping: spec.mapping } : {}),
-    ...(spec.properties !== undefined ? { properties: spec.properties } : {}),
-  };
-}
-
-/** Identifies what was last synced: the exact request body and the connection it went to. */
-export function syncHash(request: UpsertRequest, connectionId: string): string {
-  return `sha256:${sha256Hex(canonicalJson({ body: buildUpsertBody(request), connection: connectionId }))}`;
-}
-
-export type SyncReason = 'never-synced' | 'request-changed' | 'secret-missing' | 'secret-unreadable' | 'secret-kept' | 'resync';
-export type SyncDecision = { readonly kind: 'skip' } | { readonly kind: 'upsert'; readonly why: SyncReason };
-
-export interface SyncInputs {
-  readonly status: UserGroup['status'];
-  readonly desiredHash: string;
-  readonly secret: SecretInspection;
-  readonly resyncDue: boolean;
-}
-
-/**
- * Whether a PUT is needed. The service has no read operation, so a PUT is also how
- * we get the token back: needed whenever the Secret cannot vouch for it.
- */
-export function decideSync({ status, desiredHash, secret, resyncDue }: SyncInputs): SyncDecision {
-  if (status.syncedHash === undefined) return { kind: 'upsert', why: 'never-synced' };
-  if (status.syncedHash !== desiredHash) return { kind: 'upsert', why: 'request-changed' };
-  if (secret.state === 'missing') return { kind: 'upsert', why: 'secret-missing' };
-  // Kept from a deleted UserGroup: the PUT tells whether its token is still the group's (usergroup/adopt.ts).
-  if (secret.state === 'kept') return { kind: 'upsert', why: 'secret-kept' };
-  if (secret.state === 'owned' && !secret.trusted) return { kind: 'upsert', why: 'secret-unreadable' };
-  if (resyncDue) return { kind: 'upsert', why: 'resync' };
-  return { kind: 'skip' };
-}
 
 export type RotationDecision =
   | { readonly kind: 'none' }
@@ -119,19 +79,16 @@ export function scheduledRotation(issuedAt: string, maxAgeMs: number, uid: strin
   return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `${SCHEDULED_PREFIX}${issuedAt}` };
 }
 
-/** A number in [0, 1] fixed by the text: spreads per-object schedules the same way on every restart. */
-function uidFraction(text: string): number {
-  return Number.parseInt(sha256Hex(text).slice(0, 8), 16) / 0xffffffff;
-}
-
 /**
- * When the next periodic re-sync is due: lastSyncTime + period, plus up to 10 %
- * jitter derived from the uid so that 10,000 groups synced together spread out,
- * and a restart does not move anyone's schedule.
+ * Which slot a rotation needs before its intent is written: a due scheduled rotation one of the global cap
+ * (--scheduled-rotations-per-minute), so tokens falling due together trickle out; a requested one one of its
+ * namespace's rotation-request budget (controller/request-budget.ts), so a tenant writing the annotation in a loop spends its
+ * own budget, not the account's rate every tenant shares. Work already begun (recover, settle) never waits, nor a
+ * request that an adoption's rotation has satisfied (usergroup/rotate.ts marks it handled without a call).
  */
-export function nextResyncAt(lastSyncTime: string | undefined, uid: string, periodMs: number): number | undefined {
-  if (!lastSyncTime) return undefined;
-  const last = Date.parse(lastSyncTime);
-  if (Number.isNaN(last)) return undefined;
-  return last + periodMs + Math.floor(periodMs * 0.1 * uidFraction(uid));
+export type RotationGate = 'none' | 'scheduled-cap' | 'request-budget';
+
+export function rotationGate(rotation: RotationDecision, adoptionRotated: boolean): RotationGate {
+  if (rotation.kind !== 'rotate' || adoptionRotated) return 'none';
+  return rotation.scheduled ? 'scheduled-cap' : 'request-budget';
 }

@@ -1,7 +1,8 @@
+// The id-binding policy (policies/id-binding.ts): the one namespace the tenant rules let hold an id, if any.
 import { describe, expect, it } from 'vitest';
-import type { ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
-import { boundNamespace } from '../../src/controller/id-binding.js';
-import { clusterService } from '../support/fixtures.js';
+import type { ClusterUserGroupService } from '../../../src/api/clusterusergroupservice.js';
+import { boundNamespace } from '../../../src/controller/policies/id-binding.js';
+import { clusterService } from '../../support/fixtures.js';
 
 /** Whether the admins' rules leave an id to exactly one namespace: then it needs no claim (pure). */
 

@@ -1,12 +1,13 @@
+// The deletion policy (policies/deletion.ts): which objects keep the rotate-on-delete finalizer, and what a deletion does.
 import { describe, expect, it } from 'vitest';
 import {
   afterDeletionRotation,
   decideDeletion,
   decideLiveFinalizers,
-  DELETION_RETRY_MS,
   type DeletionInputs,
   type LiveFinalizerInputs,
-} from '../../src/controller/deletion-decision.js';
+} from '../../../src/controller/policies/deletion.js';
+import { DELETION_RETRY_MS } from '../../../src/controller/retry-policy.js';
 
 const ROTATE = { policy: 'Rotate', suspend: false } as const;
 const RETAIN = { policy: 'Retain', suspend: false } as const;

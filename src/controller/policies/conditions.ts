@@ -1,4 +1,5 @@
-import type { Condition, ConditionStatus } from '../api/usergroup.js';
+// The Ready condition: its reasons, and how it moves from one reconcile to the next (pure).
+import type { Condition, ConditionStatus } from '../../api/usergroup.js';
 
 /** Reasons of the Ready condition; the README's troubleshooting table explains each. */
 export const Reason = {

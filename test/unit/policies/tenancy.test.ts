@@ -1,7 +1,8 @@
+// The tenancy policy (policies/tenancy.ts): whether a shared connection's tenant rules admit a UserGroup.
 import { describe, expect, it } from 'vitest';
-import { parseClusterUserGroupService, prefixProblem, type TenantRule } from '../../src/api/clusterusergroupservice.js';
-import { parseLabelSelector, selects } from '../../src/api/label-selector.js';
-import { admit } from '../../src/controller/tenancy.js';
+import { parseClusterUserGroupService, prefixProblem, type TenantRule } from '../../../src/api/clusterusergroupservice.js';
+import { parseLabelSelector, selects } from '../../../src/api/label-selector.js';
+import { admit } from '../../../src/controller/policies/tenancy.js';
 
 /** The tenant rules of a ClusterUserGroupService: pure parsing and admission decisions. */
 

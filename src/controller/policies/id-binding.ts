@@ -1,4 +1,5 @@
-import { NAMESPACE_PLACEHOLDER, type ClusterUserGroupService, type TenantRule } from '../api/clusterusergroupservice.js';
+// Id-binding policy: the one namespace the tenant rules let hold a userGroupId, if any (pure; usergroup/claim.ts asks it).
+import { NAMESPACE_PLACEHOLDER, type ClusterUserGroupService, type TenantRule } from '../../api/clusterusergroupservice.js';
 
 /**
  * The one namespace the cluster admins' rules let hold a userGroupId, if there is exactly one: every tenant rule

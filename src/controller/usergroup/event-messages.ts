@@ -1,6 +1,7 @@
+// The text of every Event a reconcile sends about a UserGroup and of the condition messages that share it.
 import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
-import type { Reason } from '../conditions.js';
-import type { RotationDecision } from '../decide.js';
+import type { Reason } from '../policies/conditions.js';
+import type { RotationDecision } from '../policies/rotation.js';
 import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
 import type { UserGroupEvent } from './ports.js';
 

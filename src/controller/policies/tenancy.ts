@@ -1,5 +1,6 @@
-import { NAMESPACE_PLACEHOLDER, type Adoption, type TenantRule } from '../api/clusterusergroupservice.js';
-import { selects } from '../api/label-selector.js';
+// Tenancy policy: whether a shared connection's tenant rules admit a UserGroup and its id (pure; connections.ts asks it).
+import { NAMESPACE_PLACEHOLDER, type Adoption, type TenantRule } from '../../api/clusterusergroupservice.js';
+import { selects } from '../../api/label-selector.js';
 import { Reason } from './conditions.js';
 
 /** Whether a shared connection serves this UserGroup, and under which adoption policy. */

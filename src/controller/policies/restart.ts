@@ -1,4 +1,5 @@
-import type { ObservedWorkload, RestartTarget } from '../api/workload.js';
+// Restart policy: what a new token does to spec.rolloutRestartTargets (pure; the step is usergroup/restart-consumers.ts).
+import type { ObservedWorkload, RestartTarget } from '../../api/workload.js';
 
 /**
  * What spec.rolloutRestartTargets call for in this reconcile. The unit is the token, named by its issue time:

@@ -1,7 +1,9 @@
-import type { DeletionPolicy } from '../api/usergroup.js';
+// Deletion policy: spec.deletionPolicy's finalizers and what a deletion does (pure; the step is usergroup/finalize.ts).
+import type { DeletionPolicy } from '../../api/usergroup.js';
+import { DELETION_RETRY_MS, IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 
 /**
- * spec.deletionPolicy as pure decisions, tested without I/O (test/unit/deletion-decision.test.ts): which objects
+ * spec.deletionPolicy as pure decisions, tested without I/O (test/unit/policies/deletion.test.ts): which objects
  * carry the rotate-on-delete finalizer while they live, and what a deletion holding it does. The step that acts on
  * them is controller/usergroup/finalize.ts.
  */
@@ -121,9 +123,6 @@ export function decideDeletion(input: DeletionInputs): DeletionDecision {
 /** What the service's answer to the deletion's POST means. */
 export type RotationAnswer = 'rotated' | 'not-current' | 'failed' | 'deferred';
 
-/** How long to wait before trying a failed deletion rotation again (capped by what is left of the limit). */
-export const DELETION_RETRY_MS = 5_000;
-
 /**
  * After the POST: rotated, or the service says the held token is not current (it is already dead: done); otherwise
  * come back within what is left of the limit — then the next decideDeletion gives up.
@@ -136,5 +135,5 @@ export function afterDeletionRotation(
   if (answer === 'rotated') return { kind: 'release', rotated: 'now' };
   if (answer === 'not-current') return { kind: 'release', rotated: 'already-invalid' };
   const wait = answer === 'deferred' ? (deferredForMs ?? DELETION_RETRY_MS) : DELETION_RETRY_MS;
-  return { kind: 'retry', afterMs: Math.max(1, Math.min(wait, remainingMs)) };
+  return { kind: 'retry', afterMs: Math.max(IMMEDIATE_RETRY_MS, Math.min(wait, remainingMs)) };
 }

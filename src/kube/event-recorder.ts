@@ -1,3 +1,4 @@
+// The Event recorder: events.k8s.io/v1 Events, aggregated like client-go's, with a budget per namespace.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isRetryable } from './api-error.js';

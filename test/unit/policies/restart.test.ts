@@ -1,6 +1,7 @@
+// The restart policy (policies/restart.ts): what a new token does to spec.rolloutRestartTargets.
 import { describe, expect, it } from 'vitest';
-import { parseWorkload, type ObservedWorkload } from '../../src/api/workload.js';
-import { decideRestarts, workloadAction } from '../../src/controller/restart-decision.js';
+import { parseWorkload, type ObservedWorkload } from '../../../src/api/workload.js';
+import { decideRestarts, workloadAction } from '../../../src/controller/policies/restart.js';
 
 const TARGETS = [{ kind: 'Deployment', name: 'web' }] as const;
 const T1 = '2026-11-22T01:00:00.000Z';

@@ -1,6 +1,8 @@
+// Step 5, sync at the service: the PUT the plan calls for (policies/sync.ts decides).
 import type { ReconcileContext } from './context.js';
-import { isDeferral } from './context.js';
-import { deferred, end, next, serviceFailed, type Step } from './outcome.js';
+import { isDeferral } from './service-calls.js';
+import { end, next, type Step } from './outcome.js';
+import { deferred, serviceFailed } from './call-failure.js';
 import { putPlanned, type Plan } from './plan.js';
 import type { Progress } from './progress.js';
 

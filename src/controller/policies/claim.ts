@@ -1,5 +1,6 @@
-import { claimName, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
-import type { ObjectMeta } from '../api/meta.js';
+// Claim policy: who may use a userGroupId on an account (pure; the step that acts on it is usergroup/claim.ts).
+import { claimName, type ClaimSpec, type UserGroupClaim } from '../../api/claim.js';
+import type { ObjectMeta } from '../../api/meta.js';
 
 export interface ClaimInputs {
   /** The claim for (account, userGroupId), as last seen. */
