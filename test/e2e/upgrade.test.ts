@@ -20,7 +20,7 @@ import { parsePrometheus } from '../support/prometheus-text.js';
 import { getJson, helm, kubectl, leaderPod, podReady, waitFor, type PodView } from './support/cluster.js';
 import { documentedCommands } from './support/doc-commands.js';
 import { extractPreviousRelease, PREVIOUS_RELEASE } from './support/previous-release.js';
-import { E2E_REGISTRY, readRelease, releaseDir } from './support/release.js';
+import { E2E_UPGRADE_REGISTRY, readRelease, releaseDir } from './support/release.js';
 import { workflowUploads } from '../support/release-workflow.js';
 import { ResumableWatch } from './support/resumable-watch.js';
 import {
@@ -402,7 +402,12 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'ugo-upgrade-'));
     const crane = buildGoTool('crane', 'devtools/crane/build.sh');
     const helmBin = path.join(inject('binDir'), 'helm');
-    registry = await startRegistry({ crane, dir: path.join(inject('nodeRoot'), 'upgrade-registry'), address: inject('nodeAddress'), port: E2E_REGISTRY.port });
+    registry = await startRegistry({
+      crane,
+      dir: path.join(inject('nodeRoot'), 'upgrade-registry'),
+      address: inject('nodeAddress'),
+      port: E2E_UPGRADE_REGISTRY.port,
+    });
     trustPlainHttpRegistry({ root: inject('nodeRoot') }, registry.host);
 
     // 0.2.0 as it would have been published: its image (built from its commit) under its version tag, its chart
@@ -418,9 +423,10 @@ describe(`upgrade from ${PREVIOUS_RELEASE.version} and rollback, on the node`, (
 
     // This tree's release, pushed, and downloaded as the workflow uploads it; its plugin where kubectl finds it.
     manifest = readRelease(releaseDir());
-    expect(manifest.image.repository).toBe(`${registry.host}/usergroup-operator`);
-    await pushRelease({ tools: { crane, helm: helmBin }, dir: releaseDir(), manifest, plainHttp: true });
-    thisImage = `${manifest.image.repository}@${manifest.image.digest}`;
+    // To this file's registry, not the one the release was made for (its signatures sign digests: they still hold).
+    const pushed = await pushRelease({ tools: { crane, helm: helmBin }, dir: releaseDir(), manifest, registry: registry.host, plainHttp: true });
+    thisImage = pushed.image;
+    expect(thisImage).toBe(`${registry.host}/usergroup-operator@${manifest.image.digest}`);
     download = fs.mkdtempSync(path.join(work, 'download-'));
     for (const file of workflowUploads(releaseDir())) fs.copyFileSync(path.join(releaseDir(), file), path.join(download, file));
     pluginDir = fs.mkdtempSync(path.join(work, 'bin-'));

@@ -4,6 +4,12 @@ import type { ReleaseManifest } from '../../../src/devtools/release/release.js';
 /** The registry test/e2e/release.test.ts runs on the node's address; the release is made for it (release-cli.ts). */
 export const E2E_REGISTRY = { port: 5000 } as const;
 
+/**
+ * The registry test/e2e/upgrade.test.ts publishes both releases to: another port, so that the image references it
+ * makes the kubelet pull are not release.test.ts's (which asserts the kubelet pulls its own, whichever file runs first).
+ */
+export const E2E_UPGRADE_REGISTRY = { port: 5001 } as const;
+
 /** Where `npm run test:e2e` puts the release it made before entering the node's namespaces. */
 export const RELEASE_DIR_ENV = 'UGO_E2E_RELEASE_DIR';
 
