@@ -11,7 +11,7 @@ import { ServiceCalls } from './service-calls.js';
 import { Messages } from './event-messages.js';
 import { finalizeDeletion, keepFinalizers } from './finalize.js';
 import { observeSecret, type SecretSource } from './observe-secret.js';
-import { blocked, DONE, failed, next, type Outcome, type Step } from './outcome.js';
+import { blocked, DONE, next, type Outcome, type Step } from './outcome.js';
 import { plan, type Held, type Plan } from './plan.js';
 import type { ReconcilePorts } from './ports.js';
 import { startingPoint, type Progress } from './progress.js';
@@ -22,7 +22,7 @@ import { awaitRotationSlot } from './rotation-slot.js';
 import { storeToken } from './store-token.js';
 import { syncAtService } from './sync-at-service.js';
 import { syncOnRequest } from './sync-on-request.js';
-import { secretAppeared, type SecretAppeared } from './write-secret.js';
+import { secretAppeared } from './write-secret.js';
 
 export interface ReconcilerDeps {
   readonly ports: ReconcilePorts;
@@ -31,7 +31,7 @@ export interface ReconcilerDeps {
 }
 
 /** A step after the plan: `(ctx, plan, progress) → Step`, each in its own module. */
-type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress, Outcome | SecretAppeared>>;
+type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress>>;
 
 /**
  * Sync at the service (or on request) → adopt what was there → a slot for the rotation, if one is due → rotate →
@@ -75,22 +75,21 @@ async function converge(ctx: ReconcileContext): Promise<Outcome> {
   if (!claim.ok) return claim.end;
   const held: Held = { ...admitted.value, ...claim.value };
   // Neither cache knowing the Secret's name means none exists, unless a watch lags behind a creation: then our
-  // create meets it before any rotation or Secret write, and the second pass reads it live.
+  // create meets it before any rotation or Secret write, and the second pass reads it live. Only here is that
+  // ending told from a lost race: the steps pass it on as one, and a second pass that meets it again ends so.
   const first = await fromSecret(ctx, held, 'cache');
-  if (!secretAppeared(first)) return first;
-  const second = await fromSecret(ctx, held, 'live');
-  return secretAppeared(second) ? { report: undefined, result: failed('lost-race') } : second;
+  return secretAppeared(first) ? fromSecret(ctx, held, 'live') : first;
 }
 
 /** Observe the token Secret → plan (pure) → the steps → the synced report. */
-async function fromSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<Outcome | SecretAppeared> {
+async function fromSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<Outcome> {
   const secret = await observeSecret(ctx, held, source);
   if (secret.state === 'foreign') {
     const key = objectKey({ namespace: ctx.ug.metadata.namespace, name: held.spec.tokenSecret.name });
     return blocked(ctx, Reason.SecretConflict, Messages.secretConflict(key), 'secret-taken');
   }
   const decided = plan({ ug: ctx.ug, held, secret, settings: ctx.settings, now: ctx.ports.clock.now() });
-  let step: Step<Progress, Outcome | SecretAppeared> = next(startingPoint(decided, ctx.previous));
+  let step: Step<Progress> = next(startingPoint(decided, ctx.previous));
   for (const run of STEPS) {
     if (!step.ok) return step.end;
     step = await run(ctx, decided, step.value);

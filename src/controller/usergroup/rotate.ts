@@ -4,18 +4,18 @@ import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { isDeferral } from './service-calls.js';
 import { Events, type Rotation } from './event-messages.js';
-import { end, next, type Outcome, type Step } from './outcome.js';
+import { end, next, type Step } from './outcome.js';
 import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
-import { writeTokenSecret, type SecretAppeared } from './write-secret.js';
+import { writeTokenSecret } from './write-secret.js';
 
 /**
  * The exactly-once rotation protocol. The request is recorded as pending on the Secret before the POST, so a run
  * that dies after the service rotated finds it pending and checks with a PUT (the sync step) instead of rotating
  * a second time; a value recorded as handled is never rotated again.
  */
-export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, Outcome | SecretAppeared>> {
+export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
   const { rotation } = plan;
   const held = plan.owned?.token;
   switch (rotation.kind) {
@@ -56,7 +56,7 @@ async function rotate(
   plan: Plan,
   progress: Progress,
   rotation: Extract<RotationDecision, { kind: 'rotate' | 'recover' }>,
-): Promise<Step<Progress, Outcome | SecretAppeared>> {
+): Promise<Step<Progress>> {
   const { connection } = plan;
   const token = progress.token;
   if (!token) throw new Error('no trusted token to rotate');

@@ -2,13 +2,13 @@
 import { sha256Hex } from '../hash.js';
 import type { ReconcileContext } from './context.js';
 import { Events } from './event-messages.js';
-import { next, type Outcome, type Step } from './outcome.js';
+import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
-import { writeTokenSecret, type SecretAppeared } from './write-secret.js';
+import { writeTokenSecret } from './write-secret.js';
 
 /** Writes the token Secret as it should be now, and removes token Secrets of an earlier spec.tokenSecret.name. */
-export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, Outcome | SecretAppeared>> {
+export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
   const { spec, connection, sync } = plan;
   // No call was made and the Secret holds the sealed token: its digest is enough to tell whether only
   // metadata (bookkeeping, the user's labels) must change, and then the token is read to write it.

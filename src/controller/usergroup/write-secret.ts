@@ -9,14 +9,16 @@ import { readLive } from './observe-secret.js';
 import { end, failed, secretWriteRefused, type Outcome, type Step } from './outcome.js';
 import type { Held } from './plan.js';
 
-/** A create met a Secret neither cache knew of (a watch lagging behind a creation): decide again from a live read. */
-export interface SecretAppeared {
-  readonly kind: 'secret-appeared';
-}
-const SECRET_APPEARED: SecretAppeared = { kind: 'secret-appeared' };
+/**
+ * A create met a Secret neither cache knew of (a watch lagging behind a creation). A lost race like any other
+ * conflict, and the steps pass it on as one; the step runner alone (reconcile.ts) knows it by this very value and,
+ * the first time, decides again from a live read instead.
+ */
+const SECRET_APPEARED: Outcome = { report: undefined, result: failed('lost-race') };
 
-export function secretAppeared(ending: Outcome | SecretAppeared): ending is SecretAppeared {
-  return 'kind' in ending;
+/** Whether a reconcile's ending is a Secret that appeared (see SECRET_APPEARED). */
+export function secretAppeared(ending: Outcome): boolean {
+  return ending === SECRET_APPEARED;
 }
 
 /**
@@ -29,7 +31,7 @@ export async function writeTokenSecret(
   { spec, connection }: Pick<Held, 'spec' | 'connection'>,
   content: SecretContent,
   current: ObservedSecret | undefined,
-): Promise<Step<ObservedSecret, Outcome | SecretAppeared>> {
+): Promise<Step<ObservedSecret>> {
   const keeper = ctx.ports.tokenSecrets.keeper(ctx.ug.metadata.namespace);
   let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal, keeper);
   if (!(content.token instanceof SecretValue)) {
