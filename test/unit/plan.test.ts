@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { RotationDecision } from '../../src/controller/policies/rotation.js';
 import { inspectSecret } from '../../src/controller/policies/token-secret.js';
-import { mustReadData, wakeAfterSync } from '../../src/controller/usergroup/plan.js';
+import { mustReadData } from '../../src/controller/usergroup/plan.js';
+import { waitForSlot, waitsForSlot, wakeAfterSync, type Progress } from '../../src/controller/usergroup/progress.js';
 import { SEAL } from '../support/fixtures.js';
 import { sealedSecret, userGroup } from '../support/reconciler-harness.js';
 
@@ -41,20 +42,45 @@ describe('mustReadData: the token Secret as metadata only is believed unless a r
 
 describe('wakeAfterSync: the resync, the scheduled rotation unless a cap keeps a slot for it, and the slots', () => {
   it('nothing due: no wake-up', () => {
-    expect(wakeAfterSync({ resyncAt: undefined, schedule: undefined, rotationSlotInMs: undefined, restartSlotInMs: undefined })).toBeUndefined();
+    expect(wakeAfterSync({ resyncAt: undefined, schedule: undefined, slot: undefined })).toBeUndefined();
   });
 
   it('the resync and the schedule are due times; a slot is a wait', () => {
-    expect(wakeAfterSync({ resyncAt: 10, schedule: { dueAt: 20, value: 'scheduled:x' }, rotationSlotInMs: undefined, restartSlotInMs: 300 })).toEqual({
+    expect(wakeAfterSync({ resyncAt: 10, schedule: { dueAt: 20, value: 'scheduled:x' }, slot: { inMs: 300, why: ['restart'] } })).toEqual({
       dueAt: [10, 20],
       slotInMs: [300],
     });
   });
 
   it('a rotation held back by the cap comes back for its slot, not for its (past) due time', () => {
-    expect(wakeAfterSync({ resyncAt: 10, schedule: { dueAt: 5, value: 'scheduled:x' }, rotationSlotInMs: 4_000, restartSlotInMs: undefined })).toEqual({
+    expect(wakeAfterSync({ resyncAt: 10, schedule: { dueAt: 5, value: 'scheduled:x' }, slot: { inMs: 4_000, why: ['rotation'] } })).toEqual({
       dueAt: [10],
       slotInMs: [4_000],
     });
+  });
+});
+
+describe('waitForSlot: the slots a reconcile waits for, as one value', () => {
+  const progress: Progress = {
+    token: undefined,
+    group: undefined,
+    book: { handled: undefined, pending: undefined },
+    rotatedAt: undefined,
+    adopted: undefined,
+    secret: undefined,
+  };
+
+  it('the earliest slot wins, whichever order they come in; everything that waits is kept', () => {
+    const both = waitForSlot(waitForSlot(progress, 'sync-request', 6_000), 'rotation', 4_000);
+    expect(both.wake).toEqual({ inMs: 4_000, why: ['sync-request', 'rotation'] });
+    expect(waitForSlot(both, 'restart', 9_000).wake?.inMs).toBe(4_000);
+    expect(waitsForSlot(both, 'rotation')).toBe(true);
+    expect(waitsForSlot(both, 'restart')).toBe(false);
+    expect(waitsForSlot(progress, 'rotation')).toBe(false);
+  });
+
+  it('a rotation that waits for a later slot than a sync request still keeps its schedule out of the wake-up', () => {
+    const both = waitForSlot(waitForSlot(progress, 'sync-request', 100), 'rotation', 4_000);
+    expect(wakeAfterSync({ resyncAt: 10, schedule: { dueAt: 5, value: 'scheduled:x' }, slot: both.wake })).toEqual({ dueAt: [10], slotInMs: [100] });
   });
 });

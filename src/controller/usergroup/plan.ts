@@ -5,7 +5,6 @@ import type { UpsertRequest } from '../../service/types.js';
 import type { Connection } from '../connections.js';
 import { decideRotation, effectiveMaxTokenAge, scheduledRotation, type RotationDecision, type ScheduledRotation } from '../policies/rotation.js';
 import { decideSync, nextResyncAt, syncHash, upsertRequestFor, type SyncDecision } from '../policies/sync.js';
-import type { Wake } from '../reconcile-contract.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../policies/sync.js';
 import type { KeptSecret, SecretInspection } from '../policies/token-secret.js';
 import type { IdHold } from './claim.js';
@@ -126,22 +125,4 @@ export function mustReadData(secret: SecretInspection, verified: boolean, rotati
   if (!verified) return true;
   const { kind } = rotation();
   return kind === 'rotate' || kind === 'recover' || kind === 'settle';
-}
-
-/**
- * When to come back after a converged reconcile: the periodic resync, the scheduled rotation of the token now
- * stored (unless a rotation already waits for its slot: a due schedule would bring the key back at once, again and
- * again), and the slots the caps and budgets keep for this key.
- */
-export function wakeAfterSync(input: {
-  readonly resyncAt: number | undefined;
-  readonly schedule: ScheduledRotation | undefined;
-  readonly rotationSlotInMs: number | undefined;
-  readonly restartSlotInMs: number | undefined;
-  /** A sync request waits for its namespace's budget: the slot kept for it. */
-  readonly syncRequestSlotInMs?: number | undefined;
-}): Wake | undefined {
-  const dueAt = [input.resyncAt, input.rotationSlotInMs === undefined ? input.schedule?.dueAt : undefined].filter((t): t is number => t !== undefined);
-  const slotInMs = [input.rotationSlotInMs, input.restartSlotInMs, input.syncRequestSlotInMs].filter((ms): ms is number => ms !== undefined);
-  return dueAt.length === 0 && slotInMs.length === 0 ? undefined : { dueAt, slotInMs };
 }

@@ -1,9 +1,10 @@
-// What the steps after the plan hand on to each other, starting from what the plan and the status give.
+// What the steps after the plan hand on to each other, starting from what the plan and the status give; the slots they wait for.
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupStatus } from '../../api/usergroup.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { ServiceUserGroup } from '../../service/types.js';
-import type { FailureCause } from '../reconcile-contract.js';
+import type { ScheduledRotation } from '../policies/rotation.js';
+import type { FailureCause, Wake } from '../reconcile-contract.js';
 import type { Plan } from './plan.js';
 
 /** Rotation bookkeeping as the token Secret records it (sealed with the token). */
@@ -30,22 +31,41 @@ export interface Progress {
   readonly reclaimedFrom?: string;
   /** From the store step: when the stored token was obtained, and whether it is another than the one held before. */
   readonly stored?: { readonly issuedAt: string; readonly changed: boolean };
-  /**
-   * A rotation waits for its slot this far ahead (rotation-slot.ts): a due scheduled one for the global cap's, a
-   * requested one for its namespace's budget's.
-   */
-  readonly rotationSlotInMs?: number;
-  /** A sync request waits for its namespace's budget: the slot kept for it is this far ahead. */
-  readonly syncRequestSlotInMs?: number;
+  /** Work left for a slot a cap or a budget keeps for this key (waitForSlot): the key comes back at the earliest. */
+  readonly wake?: SlotWake;
   /** From the restart step. */
   readonly restarts?: RestartProgress;
+}
+
+/**
+ * What waits for a slot: a rotation (rotation-slot.ts: a due scheduled one for the global cap's, a requested one
+ * for its namespace's budget's), a sync request (sync-on-request.ts: its namespace's budget's), workload restarts
+ * (restart-consumers.ts: the restart cap's).
+ */
+export type SlotFor = 'rotation' | 'sync-request' | 'restart';
+
+/** The slots this reconcile's work waits for, as one value. */
+export interface SlotWake {
+  /** The earliest of the slots, this far ahead. */
+  readonly inMs: number;
+  /** Everything that waits (a rotation that waits is not begun: rotate.ts). */
+  readonly why: readonly SlotFor[];
+}
+
+/** `why` waits for a slot `inMs` ahead. The one place slots meet: the earliest wins, and all that waits is kept. */
+export function waitForSlot(progress: Progress, why: SlotFor, inMs: number): Progress {
+  const { wake } = progress;
+  return { ...progress, wake: { inMs: wake ? Math.min(wake.inMs, inMs) : inMs, why: [...(wake?.why ?? []), why] } };
+}
+
+/** Whether `why` waits for a slot (waitForSlot). */
+export function waitsForSlot(progress: Pick<Progress, 'wake'>, why: SlotFor): boolean {
+  return progress.wake?.why.includes(why) === true;
 }
 
 export interface RestartProgress {
   /** status.rolloutRestarts as the step leaves it. */
   readonly status: UserGroupStatus['rolloutRestarts'];
-  /** Restarts are left to do: the cap keeps a slot this far ahead. */
-  readonly slotInMs?: number;
   /** Restarts are left to do: a target could not be restarted. */
   readonly failure?: FailureCause;
 }
@@ -69,4 +89,20 @@ export function startingPoint(plan: Plan, previous: UserGroupStatus): Progress {
 /** When the token now held was obtained: the store step knows; before it, the plan's. */
 export function issuedAtNow(plan: Plan, progress: Progress): string {
   return progress.stored?.issuedAt ?? plan.issuedAt;
+}
+
+/**
+ * When to come back after a converged reconcile: the periodic resync, the scheduled rotation of the token now
+ * stored (unless a rotation already waits for its slot: a due schedule would bring the key back at once, again and
+ * again), and the earliest slot the caps and budgets keep for this key.
+ */
+export function wakeAfterSync(input: {
+  readonly resyncAt: number | undefined;
+  readonly schedule: ScheduledRotation | undefined;
+  readonly slot: SlotWake | undefined;
+}): Wake | undefined {
+  const rotationWaits = waitsForSlot({ wake: input.slot }, 'rotation');
+  const dueAt = [input.resyncAt, rotationWaits ? undefined : input.schedule?.dueAt].filter((t): t is number => t !== undefined);
+  const slotInMs = input.slot ? [input.slot.inMs] : [];
+  return dueAt.length === 0 && slotInMs.length === 0 ? undefined : { dueAt, slotInMs };
 }

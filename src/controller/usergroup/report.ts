@@ -9,8 +9,8 @@ import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { Messages } from './event-messages.js';
 import { DONE, failed, type Outcome, type StatusReport } from './outcome.js';
-import { tokenSchedule, wakeAfterSync, type Plan } from './plan.js';
-import { issuedAtNow, type Progress } from './progress.js';
+import { tokenSchedule, type Plan } from './plan.js';
+import { issuedAtNow, wakeAfterSync, type Progress } from './progress.js';
 
 /**
  * The one status write of a reconcile, from its outcome: only when the status would differ from what the
@@ -62,14 +62,8 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     ...(progress.adopted ? { adoption: progress.adopted } : {}),
     rolloutRestarts: progress.restarts?.status,
   };
-  const restarts = progress.restarts;
-  const wake = wakeAfterSync({
-    resyncAt: nextResyncAt(lastSyncTime, ctx.ug.metadata.uid, ctx.settings.resyncPeriodMs),
-    schedule,
-    rotationSlotInMs: progress.rotationSlotInMs,
-    restartSlotInMs: restarts?.slotInMs,
-    syncRequestSlotInMs: progress.syncRequestSlotInMs,
-  });
-  const result: ReconcileResult = restarts?.failure ? failed(restarts.failure) : wake ? { kind: 'done', wake } : DONE;
+  const wake = wakeAfterSync({ resyncAt: nextResyncAt(lastSyncTime, ctx.ug.metadata.uid, ctx.settings.resyncPeriodMs), schedule, slot: progress.wake });
+  const failure = progress.restarts?.failure;
+  const result: ReconcileResult = failure ? failed(failure) : wake ? { kind: 'done', wake } : DONE;
   return { report: { status: 'True', reason: Reason.Synced, message: Messages.synced(plan.spec.tokenSecret.name), fields }, result };
 }

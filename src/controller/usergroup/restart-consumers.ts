@@ -7,7 +7,7 @@ import { iso } from './context.js';
 import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
-import { issuedAtNow, type Progress, type RestartProgress } from './progress.js';
+import { issuedAtNow, waitForSlot, type Progress, type RestartProgress } from './progress.js';
 
 /**
  * After the new token is stored (pods restarted before would start with the old one): restart the workloads
@@ -43,6 +43,8 @@ export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progre
     ctx.signal?.throwIfAborted();
     const done = await restartOne(ctx, target, issuedAt);
     if (done === 'restarted') restartedAny = true;
+    // Left to do: the cap keeps a slot for the key (come back then), or a target failed.
+    else if (done !== 'skipped' && 'slotInMs' in done) return next(waitForSlot({ ...progress, restarts: { status: before } }, 'restart', done.slotInMs));
     else if (done !== 'skipped') return leave({ ...done, status: before });
   }
   return leave({ status: restartedAny ? { tokenIssuedTime: issuedAt, lastRestartTime: iso(ctx.ports.clock.now()) } : recorded });
@@ -53,7 +55,7 @@ async function restartOne(
   ctx: ReconcileContext,
   target: RestartTarget,
   issuedAt: string,
-): Promise<'restarted' | 'skipped' | Pick<RestartProgress, 'slotInMs' | 'failure'>> {
+): Promise<'restarted' | 'skipped' | { readonly slotInMs: number } | Pick<RestartProgress, 'failure'>> {
   const { namespace, name } = ctx.ug.metadata;
   const what = describeTarget(target);
   const read = await ctx.ports.workloads.read(namespace, target);

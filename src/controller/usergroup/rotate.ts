@@ -7,7 +7,7 @@ import { Events, type Rotation } from './event-messages.js';
 import { end, next, type Step } from './outcome.js';
 import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
-import type { Progress } from './progress.js';
+import { waitsForSlot, type Progress } from './progress.js';
 import { writeTokenSecret } from './write-secret.js';
 
 /**
@@ -45,7 +45,7 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
       // An adoption rotation made the token newer than any rotation request: that request is satisfied.
       if (progress.adopted?.tokenRotated) return next({ ...progress, book: { ...progress.book, handled: handledAfter(rotation, progress) } });
       // No slot yet (rotation-slot.ts): it waits, nothing is written for it, and the key comes back at the slot.
-      if (progress.rotationSlotInMs !== undefined) return next(progress);
+      if (waitsForSlot(progress, 'rotation')) return next(progress);
       return rotate(ctx, plan, progress, rotation);
   }
 }

@@ -5,7 +5,7 @@ import type { ReconcileContext } from './context.js';
 import { Events } from './event-messages.js';
 import { next, type Step } from './outcome.js';
 import type { Plan } from './plan.js';
-import type { Progress } from './progress.js';
+import { waitForSlot, type Progress } from './progress.js';
 
 /**
  * Takes the rotation's slot. Without one the rotation waits (rotate.ts leaves it alone), the rest of the reconcile
@@ -19,7 +19,7 @@ export function awaitRotationSlot(ctx: ReconcileContext, plan: Plan, progress: P
       return Promise.resolve(next(progress));
     case 'scheduled-cap': {
       const slotInMs = ctx.ports.caps.rotation(ctx.key);
-      return Promise.resolve(next(slotInMs > 0 ? { ...progress, rotationSlotInMs: slotInMs } : progress));
+      return Promise.resolve(next(slotInMs > 0 ? waitForSlot(progress, 'rotation', slotInMs) : progress));
     }
     case 'request-budget': {
       const namespace = ctx.ug.metadata.namespace;
@@ -30,7 +30,7 @@ export function awaitRotationSlot(ctx: ReconcileContext, plan: Plan, progress: P
       if (slot.first && rotation.kind === 'rotate') {
         ctx.ports.events.emit(ctx.ug, Events.requestWaiting('rotation', rotation.value, slot.inMs, ctx.settings.requestBudgets.rotation));
       }
-      return Promise.resolve(next({ ...progress, rotationSlotInMs: slot.inMs }));
+      return Promise.resolve(next(waitForSlot(progress, 'rotation', slot.inMs)));
     }
   }
 }

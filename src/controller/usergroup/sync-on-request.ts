@@ -5,7 +5,7 @@ import { Events } from './event-messages.js';
 import { end, next, type Step } from './outcome.js';
 import { deferred, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
-import type { Progress } from './progress.js';
+import { waitForSlot, type Progress } from './progress.js';
 
 /**
  * A sync request that nothing else answers (plan.syncRequest `put`): one PUT, once the namespace's budget gives it
@@ -19,7 +19,7 @@ export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress:
   const slot = ctx.ports.caps.request('sync', ctx.ug.metadata.namespace, ctx.key);
   if (slot.kind === 'wait') {
     if (slot.first) ctx.ports.events.emit(ctx.ug, Events.requestWaiting('sync', request.value, slot.inMs, ctx.settings.requestBudgets.sync));
-    return next({ ...progress, syncRequestSlotInMs: slot.inMs });
+    return next(waitForSlot(progress, 'sync-request', slot.inMs));
   }
   const { connection } = plan;
   const result = await ctx.calls.upsert(connection, plan.request);
