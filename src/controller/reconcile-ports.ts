@@ -12,7 +12,16 @@ import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
 import type { RateCap } from './rate-cap.js';
 import type { RequestBudgets } from './request-budget.js';
-import type { ClaimsPort, FinalizersPort, MetricsPort, ReconcilePorts, StatusPort, TokenSecretsPort, WorkloadsPort } from './usergroup/ports.js';
+import type {
+  ClaimsPort,
+  FinalizersPort,
+  MetricsPort,
+  ReconcilePorts,
+  StatusPort,
+  TokenSecretApplyPort,
+  TokenSecretCacheView,
+  WorkloadsPort,
+} from './usergroup/ports.js';
 import { API_VERSION, ROTATE_ON_DELETE_FINALIZER, USERGROUP_KIND } from '../api/constants.js';
 import type { FinalizerWriter } from '../kube/finalizer-writer.js';
 import { paths } from '../kube/paths.js';
@@ -50,7 +59,8 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
   return {
     userGroups: { get: (key) => caches.userGroups.get(key), withId: (id) => caches.withUserGroupId(id) },
     claims: claimsPort(deps),
-    tokenSecrets: tokenSecretsPort(deps),
+    secretCache: secretCacheView(deps),
+    secrets: secretApplyPort(deps),
     status: statusPort(deps),
     connections: {
       resolve: (ns, ref, id) => connections.resolve(ns, ref, id),
@@ -147,12 +157,21 @@ function claimsPort({ caches, writers, fence }: PortDeps): ClaimsPort {
   };
 }
 
-function tokenSecretsPort({ caches, writers, fence }: PortDeps): TokenSecretsPort {
+function secretCacheView({ caches }: PortDeps): TokenSecretCacheView {
   return {
-    cached: (key) => caches.secrets.get(key),
-    otherExists: (key) => caches.otherSecretExists(key),
-    read: (ns, name) => writers.secrets.get(ns, name),
+    seen: (key) => ({ cached: caches.secrets.get(key), otherExists: caches.otherSecretExists(key) }),
     owned: (ug) => caches.ownedSecrets(ug),
+    keeper: (namespace) => {
+      const uid = caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.uid;
+      return uid === undefined ? undefined : { apiVersion: 'v1', kind: 'Namespace', name: namespace, uid, controller: false };
+    },
+    known: (key, rv) => ({ ...caches.verified.known(key, rv), remember: (at, token) => caches.verified.remember(key, at, token) }),
+  };
+}
+
+function secretApplyPort({ caches, writers, fence }: PortDeps): TokenSecretApplyPort {
+  return {
+    read: (ns, name) => writers.secrets.get(ns, name),
     apply: async (desired, current) => {
       fence();
       const applied = await writers.secrets.apply(desired, current);
@@ -168,12 +187,6 @@ function tokenSecretsPort({ caches, writers, fence }: PortDeps): TokenSecretsPor
       fence();
       return writers.secrets.delete(secret.metadata.namespace, secret.metadata.name, secret.metadata.uid);
     },
-    keeper: (namespace) => {
-      const uid = caches.namespaces.get(objectKey({ namespace: '', name: namespace }))?.metadata.uid;
-      return uid === undefined ? undefined : { apiVersion: 'v1', kind: 'Namespace', name: namespace, uid, controller: false };
-    },
-    known: (key, rv) => caches.verified.known(key, rv),
-    remember: (key, rv, token) => caches.verified.remember(key, rv, token),
   };
 }
 

@@ -269,16 +269,23 @@ export function harness(world: World): Harness {
         claims.delete(c.metadata.name);
       },
     },
-    tokenSecrets: {
-      cached: () => world.cached,
-      otherExists: () => world.otherKnown ?? false,
+    secretCache: {
+      seen: () => ({ cached: world.cached, otherExists: world.otherKnown ?? false }),
       keeper: () => world.keeper,
+      // As the owner index: only a Secret this UserGroup controls.
+      owned: (ug) => (world.cached?.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid) ? [world.cached] : []),
+      // The harness's Secrets carry their data, so the metadata-only trust question never arises.
+      known: () => ({
+        verified: world.verified ?? true,
+        token: world.heldToken === undefined ? undefined : new SecretValue(world.heldToken),
+        remember: () => undefined,
+      }),
+    },
+    secrets: {
       read: async () => {
         calls.push('GET Secret');
         return world.vanishesOnRead ? undefined : world.live;
       },
-      // As the owner index: only a Secret this UserGroup controls.
-      owned: (ug) => (world.cached?.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid) ? [world.cached] : []),
       // As SecretWriter.apply: no request when the Secret already is the desired one.
       apply: async (desired, current): Promise<SecretApplyResult> => {
         if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
@@ -296,9 +303,6 @@ export function harness(world: World): Harness {
         calls.push('delete Secret');
         deleted.push(s.metadata.name);
       },
-      // The harness's Secrets carry their data, so the metadata-only trust question never arises.
-      known: () => ({ verified: world.verified ?? true, token: world.heldToken === undefined ? undefined : new SecretValue(world.heldToken) }),
-      remember: () => undefined,
     },
     status: {
       patch: async (_ug, status) => {

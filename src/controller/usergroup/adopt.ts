@@ -51,8 +51,8 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
 /** A Secret this UserGroup owns carries a record sealed under this account's key: it synced here before (a crash before its status write). */
 async function sealedOnThisAccount(ctx: ReconcileContext, plan: Plan): Promise<boolean> {
   // The cache has no data, and a record is proof only with the token it seals.
-  for (const cached of ctx.ports.tokenSecrets.owned(ctx.ug)) {
-    const live = await ctx.ports.tokenSecrets.read(cached.metadata.namespace, cached.metadata.name);
+  for (const cached of ctx.ports.secretCache.owned(ctx.ug)) {
+    const live = await ctx.ports.secrets.read(cached.metadata.namespace, cached.metadata.name);
     if (live && holdsRecord(live, ctx.ug.metadata, plan.spec.userGroupId, plan.connection.seal)) return true;
   }
   return false;

@@ -41,7 +41,7 @@ const RESULT: Readonly<Record<Ending['kind'], DeletionRotationResult>> = { rotat
 export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
   const { ug, ports } = ctx;
   const spec = ug.spec.ok ? ug.spec.value : undefined;
-  const owned = ports.tokenSecrets.owned(ug);
+  const owned = ports.secretCache.owned(ug);
   const userGroupFinalized = hasRotateFinalizer(ug.metadata);
   const wanted = spec?.deletionPolicy === 'Rotate' && ctx.settings.rotateOnDelete;
   if (!wanted && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;
@@ -106,7 +106,7 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   const { connection } = resolution;
   const claimHeld = await holdsId(ctx, spec, connection);
   // The token as its Secret holds it now, data and all (a terminating Secret is still readable: our finalizer keeps it).
-  const live = claimHeld ? await ports.tokenSecrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
+  const live = claimHeld ? await ports.secrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
   const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);
   const token = inspected.state === 'owned' && inspected.trusted ? inspected.token : undefined;
   const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, ...limit });
@@ -144,13 +144,13 @@ type Ending =
 async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpec | undefined, live?: ObservedSecret): Promise<ReconcileResult> {
   const { ug, ports } = ctx;
   const secrets = new Map<string, Pick<ObservedSecret, 'metadata'>>();
-  for (const secret of ports.tokenSecrets.owned(ug)) if (hasRotateFinalizer(secret.metadata)) secrets.set(secret.metadata.name, secret);
+  for (const secret of ports.secretCache.owned(ug)) if (hasRotateFinalizer(secret.metadata)) secrets.set(secret.metadata.name, secret);
   // A Secret whose label a tenant removed is not in the token-Secret cache: the live read still finds our finalizer.
   if (live && hasRotateFinalizer(live.metadata) && live.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid)) {
     secrets.set(live.metadata.name, live);
   }
   if (spec && !secrets.has(spec.tokenSecret.name) && !live) {
-    const named = ports.tokenSecrets.cached(objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name }));
+    const named = ports.secretCache.seen(objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name })).cached;
     if (named && hasRotateFinalizer(named.metadata)) secrets.set(named.metadata.name, named);
   }
   for (const secret of secrets.values()) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
@@ -188,7 +188,7 @@ function policyOf(spec: UserGroupSpec | undefined): PolicyView | undefined {
 
 /** The named Secret if this UserGroup controls it (the cache). */
 function ownedSecret(ctx: ReconcileContext, name: string): ObservedSecret | undefined {
-  const secret = ctx.ports.tokenSecrets.cached(objectKey({ namespace: ctx.ug.metadata.namespace, name }));
+  const secret = ctx.ports.secretCache.seen(objectKey({ namespace: ctx.ug.metadata.namespace, name })).cached;
   return secret?.metadata.ownerReferences.some((o) => o.controller && o.uid === ctx.ug.metadata.uid) ? secret : undefined;
 }
 

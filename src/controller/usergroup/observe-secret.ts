@@ -20,21 +20,20 @@ export type SecretSource = 'cache' | 'live';
  */
 export async function observeSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<SecretInspection> {
   const { spec, connection } = held;
-  const secrets = ctx.ports.tokenSecrets;
   const key = objectKey({ namespace: ctx.ug.metadata.namespace, name: spec.tokenSecret.name });
   // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
   // create meets AlreadyExists before any rotation or Secret write, and the reconcile comes back here live.
-  const observed = source === 'live' || (!secrets.cached(key) && secrets.otherExists(key)) ? await readLive(ctx, held) : secrets.cached(key);
-  let inspection = inspectSecret(observed, ctx.ug.metadata, spec, connection.seal);
+  const seen = ctx.ports.secretCache.seen(key);
+  const observed = source === 'live' || (!seen.cached && seen.otherExists) ? await readLive(ctx, held) : seen.cached;
+  const inspection = inspectSecret(observed, ctx.ug.metadata, spec, connection.seal);
   if (inspection.state === 'foreign' && observed) return keptFor(ctx, held, observed) ?? inspection;
-  if (inspection.state === 'owned') {
-    const owned = inspection;
-    const known = secrets.known(key, owned.resourceVersion);
-    const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now()).rotation;
-    if (mustReadData(owned, known.verified, rotation)) inspection = await withData(ctx, held, owned, known.verified ? known.token : undefined);
-  }
-  if (inspection.state === 'owned' && inspection.token) secrets.remember(key, inspection.resourceVersion, inspection.token);
-  return inspection;
+  if (inspection.state !== 'owned') return inspection;
+  const owned = inspection;
+  const known = ctx.ports.secretCache.known(key, owned.resourceVersion);
+  const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now()).rotation;
+  const had = mustReadData(owned, known.verified, rotation) ? await withData(ctx, held, owned, known.verified ? known.token : undefined) : owned;
+  if (had.state === 'owned' && had.token) known.remember(had.resourceVersion, had.token);
+  return had;
 }
 
 /**
@@ -51,7 +50,7 @@ function keptFor(ctx: ReconcileContext, { spec, connection }: Held, observed: Ob
 
 /** Reads the token Secret live, data included. */
 export function readLive(ctx: ReconcileContext, { spec }: Pick<Held, 'spec'>): Promise<ObservedSecret | undefined> {
-  return ctx.ports.tokenSecrets.read(ctx.ug.metadata.namespace, spec.tokenSecret.name);
+  return ctx.ports.secrets.read(ctx.ug.metadata.namespace, spec.tokenSecret.name);
 }
 
 /** The Secret with its data: the token this process wrote at this very version (checked against the sealed digest), else a read. */

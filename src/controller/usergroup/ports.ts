@@ -21,7 +21,8 @@ import type { Connection, Resolution } from '../connections.js';
 export interface ReconcilePorts {
   readonly userGroups: UserGroupsPort;
   readonly claims: ClaimsPort;
-  readonly tokenSecrets: TokenSecretsPort;
+  readonly secretCache: TokenSecretCacheView;
+  readonly secrets: TokenSecretApplyPort;
   readonly status: StatusPort;
   readonly connections: ConnectionsPort;
   readonly workloads: WorkloadsPort;
@@ -57,32 +58,44 @@ export interface ClaimsPort {
   release(claim: UserGroupClaim): Promise<void>;
 }
 
-/** Token Secrets: the metadata-only cache, the apiserver, and what this process knows of their data. */
-export interface TokenSecretsPort {
-  /** The token-Secret cache: Secrets a UserGroup controls, metadata only (read the data with read()). */
-  cached(key: string): ObservedSecret | undefined;
-  /** Whether the name-only cache of all other Secrets knows this name (someone else's, or ours unlabelled). */
-  otherExists(key: string): boolean;
-  read(namespace: string, name: string): Promise<ObservedSecret | undefined>;
+/** Token Secrets as the caches and this process know them: no request, no write to the apiserver. */
+export interface TokenSecretCacheView {
+  /**
+   * A name as the caches know it: the token-Secret cache's copy (Secrets a UserGroup controls, metadata only: read
+   * the data with TokenSecretApplyPort.read), and whether the name-only cache of all other Secrets knows it
+   * (someone else's, or ours unlabelled).
+   */
+  seen(key: string): { readonly cached: ObservedSecret | undefined; readonly otherExists: boolean };
   /** The cached token Secrets this UserGroup controls (the current one, and any left from an earlier spec.tokenSecret.name). */
   owned(ug: UserGroup): ObservedSecret[];
-  /** Writes the Secret unless `current` already is `desired` (SecretWriter.apply); what it writes, it knows (known()). */
-  apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult>;
-  delete(secret: ObservedSecret): Promise<void>;
   /**
    * The second owner of a token Secret under deletionPolicy Retain, which keeps it when its UserGroup is deleted:
    * the namespace (from the namespaces cache; undefined if it is not there).
    */
   keeper(namespace: string): OwnerReference | undefined;
-  /**
-   * What this process knows of the data at this resourceVersion: `verified` when it wrote or checked it (its own
-   * write, a read that matched the sealed digest, or what was there when the workers started) — if not, someone
-   * else wrote it since and the data must be read before the metadata is believed; and the token itself when it
-   * still knows it (spares a read).
-   */
-  known(key: string, resourceVersion: string): { readonly verified: boolean; readonly token: SecretValue | undefined };
-  /** A read that matched the sealed digest: this version's data is the operator's. */
-  remember(key: string, resourceVersion: string, token: SecretValue): void;
+  /** What this process knows of the data of the Secret `key` at this resourceVersion, and how it learns more. */
+  known(key: string, resourceVersion: string): KnownData;
+}
+
+/**
+ * What this process knows of a token Secret's data at one resourceVersion: `verified` when it wrote or checked it
+ * (its own write, a read that matched the sealed digest, or what was there when the workers started) — if not,
+ * someone else wrote it since and the data must be read before the metadata is believed; and the token itself
+ * when it still knows it (spares a read).
+ */
+export interface KnownData {
+  readonly verified: boolean;
+  readonly token: SecretValue | undefined;
+  /** A read of the same Secret that matched the sealed digest: that version's data is the operator's. */
+  remember(resourceVersion: string, token: SecretValue): void;
+}
+
+/** Token Secrets at the apiserver: read one whole, write one (compare before write), delete one. */
+export interface TokenSecretApplyPort {
+  read(namespace: string, name: string): Promise<ObservedSecret | undefined>;
+  /** Writes the Secret unless `current` already is `desired` (SecretWriter.apply); what it writes, the cache view knows. */
+  apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult>;
+  delete(secret: ObservedSecret): Promise<void>;
 }
 
 export interface StatusPort {

@@ -17,11 +17,11 @@ export async function refused(ctx: ReconcileContext, reason: Reason, message: st
 
 async function revokeTokenSecrets(ctx: ReconcileContext, spec: UserGroupSpec): Promise<string[]> {
   const { metadata } = ctx.ug;
-  const secrets = ctx.ports.tokenSecrets;
-  const owned = new Map(secrets.owned(ctx.ug).map((s) => [s.metadata.name, s]));
+  const { secretCache, secrets } = ctx.ports;
+  const owned = new Map(secretCache.owned(ctx.ug).map((s) => [s.metadata.name, s]));
   // The owned-Secret cache selects by a label its tenant can remove: look at the named Secret itself too.
-  const key = objectKey({ namespace: metadata.namespace, name: spec.tokenSecret.name });
-  if (!owned.has(spec.tokenSecret.name) && (secrets.cached(key) || secrets.otherExists(key))) {
+  const seen = secretCache.seen(objectKey({ namespace: metadata.namespace, name: spec.tokenSecret.name }));
+  if (!owned.has(spec.tokenSecret.name) && (seen.cached || seen.otherExists)) {
     const named = await secrets.read(metadata.namespace, spec.tokenSecret.name);
     if (named?.metadata.ownerReferences.some((o) => o.controller && o.uid === metadata.uid)) owned.set(named.metadata.name, named);
   }

@@ -25,8 +25,8 @@ export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Pr
   const stored = await writeTokenSecret(ctx, plan, { token: content, ...progress.book, issuedAt }, progress.secret);
   if (!stored.ok) return stored;
   // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
-  for (const stale of ctx.ports.tokenSecrets.owned(ctx.ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
-    await ctx.ports.tokenSecrets.delete(stale);
+  for (const stale of ctx.ports.secretCache.owned(ctx.ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
+    await ctx.ports.secrets.delete(stale);
     ctx.log.info({ secret: stale.metadata.name }, 'deleted the token Secret of an earlier spec.tokenSecret.name');
   }
   const { group } = progress;

@@ -32,7 +32,7 @@ export async function writeTokenSecret(
   content: SecretContent,
   current: ObservedSecret | undefined,
 ): Promise<Step<ObservedSecret>> {
-  const keeper = ctx.ports.tokenSecrets.keeper(ctx.ug.metadata.namespace);
+  const keeper = ctx.ports.secretCache.keeper(ctx.ug.metadata.namespace);
   let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal, keeper);
   if (!(content.token instanceof SecretValue)) {
     if (current && secretMatches(current, desired)) return { ok: true, value: current };
@@ -43,7 +43,7 @@ export async function writeTokenSecret(
     desired = desiredSecret(ctx.ug.metadata, spec, { ...content, token: live.token }, connection.seal, keeper);
   }
   ctx.signal?.throwIfAborted();
-  const applied: SecretApplyResult = await ctx.ports.tokenSecrets.apply(desired, current);
+  const applied: SecretApplyResult = await ctx.ports.secrets.apply(desired, current);
   switch (applied.kind) {
     case 'unchanged':
     case 'created':
