@@ -35,7 +35,7 @@ interface Crd {
   spec: { versions: { name: string; additionalPrinterColumns?: { name: string }[] }[] };
 }
 
-describe('crds.enabled: the CRDs as templates of the release, upgraded by helm upgrade and kept on uninstall', () => {
+describe('crds.enabled: the CRDs as templates of the release, upgraded by helm upgrade and kept on uninstall', { timeout: 300_000 }, () => {
   let cp: ControlPlane;
   let work: string;
   /** This chart with one more printer column on the UserGroup CRD: a release whose CRDs changed. */
@@ -62,6 +62,18 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
 
   const kubectl = (args: readonly string[], input?: string): Promise<CommandResult> =>
     run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, ...args], input === undefined ? {} : { input });
+  /**
+   * The CRDs deleted and gone. Once (three files at a time beside it) the apiextensions finalizer took over a minute
+   * for CRDs without a single object: the wait is generous, and how long it took is printed.
+   */
+  const deleteCrds = async (...flags: string[]): Promise<void> => {
+    const started = Date.now();
+    const res = await run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, 'delete', 'crd', ...CRD_NAMES, ...flags, '--wait', '--timeout=170s'], {
+      timeoutMs: 180_000,
+    });
+    process.stderr.write(`[chart-crds] CRDs deleted in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    expect(res.code, res.stderr).toBe(0);
+  };
   const helm = (args: readonly string[]): Promise<CommandResult> => run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
   const ok = async (pending: Promise<CommandResult>): Promise<CommandResult> => {
     const res = await pending;
@@ -107,7 +119,7 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
   /** The next case starts from a cluster that never had the CRDs. */
   async function removeEverything(): Promise<void> {
     await ok(helm(['uninstall', RELEASE, '--namespace', NS, '--ignore-not-found']));
-    await ok(kubectl(['delete', 'crd', ...CRD_NAMES, '--ignore-not-found', '--wait', '--timeout=60s']));
+    await deleteCrds('--ignore-not-found');
     await ok(kubectl(['delete', 'lease', '--namespace', NS, '--all']));
   }
 
@@ -115,7 +127,7 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
     expect(await refused(install(CHART_DIR, ...ENABLED))).toContain(
       'Error: INSTALLATION FAILED: unable to continue with install: CustomResourceDefinition "clusterusergroupservices.usergroup.dev" in namespace "" exists and cannot be imported into the current release: invalid ownership metadata',
     );
-    await ok(kubectl(['delete', 'crd', ...CRD_NAMES, '--wait', '--timeout=60s']));
+    await deleteCrds();
     expect(await refused(install(CHART_DIR, ...ENABLED, '--skip-crds'))).toContain(
       'Error: INSTALLATION FAILED: unable to build kubernetes objects from release manifest: resource mapping not found for name: "ugo-usergroup-operator" namespace: "" from "": no matches for kind "ClusterUserGroupService" in version "usergroup.dev/v1"\nensure CRDs are installed first',
     );

@@ -22,7 +22,7 @@ import { SCALE, sized } from './support/scale.js';
  * must stay within 2 s at p99, with the benchmark's simulator latency (20 ms) and concurrency (16).
  * On 2 cores the flood saturates the apiserver: the row splits the figure into the apiserver accepting the
  * request (the annotation seen by a watch) and the operator's share after that. The full run asserts the
- * target end to end, as the issue states it; the reduced run (npm test, on CI machines of unknown speed and
+ * target end to end, as the issue states it; the reduced run (CI, on machines of unknown speed and
  * load) asserts it on the operator's share, which is what fairness decides (a FIFO queue would put B's
  * rotations behind A's backlog), and reports the end-to-end figure beside it.
  */

@@ -1,6 +1,6 @@
 /**
- * `npm run test:reliability` runs every scenario at full size (RELIABILITY_SCALE=full); `npm test` runs the
- * same scenarios reduced, so CI keeps guarding them within its time budget.
+ * `npm run test:reliability` runs every scenario at full size (RELIABILITY_SCALE=full);
+ * `npm run test:reliability:reduced` (CI) runs the same scenarios reduced, so CI keeps guarding them within its time budget.
  */
 export type Scale = 'full' | 'reduced';
 
