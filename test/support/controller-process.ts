@@ -61,7 +61,7 @@ export const TEST_EGRESS_ARGS = ['--allowed-service-hosts', '127.0.0.1,localhost
 /**
  * The per-namespace request budgets out of the way: the reliability scenarios request many rotations in one namespace
  * on purpose (to crash, fail over and fault them mid-rotation), which the default budget (10 at once, then 10 a
- * minute) would spread over minutes. What the budgets do is test/integration/request-budgets.test.ts's to show.
+ * minute) would spread over minutes. What the budgets do is test/integration/request-budgets*.test.ts's to show.
  */
 export const UNBUDGETED_ARGS = [
   '--rotation-request-burst',

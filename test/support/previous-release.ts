@@ -6,7 +6,7 @@ import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 
 /**
  * The release before this one, as users run it: the upgrade tests (test/e2e/upgrade.test.ts on the node,
- * test/integration/storage-migration.test.ts) start from its CRDs, chart and image, taken from this repository's
+ * test/integration/storage-migration*.test.ts) start from its CRDs, chart and image, taken from this repository's
  * history (a fresh clone has all of it) so that they are the bytes that release shipped, not a reconstruction:
  * there is no registry here. The commit is exactly what 0.2.0 shipped (its package.json, chart and CRDs say 0.2.0;
  * the next commit, b3edf8f, made 0.3.0 and moved the kinds to usergroup.dev/v1). Change both fields together when a
