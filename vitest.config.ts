@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { SlowestFirstSequencer } from './test/support/slowest-first-sequencer.js';
 
 const nodeMajor = Number(process.versions.node.split('.')[0]);
 if (nodeMajor < 24) {
@@ -10,6 +11,8 @@ if (nodeMajor < 24) {
 
 export default defineConfig({
   test: {
+    // The slowest files first, from measured durations: a fresh clone has no results cache to order by.
+    sequence: { sequencer: SlowestFirstSequencer },
     projects: [
       {
         test: {
