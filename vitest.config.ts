@@ -67,7 +67,8 @@ export default defineConfig({
                 globalSetup: ['test/support/e2e-global-setup.ts'],
                 testTimeout: 600_000,
                 hookTimeout: 900_000,
-                // One node and one chart release: the steps of a file build on each other, files run one by one.
+                // The steps of a file build on each other and files share their node: one by one on each node
+                // (test/e2e/support/run-cli.ts runs chart.test.ts on a node of its own, the rest on another).
                 fileParallelism: false,
               },
             },
