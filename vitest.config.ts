@@ -18,6 +18,11 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // Pure code: its files share a worker's modules instead of loading vitest and the client once per file
+          // (a third of the project's CPU: 75 → 23 CPU-s).
+          isolate: false,
+          // The integration project's: vitest runs non-isolated projects of one group on one pool.
+          maxWorkers: 3,
           // Argo CD's own Lua engine for the deploy/argocd tests (test/argocd/build.sh, cached).
           globalSetup: ['test/support/argocd-global-setup.ts'],
         },
@@ -25,6 +30,7 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
+          isolate: false,
           include: ['test/integration/**/*.test.ts'],
           globalSetup: [
             'test/support/global-setup.ts',
