@@ -153,13 +153,18 @@ export class BenchCluster {
   }
 
   /** Server-side apply of UserGroup number `i` in a namespace; resolves with its uid. */
-  private async applyUserGroup(namespace: string, i: number, client: KubeClient): Promise<string> {
+  /** UserGroup ug-00000 in `namespace`, on the ClusterUserGroupService `service` instead of the default one. */
+  async applyUserGroupOn(namespace: string, service: string): Promise<string> {
+    return this.applyUserGroup(namespace, 0, this.client, { kind: 'ClusterUserGroupService', name: service });
+  }
+
+  private async applyUserGroup(namespace: string, i: number, client: KubeClient, serviceRef?: { kind: string; name: string }): Promise<string> {
     const name = userGroupName(i);
     const body = {
       apiVersion: 'usergroup.dev/v1',
       kind: 'UserGroup',
       metadata: { name, namespace },
-      spec: userGroupSpec(namespace, i),
+      spec: serviceRef ? { ...(userGroupSpec(namespace, i) as Record<string, Json>), serviceRef } : userGroupSpec(namespace, i),
     };
     const p = `${paths.userGroups(namespace)}/${name}`;
     const res = await client.request('PATCH', p, { query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/apply-patch+yaml' });

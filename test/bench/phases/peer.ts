@@ -48,6 +48,8 @@ interface Operator {
   readonly proc: ProcWatcher;
   /** V8 heap bytes allocated so far, where the operator says (the TypeScript controller's /metrics). */
   allocatedBytes?(): Promise<number>;
+  /** Resolves when its caches have synced (the TypeScript controller's /readyz). */
+  waitReady?(timeoutMs: number): Promise<void>;
   exited(): boolean;
   logTail(): string;
   stop(graceMs?: number): Promise<void>;
@@ -174,9 +176,10 @@ async function runOperator(
   const label = `peer ${order} ${operator === 'ts' ? 'TypeScript' : 'Go'}`;
   const key = operator === 'ts' ? cluster.controllerKey : cluster.peerKey;
   const namespace = await cluster.createNamespace(`bench-peer-${operator}`);
+  await prepare(namespace);
+  const floorRss = operator === 'ts' ? await floor(cluster, o, label, () => spawnOperator(namespace, 'floor')) : undefined;
   const setup = startProgress(label, () => `creating ${o.n} UserGroups (untimed, no operator running), then waiting for a quiet apiserver`);
   await cluster.applyUserGroups(namespace, o.n, o.applyParallelism);
-  await prepare(namespace);
 
   const tracker = new ConvergenceTracker(o.n, operator === 'ts' ? OWNED_SECRETS : PEER_SECRETS);
   await tracker.start(cluster, namespace);
@@ -241,6 +244,8 @@ async function runOperator(
     ready: tracker.ready.size,
     secrets: tracker.secrets.size,
     peakRssBytes: settled?.peakRssBytes,
+    ...(floorRss?.idleBytes !== undefined ? { idleFloorRssBytes: floorRss.idleBytes } : {}),
+    ...(floorRss?.oneGroupBytes !== undefined ? { floorRssBytes: floorRss.oneGroupBytes } : {}),
     cpuSeconds: atDone?.cpuSeconds,
     ...(allocatedBytes !== undefined ? { allocatedBytes } : {}),
     serviceCalls,
@@ -249,6 +254,58 @@ async function runOperator(
   if (error) return { run, samples };
   return { run: { ...run, restart: await restart(cluster, o, key, label, () => spawnOperator(namespace, 'restart')) }, samples };
 }
+
+/** The TypeScript controller's floor, both ways (see PeerRun). */
+interface Floor {
+  readonly idleBytes: number | undefined;
+  readonly oneGroupBytes: number | undefined;
+}
+
+/**
+ * The operator's floor, before the run's UserGroups exist: its peak RSS (VmHWM) started over the cluster once its
+ * caches have synced and 2 s settled (idle); then with one UserGroup synced, in a namespace of its own on a
+ * connection of its own, and 2 s settled. The second is the floor the 300-group goal is judged against: got is loaded
+ * at the first service call (a controller restarted over synced groups may never call the service), so only a sync
+ * loads everything a sync needs.
+ */
+async function floor(cluster: BenchCluster, o: PeerPhaseOptions, label: string, spawnOperator: () => Promise<Operator>): Promise<Floor> {
+  const progress = startProgress(`${label} floor`, () => 'started before any UserGroup exists: caches synced, then one UserGroup synced');
+  const namespace = await cluster.createNamespace('bench-peer-floor');
+  const service = await cluster.connectTo(namespace);
+  const proc = await spawnOperator();
+  let idleBytes: number | undefined;
+  let oneGroupBytes: number | undefined;
+  const tracker = new ConvergenceTracker(1, OWNED_SECRETS);
+  try {
+    await proc.waitReady?.(o.timeoutMs);
+    await sleep(2000);
+    idleBytes = proc.proc.sample()?.peakRssBytes;
+    await tracker.start(cluster, namespace);
+    await cluster.applyUserGroupOn(namespace, service);
+    await pollUntil(
+      "the floor run's UserGroup Ready with its Secret",
+      () => {
+        if (tracker.error) throw new Error(tracker.error);
+        if (proc.exited()) throw new Error(`the operator exited:\n${proc.logTail()}`);
+        return tracker.doneAt;
+      },
+      o.timeoutMs,
+      50,
+    );
+    await sleep(2000);
+    oneGroupBytes = proc.proc.sample()?.peakRssBytes;
+    progress.stop(`floor: peak RSS ${mb(idleBytes)} MiB with its caches synced, ${mb(oneGroupBytes)} MiB with one UserGroup synced`);
+  } catch (err) {
+    progress.stop(`floor not measured (${mb(idleBytes)} MiB idle): ${message(err)}`);
+  } finally {
+    tracker.stop();
+    await proc.stop();
+    await o.cleanUp(namespace);
+  }
+  return { idleBytes, oneGroupBytes };
+}
+
+const mb = (bytes: number | undefined): string => (bytes === undefined ? '?' : (bytes / MiB).toFixed(1));
 
 /** The operator started again over its N synced groups and watched for the restart window. */
 async function restart(
