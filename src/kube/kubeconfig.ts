@@ -6,7 +6,6 @@ import os from 'node:os';
 import path from 'node:path';
 // Type only: the library costs ~90 MiB RSS once loaded, so only exec/auth-provider users load it (below).
 import type { KubeConfig } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
 import { isRecord } from '../platform/json-value.js';
 
 /** TLS material for the apiserver connection, named as node:tls names it. */
@@ -69,7 +68,9 @@ export async function loadKubeAccess(options: LoadKubeAccessOptions = {}): Promi
     }
     throw new KubeconfigNotFoundError('no kubeconfig found: set KUBECONFIG, create ~/.kube/config, or run in a cluster');
   }
-  const merged = merge(files.map(readConfigFile));
+  // The YAML parser (~2 MiB of RSS) only for a kubeconfig file: in a cluster the ServiceAccount's files need none.
+  const { parse: parseYaml } = await import('yaml');
+  const merged = merge(files.map((file) => readConfigFile(file, parseYaml)));
   const contextName = options.context ?? merged.currentContext;
   if (contextName === undefined) throw new Error('no current context: the kubeconfig sets no current-context and no context was given');
   const context = merged.contexts.get(contextName);
@@ -182,7 +183,7 @@ function exists(file: string): boolean {
   }
 }
 
-function readConfigFile(file: string): ConfigFile {
+function readConfigFile(file: string, parseYaml: (text: string) => unknown): ConfigFile {
   let doc: unknown;
   try {
     doc = parseYaml(readFileSync(file, 'utf8'));

@@ -46,6 +46,13 @@ describe("the controller's static import graph (src/cli/main.ts → run)", () =>
   it('does not load got at start (the service client imports it at the first call)', () => {
     expect(offenders(isGot), 'static import of got on the controller path; the import chain').toEqual([]);
   });
+
+  it('does not load the YAML parser (only a kubeconfig file needs it; in a cluster nothing does) nor the kubectl plugin', () => {
+    const plugin = path.join(src, 'cli/kubectl');
+    const isYamlOrPlugin = (id: string): boolean =>
+      id === 'yaml' || id.startsWith('yaml/') || within(plugin, id) || id === path.join(src, 'cli/kubectl-usergroup.ts');
+    expect(offenders(isYamlOrPlugin), 'the YAML parser or the plugin on the controller path; the import chain').toEqual([]);
+  });
 });
 
 describe('layers point down: what the controller is made of never imports what is built on it', () => {
