@@ -136,6 +136,23 @@ describe('Helm chart', () => {
     expect(one(objects, 'PodDisruptionBudget')['spec']).toMatchObject({ maxUnavailable: 1 });
   });
 
+  it("sizes the controller's V8 heap from its memory limit: heapPercent (75 %) of it, in any unit Kubernetes users write", async () => {
+    const heap = async (...sets: string[]): Promise<string | undefined> => envOf(deploymentOf(await template(...sets)).pod).get('NODE_OPTIONS');
+    const defaults = deploymentOf(await template()).pod.containers[0] as unknown as { resources: unknown };
+    expect(defaults.resources).toEqual({ requests: { cpu: '50m', memory: '192Mi' }, limits: { memory: '320Mi' } });
+    expect(await heap()).toBe('--max-old-space-size=240');
+    expect(await heap('resources.limits.memory=1Gi')).toBe('--max-old-space-size=768');
+    expect(await heap('resources.limits.memory=1.5Gi', 'heapPercent=50')).toBe('--max-old-space-size=768');
+    expect(await heap('resources.limits.memory=800M')).toBe('--max-old-space-size=572');
+    expect(await heap('resources.limits.memory=300000000')).toBe('--max-old-space-size=214');
+    // Off, or no limit to size it from: Node's own default.
+    expect(await heap('heapPercent=0')).toBeUndefined();
+    expect(await heap('resources.limits=null')).toBeUndefined();
+    const refused = await helm(['template', 'ugo', CHART_DIR, '--set', 'resources.limits.memory=2Ti']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('resources.limits.memory "2Ti": give it in Mi, Gi, M, G or bytes');
+  });
+
   it('grants the controller no wildcard and no write to UserGroups but a patch (of their finalizers)', async () => {
     const objects = await template();
     const controllerRoles = (kind: string): K8sObject[] => only(objects, kind).filter((r) => !/-(edit|view|metrics-reader)$/.test(r.metadata.name));

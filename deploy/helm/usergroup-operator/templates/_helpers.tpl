@@ -136,3 +136,23 @@ app.kubernetes.io/part-of: usergroup-operator
   verbs: [get, patch]
 {{- end }}
 {{- end }}
+
+{{/*
+The controller's V8 heap in MiB: heapPercent of resources.limits.memory (Mi, Gi, M, G or bytes), or empty when either
+is unset (Node then sizes its heap from the cgroup limit itself).
+*/}}
+{{- define "usergroup-operator.heapMiB" -}}
+{{- $limit := toString ((((.Values.resources).limits).memory) | default "") -}}
+{{- $pct := int (.Values.heapPercent | default 0) -}}
+{{- if and $limit (gt $pct 0) -}}
+{{- $mib := 0.0 -}}
+{{- if hasSuffix "Gi" $limit -}}{{- $mib = mulf (trimSuffix "Gi" $limit | float64) 1024 -}}
+{{- else if hasSuffix "Mi" $limit -}}{{- $mib = trimSuffix "Mi" $limit | float64 -}}
+{{- else if hasSuffix "G" $limit -}}{{- $mib = divf (mulf (trimSuffix "G" $limit | float64) 1000000000) 1048576 -}}
+{{- else if hasSuffix "M" $limit -}}{{- $mib = divf (mulf (trimSuffix "M" $limit | float64) 1000000) 1048576 -}}
+{{- else if regexMatch "^[0-9]+$" $limit -}}{{- $mib = divf ($limit | float64) 1048576 -}}
+{{- else -}}{{- fail (printf "resources.limits.memory %q: give it in Mi, Gi, M, G or bytes, so that the heap can be sized from it (or set heapPercent: 0)" $limit) -}}
+{{- end -}}
+{{- div (mulf $mib $pct | int) 100 -}}
+{{- end -}}
+{{- end -}}
