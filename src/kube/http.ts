@@ -1,6 +1,7 @@
 import type * as NodeHttp from 'node:http';
 import type * as NodeHttps from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
+import { urlToHttpOptions } from 'node:url';
 import { http, https } from '../platform/node-http.js';
 import { apiErrorFrom, type ApiError } from './api-error.js';
 import type { KubeAccess } from './kubeconfig.js';
@@ -64,16 +65,26 @@ export class ResponseTooLargeError extends Error {
  */
 export class KubeClient {
   private agent: NodeHttp.Agent;
+  /** The server's protocol, host and port, parsed once; each request adds its path (no URL object per request). */
+  private readonly target: Pick<NodeHttp.RequestOptions, 'protocol' | 'hostname' | 'port'>;
+  /** The server URL's own path (an apiserver behind a proxy path), without trailing slash. */
+  private readonly pathPrefix: string;
+  private readonly transport: typeof http | typeof https;
 
   private constructor(
     private readonly access: KubeAccess,
-    private readonly server: string,
+    server: string,
     private readonly makeAgent: () => NodeHttp.Agent,
     private readonly streamAgent: NodeHttp.Agent,
     private readonly userAgent: string,
     private readonly observe: KubeRequestObserver | undefined,
   ) {
     this.agent = makeAgent();
+    const url = new URL(server);
+    const { protocol, hostname, port } = urlToHttpOptions(url);
+    this.target = { protocol, hostname, port };
+    this.pathPrefix = url.pathname.replace(/\/+$/, '');
+    this.transport = url.protocol === 'http:' ? http : https;
   }
 
   static create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
@@ -87,13 +98,14 @@ export class KubeClient {
     const plain = access.server.startsWith('http:');
     const make = (options: NodeHttps.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
     return Promise.resolve(
-      new KubeClient(access, access.server.replace(/\/$/, ''), () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe),
+      new KubeClient(access, access.server, () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe),
     );
   }
 
   /** One request with a JSON body; resolves with any status (call() below parses refusals), rejects only on transport errors. */
   async request(method: string, path: string, options: RequestOptions = {}): Promise<KubeResponse> {
-    const req = await this.open(method, path, options, this.agent);
+    const authorization = this.access.authorization();
+    const req = this.open(method, path, options, this.agent, authorization instanceof Promise ? await authorization : authorization);
     const timeoutMs = options.timeoutMs ?? 30_000;
     const timer = setTimeout(() => {
       req.request.destroy(new Error(`${method} ${path} timed out after ${timeoutMs} ms`));
@@ -134,7 +146,7 @@ export class KubeClient {
     query: Readonly<Record<string, string>>,
     accept?: string,
   ): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
-    const opened = await this.open('GET', path, { query, ...(accept ? { accept } : {}) }, this.streamAgent);
+    const opened = this.open('GET', path, { query, ...(accept ? { accept } : {}) }, this.streamAgent, await this.access.authorization());
     const observe = this.observe;
     if (observe)
       void opened.response.then(
@@ -169,16 +181,14 @@ export class KubeClient {
     this.streamAgent.destroy();
   }
 
-  private async open(
+  private open(
     method: string,
     path: string,
     options: RequestOptions,
     agent: NodeHttp.Agent,
-  ): Promise<{ request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> }> {
-    const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(options.query ?? {})) url.searchParams.set(k, v);
+    authorization: string | undefined,
+  ): { request: NodeHttp.ClientRequest; response: Promise<NodeHttp.IncomingMessage> } {
     const headers: Record<string, string> = { Accept: options.accept ?? 'application/json', 'User-Agent': this.userAgent };
-    const authorization = await this.access.authorization();
     if (authorization !== undefined) headers['Authorization'] = authorization;
     let payload: string | undefined;
     if (options.body !== undefined) {
@@ -186,8 +196,7 @@ export class KubeClient {
       headers['Content-Type'] = options.contentType ?? 'application/json';
       headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
-    const transport = url.protocol === 'http:' ? http : https;
-    const request = transport.request(url, { method, headers, agent });
+    const request = this.transport.request({ ...this.target, path: this.pathPrefix + withQuery(path, options.query), method, headers, agent });
     const response = new Promise<NodeHttp.IncomingMessage>((resolve, reject) => {
       request.once('response', resolve);
       request.once('error', reject);
@@ -195,6 +204,18 @@ export class KubeClient {
     request.end(payload);
     return { request, response };
   }
+}
+
+/** The path with the query appended, each key and value percent-encoded (encodeURIComponent). */
+function withQuery(path: string, query: Readonly<Record<string, string>> | undefined): string {
+  if (query === undefined) return path;
+  let out = path;
+  let separator = path.includes('?') ? '&' : '?';
+  for (const k in query) {
+    out += `${separator}${encodeURIComponent(k)}=${encodeURIComponent(query[k] ?? '')}`;
+    separator = '&';
+  }
+  return out;
 }
 
 /**

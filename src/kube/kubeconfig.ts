@@ -17,13 +17,18 @@ export interface KubeTls {
   readonly servername?: string;
 }
 
+type Authorization = string | undefined;
+
 /** How to reach and authenticate to one apiserver. */
 export interface KubeAccess {
   /** Without trailing slash. */
   readonly server: string;
   readonly tls: KubeTls;
-  /** Authorization header value for the next request; re-derived as the source allows (token files rotate). */
-  authorization(): Promise<string | undefined>;
+  /**
+   * Authorization header value for the next request; re-derived as the source allows (token files rotate). A value
+   * while the cached one is fresh, a promise only when it must be re-read: most requests then wait for nothing.
+   */
+  authorization(): Authorization | Promise<Authorization>;
   /** The context's namespace, if any (the kubectl plugin uses it); in-cluster, the ServiceAccount's. */
   readonly namespace: string | undefined;
   /** The kubeconfig context in use; undefined in-cluster. */
@@ -99,7 +104,7 @@ export async function loadKubeAccess(options: LoadKubeAccessOptions = {}): Promi
   if (insecure === true) tls.rejectUnauthorized = false;
   const servername = optionalString(cluster, 'tls-server-name');
   if (servername) tls.servername = servername;
-  const authorization = user ? userAuthorization(user, now, tls) : () => Promise.resolve(undefined);
+  const authorization = user ? userAuthorization(user, now, tls) : constant(undefined);
   return { server, tls, authorization, namespace, context: contextName };
 }
 
@@ -275,7 +280,7 @@ function material(entry: Entry, field: string): Buffer | undefined {
   }
 }
 
-function userAuthorization(user: Entry, now: () => number, tls: Mutable<KubeTls>): () => Promise<string | undefined> {
+function userAuthorization(user: Entry, now: () => number, tls: Mutable<KubeTls>): KubeAccess['authorization'] {
   const cert = material(user, 'client-certificate');
   if (cert) tls.cert = cert;
   const key = material(user, 'client-key');
@@ -293,16 +298,15 @@ function userAuthorization(user: Entry, now: () => number, tls: Mutable<KubeTls>
   return constant(undefined);
 }
 
-function constant(value: string | undefined): () => Promise<string | undefined> {
-  const resolved = Promise.resolve(value);
-  return () => resolved;
+function constant(value: Authorization): () => Authorization {
+  return () => value;
 }
 
 /**
  * As client-go: the file's latest readable content wins over a static token, and a failed
  * re-read keeps the last good value (a rotation in progress may briefly leave no file).
  */
-function tokenFileAuthorization(file: string, fallback: string | undefined, now: () => number): () => Promise<string | undefined> {
+function tokenFileAuthorization(file: string, fallback: string | undefined, now: () => number): KubeAccess['authorization'] {
   let last = fallback;
   try {
     const first = readFileSync(file, 'utf8').trim();
@@ -330,11 +334,11 @@ function tokenFileAuthorization(file: string, fallback: string | undefined, now:
  * A value re-loaded at most every 10 s; callers arriving during a reload share it, and a
  * failed reload is retried by the next caller rather than cached.
  */
-function refreshing<T>(now: () => number, initial: { value: T; at: number }, load: () => Promise<T>): () => Promise<T> {
+function refreshing<T>(now: () => number, initial: { value: T; at: number }, load: () => Promise<T>): () => T | Promise<T> {
   let cached = initial;
   let pending: Promise<T> | undefined;
   return () => {
-    if (now() - cached.at < AUTH_REFRESH_MS) return Promise.resolve(cached.value);
+    if (now() - cached.at < AUTH_REFRESH_MS) return cached.value;
     pending ??= load().then(
       (value) => {
         cached = { value, at: now() };
