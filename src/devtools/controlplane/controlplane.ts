@@ -68,6 +68,7 @@ export class ControlPlane {
       const [etcdPort, etcdPeerPort, apiPort] = await freePorts(3);
       const etcdUrl = `http://127.0.0.1:${etcdPort}`;
       const serverUrl = `https://127.0.0.1:${apiPort}`;
+      forgetDiscovery('127.0.0.1', apiPort);
       const logs = path.join(workDir, 'logs');
       fs.mkdirSync(logs);
 
@@ -322,4 +323,15 @@ export async function freePorts(count: number): Promise<number[]> {
   });
   await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
   return ports;
+}
+
+/**
+ * kubectl and helm cache each server's API discovery for hours, keyed by host and port only. A new control plane on a
+ * port an earlier one used (with other CRD versions) would be read through that stale map: seen as kubectl patching
+ * usergroup.dev/v1 on an apiserver serving only v1alpha1 ("the server could not find the requested resource").
+ */
+function forgetDiscovery(host: string, port: number | undefined): void {
+  if (port === undefined) return;
+  const cacheDir = process.env['KUBECACHEDIR'] || path.join(os.homedir(), '.kube', 'cache');
+  fs.rmSync(path.join(cacheDir, 'discovery', `${host}_${port}`), { recursive: true, force: true });
 }
