@@ -30,6 +30,8 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
+          // As the unit project: files share a worker's modules instead of loading vitest, the client and the test
+          // support once per file.
           isolate: false,
           include: ['test/integration/**/*.test.ts'],
           globalSetup: [

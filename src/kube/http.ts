@@ -73,18 +73,17 @@ export class KubeClient {
 
   private constructor(
     private readonly access: KubeAccess,
-    server: string,
+    server: URL,
     private readonly makeAgent: () => NodeHttp.Agent,
     private readonly streamAgent: NodeHttp.Agent,
     private readonly userAgent: string,
     private readonly observe: KubeRequestObserver | undefined,
   ) {
     this.agent = makeAgent();
-    const url = new URL(server);
-    const { protocol, hostname, port } = urlToHttpOptions(url);
+    const { protocol, hostname, port } = urlToHttpOptions(server);
     this.target = { protocol, hostname, port };
-    this.pathPrefix = url.pathname.replace(/\/+$/, '');
-    this.transport = url.protocol === 'http:' ? http : https;
+    this.pathPrefix = server.pathname.replace(/\/+$/, '');
+    this.transport = isPlain(server) ? http : https;
   }
 
   static create(access: KubeAccess, userAgent = 'usergroup-operator', observe?: KubeRequestObserver): Promise<KubeClient> {
@@ -95,11 +94,10 @@ export class KubeClient {
     if (tls.key !== undefined) material.key = tls.key;
     if (tls.rejectUnauthorized !== undefined) material.rejectUnauthorized = tls.rejectUnauthorized;
     if (tls.servername !== undefined) material.servername = tls.servername;
-    const plain = access.server.startsWith('http:');
-    const make = (options: NodeHttps.AgentOptions): NodeHttp.Agent => (plain ? new http.Agent(options) : new https.Agent({ ...material, ...options }));
-    return Promise.resolve(
-      new KubeClient(access, access.server, () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe),
-    );
+    const server = new URL(access.server);
+    const make = (options: NodeHttps.AgentOptions): NodeHttp.Agent =>
+      isPlain(server) ? new http.Agent(options) : new https.Agent({ ...material, ...options });
+    return Promise.resolve(new KubeClient(access, server, () => make({ keepAlive: true, maxSockets: 32 }), make({ keepAlive: false }), userAgent, observe));
   }
 
   /** One request with a JSON body; resolves with any status (call() below parses refusals), rejects only on transport errors. */
@@ -206,8 +204,11 @@ export class KubeClient {
   }
 }
 
+/** An http: server: no TLS, for the agents and for the requests alike. */
+const isPlain = (server: URL): boolean => server.protocol === 'http:';
+
 /** The path with the query appended, each key and value percent-encoded (encodeURIComponent). */
-function withQuery(path: string, query: Readonly<Record<string, string>> | undefined): string {
+export function withQuery(path: string, query: Readonly<Record<string, string>> | undefined): string {
   if (query === undefined) return path;
   let out = path;
   let separator = path.includes('?') ? '&' : '?';

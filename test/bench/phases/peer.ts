@@ -202,16 +202,7 @@ async function runOperator(
   });
   let error: string | undefined;
   try {
-    await pollUntil(
-      `${o.n} UserGroups Ready with their Secrets`,
-      () => {
-        if (tracker.error) throw new Error(tracker.error);
-        if (proc.exited()) throw new Error(`the operator exited:\n${proc.logTail()}`);
-        return tracker.doneAt;
-      },
-      o.timeoutMs,
-      50,
-    );
+    await untilConverged(`${o.n} UserGroups Ready with their Secrets`, tracker, proc, o.timeoutMs);
   } catch (err) {
     error = message(err);
   }
@@ -255,6 +246,20 @@ async function runOperator(
   return { run: { ...run, restart: await restart(cluster, o, key, label, () => spawnOperator(namespace, 'restart')) }, samples };
 }
 
+/** Resolves when the tracker has seen every group Ready with its Secret; throws if the operator exits first. */
+function untilConverged(what: string, tracker: ConvergenceTracker, proc: Operator, timeoutMs: number): Promise<number> {
+  return pollUntil(
+    what,
+    () => {
+      if (tracker.error) throw new Error(tracker.error);
+      if (proc.exited()) throw new Error(`the operator exited:\n${proc.logTail()}`);
+      return tracker.doneAt;
+    },
+    timeoutMs,
+    50,
+  );
+}
+
 /** The TypeScript controller's floor, both ways (see PeerRun). */
 interface Floor {
   readonly idleBytes: number | undefined;
@@ -282,16 +287,7 @@ async function floor(cluster: BenchCluster, o: PeerPhaseOptions, label: string, 
     idleBytes = proc.proc.sample()?.peakRssBytes;
     await tracker.start(cluster, namespace);
     await cluster.applyUserGroupOn(namespace, service);
-    await pollUntil(
-      "the floor run's UserGroup Ready with its Secret",
-      () => {
-        if (tracker.error) throw new Error(tracker.error);
-        if (proc.exited()) throw new Error(`the operator exited:\n${proc.logTail()}`);
-        return tracker.doneAt;
-      },
-      o.timeoutMs,
-      50,
-    );
+    await untilConverged("the floor run's UserGroup Ready with its Secret", tracker, proc, o.timeoutMs);
     await sleep(2000);
     oneGroupBytes = proc.proc.sample()?.peakRssBytes;
     progress.stop(`floor: peak RSS ${mb(idleBytes)} MiB with its caches synced, ${mb(oneGroupBytes)} MiB with one UserGroup synced`);
