@@ -20,11 +20,13 @@ COPY --from=build /src/dist ./dist
 COPY crds ./crds
 USER 65532:65532
 # Node is PID 1 here: the operator installs its own SIGTERM/SIGINT handlers for a graceful stop.
-# V8 flags, measured at 10,000 groups on a quiet machine (npm run bench -- --phases cold: controller CPU / peak
-# RSS / convergence): Node's defaults grow the heap in big steps (about 270 MiB); the earlier --optimize-for-size
-# with a 1 MiB young generation and no Maglev: 49.3 s / 149 MiB / 97.5 s. This: a 4 MiB young generation, the heap
-# grown by 10 % at a time, no Maglev (the mid-tier JIT, whose background compiles showed as RSS spikes when a
-# restarted controller first reconciles 10,000 groups): 30.3 s / 151 MiB / 77.6 s. --optimize-for-size cost about
-# 15 s of CPU for no memory; a 1-2 MiB young generation costs CPU in scavenges for 2-3 MiB; Maglev saved ~3 s for 8 MiB.
-ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=4", "--heap-growing-percent=10", "--no-maglev", "dist/cli/main.js"]
+# V8 flags. A 4 MiB young generation and the heap grown by 10 % at a time (Node's defaults grow it in ~270 MiB steps;
+# --optimize-for-size cost ~15 s of CPU at 10,000 groups for no memory; a 1-2 MiB young generation costs CPU in
+# scavenges for 2-3 MiB). No TurboFan (--no-opt): hot code stays in Maglev, the mid tier, which V8 reaches after a few
+# hundred calls instead of thousands. Measured with npm run bench against the previous --no-maglev (interpreter and
+# Sparkplug until TurboFan): peer phase, CPU per group / peak RSS, mean of both orders: 300 groups 8.17 vs 8.45 ms /
+# 105 vs 107 MiB (3 runs each); 10,000 groups 3.96 vs 4.08 ms / 148.5 vs 149 MiB (one run each), floor before the first
+# group 74.5 vs 78 MiB; cold phase at 3,000: 14.2 vs 15.7 s / 125-128 vs 123-125 MiB. Maglev with TurboFan was as
+# cheap at 3,000 but +11 MiB (its background compiles).
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=4", "--heap-growing-percent=10", "--no-opt", "dist/cli/main.js"]
 CMD ["run"]

@@ -95,9 +95,9 @@ describe('Dockerfile', () => {
     const runtime = stages()[1] ?? [];
     expect(runtime.find((i) => i.keyword === 'USER')?.args).toMatch(/^[1-9]\d*:[1-9]\d*$/);
     const entrypoint = JSON.parse(runtime.find((i) => i.keyword === 'ENTRYPOINT')?.args ?? 'null') as unknown;
-    expect(entrypoint).toEqual(['/nodejs/bin/node', '--max-semi-space-size=4', '--heap-growing-percent=10', '--no-maglev', 'dist/cli/main.js']);
+    expect(entrypoint).toEqual(['/nodejs/bin/node', '--max-semi-space-size=4', '--heap-growing-percent=10', '--no-opt', 'dist/cli/main.js']);
     // What the benchmark runs the controller with.
-    expect(imageNodeFlags(repoRoot)).toEqual(['--max-semi-space-size=4', '--heap-growing-percent=10', '--no-maglev']);
+    expect(imageNodeFlags(repoRoot)).toEqual(['--max-semi-space-size=4', '--heap-growing-percent=10', '--no-opt']);
     expect(imageEnv(repoRoot)).toEqual({ NODE_ENV: 'production', MALLOC_ARENA_MAX: '2' });
     expect(JSON.parse(runtime.find((i) => i.keyword === 'CMD')?.args ?? 'null')).toEqual(['run']);
     expect(runtime.some((i) => i.keyword === 'STOPSIGNAL' && i.args !== 'SIGTERM')).toBe(false);
