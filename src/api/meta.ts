@@ -32,7 +32,7 @@ export interface OwnerReference {
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
 /** Shared by every parsed object without labels, annotations, …: thousands of cached objects need no copy each. */
-const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
+export const EMPTY: Readonly<Record<string, string>> = Object.freeze({});
 
 export function stringMap(value: unknown): Readonly<Record<string, string>> | undefined {
   if (value === undefined || value === null) return EMPTY;
@@ -86,8 +86,8 @@ export function parseMeta(raw: unknown, keep: MetaKeep = {}): Parsed<ObjectMeta>
   const labels = keep.labels === false ? EMPTY : stringMap(raw['labels']);
   const annotations = keep.annotations === undefined ? stringMap(raw['annotations']) : pickStrings(raw['annotations'], keep.annotations);
   if (!labels || !annotations) return { ok: false, error: 'metadata labels/annotations are not string maps' };
-  const ownerReferences = keep.ownerReferences === false ? NO_OWNERS : parseOwnerReferences(raw['ownerReferences']);
   const ns = typeof namespace === 'string' ? intern(namespace) : '';
+  const ownerReferences = keep.ownerReferences === false ? NO_OWNERS : parseOwnerReferences(raw['ownerReferences'], name, ns);
   const value: ObjectMeta = {
     name,
     namespace: ns,
@@ -135,20 +135,41 @@ export function hasRotateFinalizer(meta: Pick<ObjectMeta, 'finalizers'>): boolea
   return meta.finalizers?.includes(ROTATE_ON_DELETE_FINALIZER) === true;
 }
 
-function parseOwnerReferences(raw: unknown): OwnerReference[] {
+/**
+ * Owner references, sharing the strings they repeat: a token Secret's UserGroup usually has the Secret's own name,
+ * and under deletionPolicy Retain every token Secret of a namespace names that namespace (name and uid) as owner.
+ */
+function parseOwnerReferences(raw: unknown, objectName: string, objectNamespace: string): OwnerReference[] {
   const ownerReferences: OwnerReference[] = [];
   for (const o of Array.isArray(raw) ? raw : []) {
     if (!isRecord(o)) continue;
-    if (typeof o['uid'] !== 'string' || typeof o['kind'] !== 'string' || typeof o['name'] !== 'string') continue;
+    const { uid, kind, name } = o;
+    if (typeof uid !== 'string' || typeof kind !== 'string' || typeof name !== 'string') continue;
+    const ownNamespace = kind === 'Namespace' && name === objectNamespace && objectNamespace !== '';
     ownerReferences.push({
       apiVersion: typeof o['apiVersion'] === 'string' ? intern(o['apiVersion']) : '',
-      kind: intern(o['kind']),
-      name: o['name'],
-      uid: o['uid'],
+      kind: intern(kind),
+      name: name === objectName ? objectName : ownNamespace ? objectNamespace : name,
+      uid: ownNamespace ? namespaceUid(objectNamespace, uid) : uid,
       controller: o['controller'] === true,
     });
   }
   return ownerReferences;
+}
+
+/**
+ * One copy of each namespace's uid as its objects name it owner. Keyed by the namespace, not by the value, so what a
+ * tenant writes there (any uid, on as many Secrets as it likes) only replaces its own namespace's entry.
+ */
+const namespaceUids = new Map<string, string>();
+const MAX_NAMESPACE_UIDS = 4096;
+
+function namespaceUid(namespace: string, uid: string): string {
+  const held = namespaceUids.get(namespace);
+  if (held === uid) return held;
+  if (held === undefined && namespaceUids.size >= MAX_NAMESPACE_UIDS) namespaceUids.clear();
+  namespaceUids.set(namespace, uid);
+  return uid;
 }
 
 /** The wanted keys of a string map, without copying (or checking) the rest; undefined if one is not a string. */

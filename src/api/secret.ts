@@ -10,7 +10,7 @@ import {
   TOKEN_SHA256_ANNOTATION,
   USERGROUP_KIND,
 } from './constants.js';
-import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
+import { EMPTY, parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';
 
 /**
@@ -79,7 +79,7 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
     // "someone added more" (a write restores ours alone).
     metadata: {
       ...meta.value,
-      labels: {},
+      labels: EMPTY,
       annotations: kept,
       ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 2)],
     },

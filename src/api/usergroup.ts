@@ -1,4 +1,4 @@
-import { internRecent } from './intern.js';
+import { intern, internRecent } from './intern.js';
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION, SYNC_ANNOTATION } from './constants.js';
 import { parseGoDuration } from '../platform/go-duration.js';
@@ -154,11 +154,12 @@ export function parseUserGroup(raw: unknown): Parsed<UserGroup> {
       value: {
         metadata: withAnnotations(meta.value, { ...meta.value.annotations, ...standIns }),
         spec: { ok: false, error: tooLongMessage(first[0]) },
-        status: parseStatus(raw['status']),
+        status: parseStatus(raw['status'], heldStrings(meta.value, undefined)),
       },
     };
   }
-  return { ok: true, value: { metadata: meta.value, spec: parseSpec(raw['spec'], meta.value.name), status: parseStatus(raw['status']) } };
+  const spec = parseSpec(raw['spec'], meta.value.name);
+  return { ok: true, value: { metadata: meta.value, spec, status: parseStatus(raw['status'], heldStrings(meta.value, spec)) } };
 }
 
 /** The request annotations over their limit, with their values. */
@@ -247,8 +248,11 @@ function parseRotation(raw: unknown): Parsed<number | undefined> {
   return { ok: true, value: ms };
 }
 
+/** Shared by every UserGroup without rolloutRestartTargets (nearly all of them). */
+const NO_TARGETS: Parsed<readonly RestartTarget[]> = { ok: true, value: Object.freeze([]) };
+
 function parseRestartTargets(raw: unknown): Parsed<readonly RestartTarget[]> {
-  if (raw === undefined || raw === null) return { ok: true, value: [] };
+  if (raw === undefined || raw === null) return NO_TARGETS;
   const invalid = {
     ok: false,
     error: `spec.rolloutRestartTargets must be a list of at most ${LIMITS.restartTargets} distinct {kind: Deployment|StatefulSet|DaemonSet, name} entries`,
@@ -362,19 +366,29 @@ function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretS
 
 const timestamp = (v: unknown): string | undefined => (typeof v === 'string' ? internRecent(v) : undefined);
 
-function parseStatus(raw: unknown): UserGroupStatus {
+/**
+ * Strings the parsed object already holds that its status repeats once synced: the id (providedId), the Secret's name,
+ * the request values handled. The cache keeps one copy instead of two (JSON.parse makes one per occurrence).
+ */
+function heldStrings(meta: ObjectMeta, spec: Parsed<UserGroupSpec> | undefined): readonly string[] {
+  const held = [meta.name, ...Object.values(meta.annotations)];
+  if (spec?.ok) held.push(spec.value.userGroupId, spec.value.tokenSecret.name);
+  return held;
+}
+
+function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
   if (!isRecord(raw)) return {};
-  const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+  const str = (v: unknown): string | undefined => (typeof v === 'string' ? (held.find((h) => h === v) ?? v) : undefined);
   const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
   const rotation = isRecord(raw['rotation'])
     ? {
         lastHandledRequest: str(raw['rotation']['lastHandledRequest']),
-        lastRotationTime: str(raw['rotation']['lastRotationTime']),
+        lastRotationTime: timestamp(raw['rotation']['lastRotationTime']),
         tokenIssuedTime: str(raw['rotation']['tokenIssuedTime']),
         nextRotationTime: str(raw['rotation']['nextRotationTime']),
       }
     : undefined;
-  const conditions = Array.isArray(raw['conditions']) ? raw['conditions'].flatMap((c) => parseCondition(c)) : undefined;
+  const conditions = Array.isArray(raw['conditions']) ? parseConditions(raw['conditions']) : undefined;
   const restarts = isRecord(raw['rolloutRestarts'])
     ? dropUndefined({ tokenIssuedTime: str(raw['rolloutRestarts']['tokenIssuedTime']), lastRestartTime: str(raw['rolloutRestarts']['lastRestartTime']) })
     : undefined;
@@ -387,7 +401,8 @@ function parseStatus(raw: unknown): UserGroupStatus {
     conditions,
     teamId: num(raw['teamId']),
     providedId: str(raw['providedId']),
-    environmentTag: str(raw['environmentTag']),
+    // One of a few values ("Customer" …) across every group.
+    environmentTag: typeof raw['environmentTag'] === 'string' ? intern(raw['environmentTag']) : undefined,
     tokenSecretName: str(raw['tokenSecretName']),
     lastSyncTime: timestamp(raw['lastSyncTime']),
     syncedHash: str(raw['syncedHash']),
@@ -398,20 +413,31 @@ function parseStatus(raw: unknown): UserGroupStatus {
   });
 }
 
-function parseCondition(raw: unknown): Condition[] {
-  if (!isRecord(raw)) return [];
+/**
+ * The conditions in an array of their exact length, each object built whole: every cached UserGroup holds one (flatMap
+ * leaves room for 16 entries, and an object filled key by key keeps its fields in a second allocation).
+ */
+function parseConditions(raw: readonly unknown[]): Condition[] {
+  const parsed: Condition[] = [];
+  for (const c of raw) {
+    const condition = parseCondition(c);
+    if (condition) parsed.push(condition);
+  }
+  return parsed.slice();
+}
+
+function parseCondition(raw: unknown): Condition | undefined {
+  if (!isRecord(raw)) return undefined;
   const { type, status, reason, message, lastTransitionTime, observedGeneration } = raw;
-  if (typeof type !== 'string' || (status !== 'True' && status !== 'False' && status !== 'Unknown')) return [];
-  return [
-    dropUndefined({
-      type,
-      status,
-      reason: typeof reason === 'string' ? reason : '',
-      message: typeof message === 'string' ? message : '',
-      lastTransitionTime: typeof lastTransitionTime === 'string' ? internRecent(lastTransitionTime) : '',
-      observedGeneration: typeof observedGeneration === 'number' ? observedGeneration : undefined,
-    }),
-  ];
+  if (typeof type !== 'string' || (status !== 'True' && status !== 'False' && status !== 'Unknown')) return undefined;
+  const t = intern(type);
+  const why = typeof reason === 'string' ? intern(reason) : '';
+  const text = typeof message === 'string' ? message : '';
+  const since = typeof lastTransitionTime === 'string' ? internRecent(lastTransitionTime) : '';
+  // Two literals rather than a spread: a spread copy keeps the added field in a second allocation.
+  return typeof observedGeneration === 'number'
+    ? { type: t, status, reason: why, message: text, lastTransitionTime: since, observedGeneration }
+    : { type: t, status, reason: why, message: text, lastTransitionTime: since };
 }
 
 export function findReadyCondition(status: UserGroupStatus): Condition | undefined {

@@ -8,15 +8,17 @@ import type { SecretValue } from '../service/secret-value.js';
  * metadata is believed. Only tokens from the service, one per UserGroup.
  */
 export class VerifiedSecrets {
-  private readonly byKey = new Map<string, { readonly rv: string; readonly token: SecretValue | undefined }>();
+  // The resourceVersion alone when the token is not known (every Secret after a restart): no object per entry.
+  private readonly byKey = new Map<string, string | { readonly rv: string; readonly token: SecretValue }>();
 
   known(key: string, resourceVersion: string): { readonly verified: boolean; readonly token: SecretValue | undefined } {
     const entry = this.byKey.get(key);
-    return entry?.rv === resourceVersion ? { verified: true, token: entry.token } : { verified: false, token: undefined };
+    const rv = typeof entry === 'string' ? entry : entry?.rv;
+    return rv === resourceVersion ? { verified: true, token: typeof entry === 'object' ? entry.token : undefined } : { verified: false, token: undefined };
   }
 
   remember(key: string, resourceVersion: string, token: SecretValue | undefined): void {
-    this.byKey.set(key, { rv: resourceVersion, token });
+    this.byKey.set(key, token === undefined ? resourceVersion : { rv: resourceVersion, token });
   }
 
   forget(key: string): void {
@@ -30,6 +32,6 @@ export class VerifiedSecrets {
    */
   trustAsFound(secrets: Iterable<{ readonly metadata: { readonly namespace: string; readonly name: string; readonly resourceVersion: string } }>): void {
     this.byKey.clear();
-    for (const secret of secrets) this.byKey.set(objectKey(secret.metadata), { rv: secret.metadata.resourceVersion, token: undefined });
+    for (const secret of secrets) this.byKey.set(objectKey(secret.metadata), secret.metadata.resourceVersion);
   }
 }
