@@ -30,6 +30,8 @@ export interface ShardFigures {
   /** VmHWM at the end of the step (since the process started). */
   readonly peakRssBytes: number | undefined;
   readonly rssBytes: number | undefined;
+  /** nodejs_heap_size_used_bytes at the end of the step: how much of the RSS is V8's live heap. */
+  readonly heapUsedBytes?: number | undefined;
   /** utime + stime over the step. */
   readonly cpuSeconds: number | undefined;
   /** usergroup_usergroups summed at the end of the step: the UserGroups it holds. */
@@ -451,6 +453,7 @@ function shardSection(sh: ShardedScale): string[] {
       f.cpuSeconds !== undefined ? `${num(f.cpuSeconds, 1)} s` : '–',
       mib(f.peakRssBytes),
       mib(f.rssBytes),
+      mib(f.heapUsedBytes),
       verbs(f.reconciles),
       verbs(f.kubeRequests),
       verbs(leaseRequests(f.kubeRequests)),
@@ -473,6 +476,7 @@ function shardSection(sh: ShardedScale): string[] {
         'CPU',
         'peak RSS',
         'RSS at end',
+        'V8 heap used at end',
         'reconciles',
         'apiserver requests',
         'of them Lease',

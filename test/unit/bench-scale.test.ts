@@ -412,6 +412,7 @@ const shard = (i: number, over: Partial<ShardFigures> = {}): ShardFigures => ({
   shard: i,
   peakRssBytes: 300 * MiB,
   rssBytes: 280 * MiB,
+  heapUsedBytes: 210 * MiB,
   cpuSeconds: 1,
   userGroups: 50_000,
   ownedNamespaces: 52,
@@ -552,12 +553,12 @@ describe('sharded scale targets', () => {
     expect(m.by('usergroup_kube_requests_total', 'verb')).toEqual({ PUT: 31, WATCH: 2, GET: 5 });
   });
 
-  it('combines the replicas as one controller: sums, and the highest peak', () => {
+  it('combines the replicas as one controller: sums (RSS at the end too), and the highest peak', () => {
     const c = combined([
       shard(1, { cpuSeconds: 2, peakRssBytes: 100 * MiB, kubeRequests: { 'PUT leases': 3, 'GET secrets': 1 }, reconciles: { success: 4 } }),
       shard(2, { cpuSeconds: 3, peakRssBytes: 200 * MiB, kubeRequests: { 'PUT leases': 2 }, reconciles: { success: 1 } }),
     ]);
-    expect(c).toEqual({ peakRssBytes: 200 * MiB, cpuSeconds: 5, kubeRequests: { PUT: 5, GET: 1 }, reconciles: { success: 5 } });
+    expect(c).toEqual({ peakRssBytes: 200 * MiB, rssBytes: 560 * MiB, cpuSeconds: 5, kubeRequests: { PUT: 5, GET: 1 }, reconciles: { success: 5 } });
   });
 });
 
@@ -572,11 +573,11 @@ describe('sharded scale.md', () => {
     );
     expect(md).toMatch(/\| shard 1: controller peak RSS ≤ 400 MiB over the whole run \| 330 MiB .* \| met \|/);
     expect(md).toContain(
-      '| step | shard | UserGroups held | namespaces owned | members | rebalances | service calls | CPU | peak RSS | RSS at end | reconciles | apiserver requests | of them Lease |',
+      '| step | shard | UserGroups held | namespaces owned | members | rebalances | service calls | CPU | peak RSS | RSS at end | V8 heap used at end | reconciles | apiserver requests | of them Lease |',
     );
-    expect(md).toContain('| cold | 1 | 50,400 | 52 | 2 | 0 | 50,400 | 1.0 s | 300 MiB | 280 MiB | 0 | 0 | 0 |');
+    expect(md).toContain('| cold | 1 | 50,400 | 52 | 2 | 0 | 50,400 | 1.0 s | 300 MiB | 280 MiB | 210 MiB | 0 | 0 | 0 |');
     expect(md).toContain(
-      '| steady | 2 | 50,000 | 52 | 2 | 0 | 0 | 1.0 s | 300 MiB | 280 MiB | 0 | LIST leases 3, PUT leases 90 | LIST leases 3, PUT leases 90 |',
+      '| steady | 2 | 50,000 | 52 | 2 | 0 | 0 | 1.0 s | 300 MiB | 280 MiB | 210 MiB | 0 | LIST leases 3, PUT leases 90 | LIST leases 3, PUT leases 90 |',
     );
     expect(md).toContain('| controller, shard 2, restarted (restart, steady, rotation) | 300 MiB | 290 MiB | – |');
   });

@@ -7,7 +7,7 @@ import { say, startProgress } from '../progress.js';
 import type { ColdResult, ControllerFigures, RestartResult, RotationResult, SteadyResult } from '../report.js';
 import type { ProcessMemory, ScaleResult, ScaleRestart, ScaleSteady, ShardedScale, ShardFigures } from '../scale-report.js';
 import { forEachBounded, pollUntil, sleep } from '../stats.js';
-import { coldFailed, histogramMeans, reconcilesByResult, verifySecrets, type ControllerSettings } from './cold.js';
+import { coldFailed, heapOf, histogramMeans, reconcilesByResult, verifySecrets, type ControllerSettings } from './cold.js';
 import { restartFailed } from './restart.js';
 import { rotationFailed, runRotation } from './rotation.js';
 import { memoryOf, windowCounts, type ScalePhaseOptions } from './scale.js';
@@ -247,6 +247,7 @@ export function shardFigures(
     shard,
     peakRssBytes: sample?.peakRssBytes,
     rssBytes: sample?.rssBytes,
+    heapUsedBytes: gauge('nodejs_heap_size_used_bytes'),
     cpuSeconds: sample ? sample.cpuSeconds - (cpuBefore ?? 0) : undefined,
     userGroups: gauge('usergroup_usergroups') ?? (after ? 0 : undefined),
     ownedNamespaces: sharded ? gauge('usergroup_shard_owned_namespaces') : undefined,
@@ -268,8 +269,10 @@ export function combined(figures: readonly ShardFigures[]): ControllerFigures {
     for (const r of records) for (const [k, v] of Object.entries(r)) out[key(k)] = (out[key(k)] ?? 0) + v;
     return out;
   };
+  const rss = defined(figures.map((f) => f.rssBytes));
   return {
     peakRssBytes: peaks.length > 0 ? Math.max(...peaks) : undefined,
+    rssBytes: rss.length > 0 ? rss.reduce((a, b) => a + b, 0) : undefined,
     cpuSeconds: cpu.length > 0 ? cpu.reduce((a, b) => a + b, 0) : undefined,
     // By verb, as the one-replica tables: the per-shard table has the resources.
     kubeRequests: sum(
@@ -358,7 +361,7 @@ async function coldSharded(
     verified,
     serviceCalls,
     // The histogram means pooled over the replicas (their samples summed), as one controller's would be.
-    controller: { ...combined(shards), means: histogramMeans(pooled(before), pooled(after)) },
+    controller: { ...combined(shards), means: histogramMeans(pooled(before), pooled(after)), heap: heapOf(pooled(after)) },
   };
   if (tracker.relists > 0) say(`[scale] the convergence watches fell behind ${tracker.relists} times and were replaced by paged lists`);
   return { result, shards };
