@@ -41,11 +41,9 @@ export interface WorkQueueOptions {
 
 /**
  * Delayed adds ordered by due time (a binary min-heap). One timer serves them all, as in client-go's
- * delaying queue: 10,000 keys waiting for their resync would otherwise hold 10,000 timers.
- */
-/**
- * Delayed adds in time order: a binary heap over two parallel arrays (due times, keys) rather than an object per entry.
- * Every synced UserGroup waits here for its resync, so at 100,000 groups an object and a boxed number each were ~6 MiB.
+ * delaying queue: 10,000 keys waiting for their resync would otherwise hold 10,000 timers. Two parallel arrays
+ * (due times, keys) rather than an object per entry: every synced UserGroup waits here, and at 100,000 groups an
+ * object and a boxed number each were ~6 MiB.
  */
 class DueHeap {
   #at: number[] = [];
@@ -103,6 +101,12 @@ class DueHeap {
   }
 }
 
+/**
+ * running: normal operation. draining: adds are refused, queued keys are still
+ * handed out until nothing is queued or in flight. stopped: nothing more is
+ * handed out; keys still queued are dropped (a restarted controller lists
+ * every object again, so nothing is lost for good).
+ */
 type QueueState = 'running' | 'draining' | 'stopped';
 
 /**
