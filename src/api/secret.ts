@@ -74,15 +74,13 @@ export function parseTokenSecretMeta(raw: unknown): ObservedSecret | undefined {
     // A value far longer than any we write is not ours; it must not sit in memory either.
     if (v !== undefined && v.length <= 1024) kept[k] = v;
   }
+  // Three references at most: ours are the UserGroup and, under deletionPolicy Retain, the namespace; a third tells
+  // "someone added more" (a write restores ours alone). A literal of its exact length: a spread into an array leaves
+  // room for 17 (150 bytes a Secret).
+  const [second, third] = meta.value.ownerReferences.filter((o) => o !== controller);
+  const ownerReferences = second === undefined ? [controller] : third === undefined ? [controller, second] : [controller, second, third];
   return {
-    // Three references at most: ours are the UserGroup and, under deletionPolicy Retain, the namespace; a third tells
-    // "someone added more" (a write restores ours alone).
-    metadata: {
-      ...meta.value,
-      labels: EMPTY,
-      annotations: kept,
-      ownerReferences: [controller, ...meta.value.ownerReferences.filter((o) => o !== controller).slice(0, 2)],
-    },
+    metadata: { ...meta.value, labels: EMPTY, annotations: kept, ownerReferences },
     type: undefined,
     data: undefined,
     metaDigest: metadataDigest(labels, annotations),

@@ -263,6 +263,7 @@ async function main(): Promise<number> {
         timeoutMs: scaleTimeoutMs(o),
         etcdQuotaBytes: etcdQuota,
         settings,
+        ...(o.heapSnapshots ? { snapshot } : {}),
       };
       // Several replicas or namespaces: the same steps with each replica's figures (scale-sharded.ts).
       const namespaces = scaleNamespaceCount(o);

@@ -154,7 +154,8 @@ export const USAGE = `usage: npm run bench -- [options]
   --limit-modes minimal   diagnostics besides minimal (the ratio's): controller-pattern = the loop plus the
                           controller's Secret GET and Event POST per group; concurrent-creation = the loop
                           while the UserGroups are applied as in the cold phase (e.g. minimal,concurrent-creation)
-  --heap-snapshots        controller heap snapshots after each cold run and at the end (in the log directory)
+  --heap-snapshots        controller heap snapshots after each cold run and at the end, and in the scale phase after
+                          the steady window (in the log directory)
   --peer-dir ../shared/peer   the Go reference operator (peer phase, at the largest --n; skipped when absent)
   --peer-restart-s 60     how long the peer phase watches each restarted operator
   --peer-qps 2000 --peer-burst 4000   the Go peer's Kubernetes client QPS and burst

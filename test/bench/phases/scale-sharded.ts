@@ -120,6 +120,7 @@ export async function runShardedScale(cluster: BenchCluster, o: ShardedScaleOpti
     result = { ...result, steady };
     if (!st.result.ok) return fail(`the steady window failed: ${st.result.error ?? ''}`);
 
+    for (const [i, c] of restarted.controllers.entries()) await o.snapshot?.(c, `scale-steady-${i}`);
     step(`${o.rotations} rotations requested at once over the namespaces`);
     const rot = await rotationSharded(cluster, namespaces, n, restarted, o);
     sharding = { ...sharding, rotation: rot.shards };

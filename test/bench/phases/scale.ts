@@ -19,6 +19,8 @@ export interface ScalePhaseOptions {
   readonly timeoutMs: number;
   readonly etcdQuotaBytes: number | undefined;
   readonly settings: ControllerSettings;
+  /** --heap-snapshots: a heap snapshot of each replica after the steady window (its figures read first). */
+  readonly snapshot?: (c: BenchController, label: string) => Promise<void>;
 }
 
 /** How often the controller's RSS is noted during the steady window. */
@@ -129,6 +131,7 @@ export async function runScale(cluster: BenchCluster, o: ScalePhaseOptions): Pro
       return;
     }
 
+    await o.snapshot?.(running, 'scale-steady');
     step(`${o.rotations} rotations requested at once`);
     const rotation = await runRotation(cluster, namespace, n, running, o.rotations, Math.min(o.timeoutMs, 300_000)).catch((err: unknown) =>
       rotationFailed(n, o.rotations, message(err)),
