@@ -3,7 +3,7 @@ import { findReadyCondition, type UserGroupStatus } from '../../api/usergroup.js
 import { dropUndefined } from '../../platform/json-value.js';
 import { nextReadyCondition, Reason } from '../policies/conditions.js';
 import { handledSyncRequest, nextResyncAt } from '../policies/sync.js';
-import { canonicalJson } from '../hash.js';
+import { sameCanonicalJson } from '../hash.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
@@ -28,7 +28,7 @@ export async function report(ctx: ReconcileContext, outcome: StatusReport | unde
     observedGeneration: generation,
     conditions: [...(previous.conditions ?? []).filter((c) => c.type !== 'Ready'), ready],
   });
-  if (canonicalJson(status) !== canonicalJson(previous)) {
+  if (!sameCanonicalJson(status, previous)) {
     ctx.signal?.throwIfAborted();
     await ctx.ports.status.patch(ctx.ug, status, clear);
   }
