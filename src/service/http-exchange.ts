@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Got } from 'got';
+import { importGot } from './load-got.js';
 
 export interface ExchangeRequest {
   url: URL;
@@ -31,12 +32,11 @@ interface ResponseHead {
 let gotModule: Promise<Got> | undefined;
 
 /**
- * got is loaded at the first call, not with the controller: it imports node:http as an ES module, which costs
- * ~12 MiB of RSS (see platform/node-http.ts), and a controller restarted over synced groups may never call the
- * service at all.
+ * got is loaded at the first call, not with the controller: with the undici its first request loads, ~16 MiB of RSS
+ * even as load-got.ts loads it, and a controller restarted over synced groups may never call the service at all.
  */
 function loadGot(): Promise<Got> {
-  gotModule ??= import('got').then((m) => m.default);
+  gotModule ??= importGot();
   return gotModule;
 }
 
