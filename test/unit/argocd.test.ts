@@ -366,10 +366,12 @@ describe("health.lua, through the application controller's health path", () => {
   it('Degraded once a scheduled rotation is more than an hour overdue, whatever Ready says; not before, not without a schedule', async () => {
     const hoursAgo = (h: number): string => new Date(Math.floor(Date.now() / 1000 - h * 3600) * 1000).toISOString().replace('.000Z', 'Z');
     const scheduled = { rotation: { maxTokenAge: '720h' } };
-    const overdue = userGroup({ spec: scheduled, rotation: { nextRotationTime: hoursAgo(2) } });
+    // One time for the object and the expected message: computed twice, a second could tick between them.
+    const due = hoursAgo(2);
+    const overdue = userGroup({ spec: scheduled, rotation: { nextRotationTime: due } });
     expect(await argo.health(overdue)).toEqual({
       status: 'Degraded',
-      message: `The scheduled token rotation has been due since ${hoursAgo(2)}, more than an hour: Synced: user group synced; token in Secret acme`,
+      message: `The scheduled token rotation has been due since ${due}, more than an hour: Synced: user group synced; token in Secret acme`,
     });
     // Retried by the controller (Progressing) for less than an hour; Degraded after.
     const failing = [ready('False', 'ServiceUnavailable', 'POST /api/user failed: service unavailable (HTTP 503)')];
