@@ -8,9 +8,8 @@ const isEnumerable = (o: object, key: string): boolean => Object.prototype.prope
 
 /**
  * JSON with object keys sorted at every level, so equal values hash equally whatever their key order. Built by
- * appending, not from entries arrays mapped and joined: every reconcile hashes its spec with it (allocation
- * profile at 300 groups: the old form was 11 % of the controller's allocations, counting the status comparison
- * sameCanonicalJson now does without a string).
+ * appending, not from entries arrays mapped and joined: every reconcile hashes its spec with it, so its garbage is
+ * on the hot path.
  */
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) {

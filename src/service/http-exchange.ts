@@ -29,17 +29,6 @@ interface ResponseHead {
   headers: IncomingHttpHeaders;
 }
 
-let gotModule: Promise<Got> | undefined;
-
-/**
- * got is loaded at the first call, not with the controller: with the undici its first request loads, ~16 MiB of RSS
- * even as load-got.ts loads it, and a controller restarted over synced groups may never call the service at all.
- */
-function loadGot(): Promise<Got> {
-  gotModule ??= importGot();
-  return gotModule;
-}
-
 /**
  * Sends one request with got and reads the answer, stopping at `maxResponseBytes` (counted after
  * decompression, so a compressed bomb is caught too). Resolves for every outcome; never rejects.
@@ -47,7 +36,9 @@ function loadGot(): Promise<Got> {
 export async function exchange(req: ExchangeRequest): Promise<ExchangeOutcome> {
   let got: Got;
   try {
-    got = await loadGot();
+    // Loaded at the first call, not with the controller: with the undici its first request loads, ~16 MiB of RSS
+    // even as load-got.ts loads it, and a controller restarted over synced groups may never call the service at all.
+    got = await importGot();
   } catch (error) {
     return { kind: 'failed', status: undefined, error };
   }

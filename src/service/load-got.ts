@@ -6,8 +6,18 @@ import type { Got } from 'got';
  * assertion errors, and the first one loads the data. While got loads, Intl.ListFormat is a class that builds the
  * real one at its first use, so the data is loaded only if such a message is ever written (got refusing an
  * option). Intl.ListFormat is the real one again once the import settles.
+ *
+ * Memoized: a second import overlapping the first would save the first one's stand-in as "the real one" and leave
+ * it installed for good.
  */
-export async function importGot(): Promise<Got> {
+export function importGot(): Promise<Got> {
+  gotModule ??= importWithLazyListFormat();
+  return gotModule;
+}
+
+let gotModule: Promise<Got> | undefined;
+
+async function importWithLazyListFormat(): Promise<Got> {
   const listFormat = Intl.ListFormat;
   setListFormat(lazyListFormat(listFormat));
   try {
