@@ -67,6 +67,15 @@ export interface UserGroupStatus {
     readonly tokenIssuedTime?: string;
     /** When the scheduled rotation falls due (spec.rotation.maxTokenAge, less the group's jitter). */
     readonly nextRotationTime?: string;
+    /** The token the last handled rotation request revoked. */
+    readonly lastRevoked?: {
+      readonly request: string;
+      /** When that token was current at the service (the accepted POST sent; the refused POST's token read). */
+      readonly currentAt?: string;
+      readonly revokedAt: string;
+      /** ThisController: its POST. AnotherHolder: a holder of the account's key rotated it after the request. */
+      readonly by: 'ThisController' | 'AnotherHolder';
+    };
   };
   /** spec.rolloutRestartTargets: the token the targets were restarted for (or found current when first listed). */
   readonly rolloutRestarts?: { readonly tokenIssuedTime?: string; readonly lastRestartTime?: string };
@@ -376,6 +385,19 @@ function heldStrings(meta: ObjectMeta, spec: Parsed<UserGroupSpec> | undefined):
   return held;
 }
 
+type RotationStatus = NonNullable<UserGroupStatus['rotation']>;
+
+/** status.rotation.lastRevoked as the controller writes it; anything else reads as absent. */
+function parseRevoked(raw: unknown, str: (v: unknown) => string | undefined): RotationStatus['lastRevoked'] {
+  if (!isRecord(raw)) return undefined;
+  const request = str(raw['request']);
+  const revokedAt = timestamp(raw['revokedAt']);
+  const by = raw['by'];
+  if (request === undefined || revokedAt === undefined || (by !== 'ThisController' && by !== 'AnotherHolder')) return undefined;
+  const currentAt = timestamp(raw['currentAt']);
+  return { request, revokedAt, by, ...(currentAt === undefined ? {} : { currentAt }) };
+}
+
 function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
   if (!isRecord(raw)) return {};
   const str = (v: unknown): string | undefined => (typeof v === 'string' ? (held.find((h) => h === v) ?? v) : undefined);
@@ -386,6 +408,7 @@ function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
         lastRotationTime: timestamp(raw['rotation']['lastRotationTime']),
         tokenIssuedTime: str(raw['rotation']['tokenIssuedTime']),
         nextRotationTime: str(raw['rotation']['nextRotationTime']),
+        lastRevoked: parseRevoked(raw['rotation']['lastRevoked'], str),
       }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? parseConditions(raw['conditions']) : undefined;

@@ -268,40 +268,34 @@ describe('token rotation', () => {
     }
   });
 
-  it('recovers the current token when the service refuses to rotate a stale one, then rotates normally', async () => {
+  it('a request after the token was rotated behind the operator revokes the token current at the service, not the stale one', async () => {
     const op = await start(env);
     try {
       await env.createUserGroup('stale', { userGroupId: 'rot-stale', name: 'Stale' });
       const { token: original } = await waitInSync(env, 'stale', 'rot-stale');
       env.sim.resetStats(env.apiKey);
 
-      // Rotated elsewhere: the Secret's token is no longer current at the service.
+      // Rotated elsewhere (the company's backend, a restored backup): the Secret's token is no longer current.
       const elsewhere = await rotateAtService(env, original);
-      expect(elsewhere.status).toBe(200);
       expect(elsewhere.body.success).toBe(1);
-      const current = elsewhere.body.user_group?.token ?? '';
-      expect(current).toMatch(/^[A-Za-z0-9]{64}$/);
+      const leaked = elsewhere.body.user_group?.token ?? '';
+      expect(leaked).toMatch(/^[A-Za-z0-9]{64}$/);
       expect(await tokenOf(env, 'stale')).toBe(original);
-      expect(rotationsOf(env, 'rot-stale')).toBe(1);
 
       await env.requestRotation('stale', 's1');
-      const { token: recovered } = await waitHandled(env, 'stale', 'rot-stale', 's1');
-      expect(recovered).toBe(current);
-      await waitForEvent(env, 'stale', 'RotationRecovered', 'Warning', '"s1"');
+      const { token: stored } = await waitHandled(env, 'stale', 'rot-stale', 's1');
       await sleep(2_000);
-      // Only our rotation at the service happened; the controller's POST was refused.
-      expect(rotationsOf(env, 'rot-stale')).toBe(1);
-      expect(env.calls().rotate.unknown_token).toBe(1);
-      expect((await env.getSecret('stale'))?.metadata?.annotations?.[HANDLED]).toBe('s1');
-
-      await env.requestRotation('stale', 's2');
-      const { token: rotated } = await waitHandled(env, 'stale', 'rot-stale', 's2');
-      expect(rotated).not.toBe(current);
-      await sleep(2_000);
+      // The request revoked the token the service held when it was asked (`leaked`): one more rotation, ours.
+      expect(stored).not.toBe(leaked);
+      expect(stored).not.toBe(original);
       expect(rotationsOf(env, 'rot-stale')).toBe(2);
       expect(env.calls().rotate.ok).toBe(2);
-      expect(env.calls().rotate.unknown_token).toBe(1);
-      expect((await env.getUserGroup('stale')).metadata.annotations?.[ROTATE]).toBe('s2');
+      expect(env.calls().rotate.unknown_token).toBe(0);
+      expect(sha256(stored)).toBe(env.simGroup('rot-stale')?.tokenSha256);
+      expect((await rotateAtService(env, leaked)).body.success).toBe(0);
+      const status = (await env.getUserGroup('stale')).status as { rotation?: { lastRevoked?: Record<string, string> } } | undefined;
+      expect(status?.rotation?.lastRevoked).toMatchObject({ request: 's1', by: 'ThisController' });
+      await waitForEvent(env, 'stale', 'TokenRotated', 'Normal', '"s1"');
     } finally {
       await op.stop();
     }
@@ -334,10 +328,15 @@ describe('token rotation', () => {
     // A scripted fault source: planCall takes exactly three draws per call (jitter, spike, fault);
     // the fault draw is 0 (fault) while `armed` > 0 and 0.99 (no fault) otherwise.
     let draws = 0;
+    let spared = 0;
     let armed = 0;
     const random = (): number => {
       const slot = draws++ % 3;
       if (slot < 2) return 0;
+      if (spared > 0) {
+        spared -= 1;
+        return 0.99;
+      }
       if (armed > 0) {
         armed -= 1;
         return 0;
@@ -351,7 +350,10 @@ describe('token rotation', () => {
       await own.createUserGroup('zero', { userGroupId: 'rot-zero', name: 'Zero' });
       const { token: original } = await waitInSync(own, 'zero', 'rot-zero');
       own.sim.setFaults({ successZeroRate: 0.5 });
-      armed = 1; // only the next call (the POST) answers {"success":0}; the service rotated nothing.
+      // The next call (the PUT that reads the current token) is answered; the one after it (the POST) with
+      // {"success":0}: the service rotated nothing.
+      spared = 1;
+      armed = 1;
       await own.requestRotation('zero', 'z1');
       await eventually('the POST to be answered with success 0', async () => (own.calls().rotate.injected_success_zero === 1 ? true : undefined));
       // Whatever path the controller takes, a request recorded as handled must mean a rotated token:

@@ -156,7 +156,7 @@ describe('1. service faults', () => {
     const occurrences = (match: (note: string, reason: string) => boolean): number =>
       events.filter((ev) => match(ev.note ?? '', ev.reason ?? '')).reduce((n, ev) => n + (ev.series?.count ?? 1), 0);
     const completedByPut = occurrences((note, reason) => reason === 'TokenRotated' && note.includes('completed after'));
-    const recovered = occurrences((_note, reason) => reason === 'RotationRecovered');
+    const recovered = occurrences((_note, reason) => reason === 'TokenRotatedElsewhere');
     const recoveryPuts = c.logs.filter((l) => l.json?.['msg'] === 'user group synced' && l.json['why'] === 'rotation-recovery').length;
 
     // The slowest rotation and group: how many failed service calls the controller logged for it.
@@ -195,7 +195,7 @@ describe('1. service faults', () => {
         `calls ${fmt(puts + posts)} (PUT ${fmt(puts)}, POST ${fmt(posts)}) vs minimum ${fmt(minimum)} (${fmt(GROUPS)} PUT + ${fmt(ledger.total)} POST) = ` +
         `${((puts + posts) / minimum).toFixed(2)}×; rotations requested ${ledger.total}/${planned} on ${rotating.length} groups (${VALUES_PER_GROUP} each, sequential), ` +
         `executed ${executed}, missing ${inv.missingRotations}; recovery PUTs after a failed POST ${recoveryPuts} ` +
-        `(of which found the rotation applied, answer lost: ${completedByPut}; RotationRecovered: ${recovered}); created in ${s1(createdMs)}, last rotation requested at ${s1(requestedAllMs)}; ` +
+        `(of which found the rotation applied, answer lost: ${completedByPut}; TokenRotatedElsewhere: ${recovered}); created in ${s1(createdMs)}, last rotation requested at ${s1(requestedAllMs)}; ` +
         `${latency}; ${idleCalls} calls in 5 s after convergence; controller ${health.alive ? 'alive' : `DEAD (${health.exit ?? '?'})`}, ` +
         `workers started ${health.workerStarts}×, "reconcile threw" ${health.threw}, "reconcile failed" ${health.failed}`,
     });

@@ -152,6 +152,8 @@ export interface World {
   heldToken?: string;
   /** The token the fake service holds for the group at the start (default tok-1). */
   serviceToken?: string;
+  /** Another holder of the account's key rotates the group to this token just before the first POST arrives. */
+  rotatedElsewhereBeforePost?: string;
   /** The clock (default 2026-11-22T01:00:00Z). */
   now?: number;
   /** What the global cap on scheduled rotations answers (default 0: a slot is free). */
@@ -206,6 +208,7 @@ export function harness(world: World): Harness {
   const calls: string[] = [];
   let token = world.serviceToken ?? 'tok-1';
   let rotations = 0;
+  let rotatedElsewhere = false;
   const claims = world.claims ?? new Map([[claimName(ACCOUNT, 'acme-1'), claim({ holder: world.ug })]]);
   const statuses: UserGroupStatus[] = [];
   const deleted: string[] = [];
@@ -228,6 +231,10 @@ export function harness(world: World): Harness {
     },
     rotate: async (held): Promise<ServiceResult> => {
       calls.push('POST');
+      if (world.rotatedElsewhereBeforePost !== undefined && !rotatedElsewhere) {
+        rotatedElsewhere = true;
+        token = world.rotatedElsewhereBeforePost;
+      }
       if (held.reveal() !== token) return { ok: false, failure: { kind: 'rejected', status: 400, message: 'unknown token' } };
       token = `tok-r${++rotations}`;
       return group(token, false);
@@ -399,9 +406,11 @@ export function harness(world: World): Harness {
 /** The calls of a first sync that creates the token Secret, with the claim already held. */
 export const FIRST_SYNC: Readonly<Record<string, number>> = { PUT: 1, 'create Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 };
 
-/** The calls of a requested rotation of a synced UserGroup: a slot of the budget, the intent, one POST, the new token. */
+/** The calls of a requested rotation of a synced UserGroup: a slot of the budget, the PUT that reads the current token, the intent, one POST, the new token. */
 export const REQUESTED_ROTATION: Readonly<Record<string, number>> = {
   'rotation budget': 1,
+  PUT: 1,
+  'Event Normal Synced': 1,
   'replace Secret': 2,
   'rotation budget spent': 1,
   POST: 1,

@@ -94,32 +94,41 @@ describe('rotation: exactly once, through the ports', () => {
     expect(h.serviceToken()).toBe('tok-r1');
   });
 
-  it('rejected, then recovered: the held token is not current, the PUT returns the current one, stored and handled', async () => {
+  it('a held token rotated behind the operator: the PUT after the request reads the current token, and that one is rotated', async () => {
+    // The token leaked and someone else's rotation left the Secret behind: the request must still revoke the token
+    // the service holds now, not end on a refused POST with the leaked token alive.
     const h = await rotationWorld({ stored: sealedSecret('tok-old'), serviceToken: 'tok-1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(posts(h)).toBe(1);
-    expect(h.counts()).toEqual({
-      'rotation budget': 1,
-      'replace Secret': 2,
-      'rotation budget spent': 1,
-      POST: 1,
-      PUT: 1,
-      'Event Warning RotationRecovered': 1,
-      'Event Normal Synced': 1,
-      'status Synced': 1,
+    // Protocol: the current token is read before the intent that carries it, and POSTed after it.
+    expect(h.order('PUT', 'replace Secret', 'POST')).toEqual(['PUT', 'replace Secret', 'POST', 'replace Secret']);
+    expect(h.writes[0]).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_PENDING_ANNOTATION]: 'r1' } });
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.writes.at(-1)).toMatchObject({ token: 'tok-r1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
+    expect(h.statuses.at(-1)?.rotation).toMatchObject({
+      lastHandledRequest: 'r1',
+      lastRevoked: { request: 'r1', by: 'ThisController', currentAt: '2026-11-22T01:00:00Z', revokedAt: '2026-11-22T01:00:00Z' },
     });
-    // Protocol: the slot before the intent, spent once it is written; the intent before the POST; the refused POST
-    // is followed by the PUT that fetches the current token, and only then is the mark cleared.
-    expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent')).toEqual([
-      'rotation budget',
-      'replace Secret',
-      'rotation budget spent',
-      'replace Secret',
-    ]);
-    expect(h.order('replace Secret', 'POST', 'PUT')).toEqual(['replace Secret', 'POST', 'PUT', 'replace Secret']);
-    expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
-    // The service's token was not rotated by us: the rejected POST changed nothing.
-    expect(h.serviceToken()).toBe('tok-1');
+  });
+
+  it('rotated elsewhere after the request (its POST refused): the current token is stored, the request handled, no second rotation', async () => {
+    const h = harness({
+      ug: userGroup({ annotations: { [ROTATE_ANNOTATION]: 'r1' }, status: await syncedStatus() }),
+      cached: sealedSecret('tok-1'),
+      live: sealedSecret('tok-1'),
+      otherKnown: false,
+      serviceToken: 'tok-1',
+      rotatedElsewhereBeforePost: 'tok-elsewhere',
+    });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    // One POST, refused: the service's token is the other holder's rotation, not ours.
+    expect(posts(h)).toBe(1);
+    expect(h.serviceToken()).toBe('tok-elsewhere');
+    expect(h.writes.at(-1)).toMatchObject({ token: 'tok-elsewhere', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
+    expect(h.writes.at(-1)?.annotations[ROTATION_PENDING_ANNOTATION]).toBeUndefined();
+    expect(h.calls).toContain('Event Normal TokenRotatedElsewhere');
+    expect(h.calls).not.toContain('Event Normal TokenRotated');
+    expect(h.statuses.at(-1)?.rotation).toMatchObject({ lastHandledRequest: 'r1', lastRevoked: { request: 'r1', by: 'AnotherHolder' } });
   });
 
   it('a value handled before is never rotated again, whatever the Secret says now', async () => {

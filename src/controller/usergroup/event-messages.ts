@@ -37,15 +37,16 @@ export const Events = {
     type: 'Normal',
     reason: 'TokenRotated',
     action: 'Rotate',
-    note: `token rotated for ${describeRotation(rotation)}${
+    note: `token rotated for ${describeRotation(rotation)}, revoking the token current at the service${
       how === 'after-restart' ? ' (completed after a restart)' : how === 'after-restart-unasked' ? ' (completed after a restart; no longer asked for)' : ''
     }`,
   }),
-  rotationRecovered: (rotation: Rotation, refusal: string): UserGroupEvent => ({
-    type: 'Warning',
-    reason: 'RotationRecovered',
+  /** The POST found the token it carried rotated since it was read: another holder of the account's key did. */
+  rotatedElsewhere: (rotation: Rotation, readAt: string, refusedAt: string): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'TokenRotatedElsewhere',
     action: 'Rotate',
-    note: `the service refused to rotate the held token (${refusal}); stored the current token instead and marked ${describeRotation(rotation)} handled`,
+    note: `for ${describeRotation(rotation)}: the token current at the service at ${readAt} was rotated by another holder of the account's API key before this controller's POST (refused at ${refusedAt}); stored the token current now, without a second rotation`,
   }),
   adopted: (userGroupId: string, connection: string, tokenRotated: boolean): UserGroupEvent => ({
     type: 'Normal',

@@ -24,6 +24,8 @@ export interface Progress {
   readonly book: Bookkeeping;
   /** When this reconcile rotated the token, if it did. */
   readonly rotatedAt: string | undefined;
+  /** What the requested rotation this reconcile handled revoked (status.rotation.lastRevoked). */
+  readonly revoked?: RevokedToken;
   readonly adopted: UserGroupStatus['adoption'];
   /** The token Secret as stored now (after our own writes), if any. */
   readonly secret: ObservedSecret | undefined;
@@ -62,6 +64,8 @@ export function waitForSlot(progress: Progress, why: SlotFor, inMs: number): Pro
 export function waitsForSlot(progress: Pick<Progress, 'wake'>, why: SlotFor): boolean {
   return progress.wake?.why.includes(why) === true;
 }
+
+export type RevokedToken = NonNullable<NonNullable<UserGroupStatus['rotation']>['lastRevoked']>;
 
 export interface RestartProgress {
   /** status.rolloutRestarts as the step leaves it. */

@@ -49,6 +49,7 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     // status write for every UserGroup on upgrade).
     tokenIssuedTime: progress.stored?.changed === true || schedule || previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
     nextRotationTime: schedule && iso(schedule.dueAt),
+    lastRevoked: progress.revoked ?? previous.rotation?.lastRevoked,
   });
   const fields: UserGroupStatus = {
     teamId: group ? group.teamId : previous.teamId,

@@ -7,7 +7,7 @@ import { Events, type Rotation } from './event-messages.js';
 import { end, next, type Step } from './outcome.js';
 import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
-import { waitsForSlot, type Progress } from './progress.js';
+import { waitsForSlot, type Progress, type RevokedToken } from './progress.js';
 import { writeTokenSecret } from './write-secret.js';
 
 /**
@@ -38,7 +38,8 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
       if (held && progress.token && !progress.token.equals(held)) {
         // The rotation reached the service before we could store its result: the PUT returned the new token.
         rotated(ctx, rotation, 'after-restart');
-        return next({ ...progress, book: { handled: handledAfter(rotation, progress), pending: undefined }, rotatedAt: iso(plan.now) });
+        const revoked = revokedBy(rotation, undefined, iso(plan.now), 'ThisController');
+        return next({ ...progress, book: { handled: handledAfter(rotation, progress), pending: undefined }, rotatedAt: iso(plan.now), revoked });
       }
       return rotate(ctx, plan, progress, rotation);
     case 'rotate':
@@ -50,7 +51,13 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
   }
 }
 
-/** Records the intent (unless already recorded), POSTs with the held token, and hands on the new one. */
+/**
+ * Records the intent (unless already recorded), POSTs, and hands on the new token. A requested rotation must revoke
+ * the token that is current at the service once it is asked for, which the held one may not be (rotated behind the
+ * operator, or by another cluster on the account): it POSTs with a token read by a PUT after the request. A POST
+ * refused then proves that someone else rotated after the request, so the request is done without a second
+ * rotation (how a fleet that sees one request in every cluster rotates once).
+ */
 async function rotate(
   ctx: ReconcileContext,
   plan: Plan,
@@ -58,39 +65,60 @@ async function rotate(
   rotation: Extract<RotationDecision, { kind: 'rotate' | 'recover' }>,
 ): Promise<Step<Progress>> {
   const { connection } = plan;
-  const token = progress.token;
+  let before = progress;
+  let readAt = iso(plan.now);
+  // A PUT of this reconcile (the sync step's) was after the request already; otherwise one is made here.
+  if (!rotation.scheduled && progress.group === undefined) {
+    const current = await ctx.calls.upsert(connection, plan.request);
+    if (isDeferral(current)) return end(deferred(current, 'sync', connection));
+    if (!current.ok) return end(serviceFailed(ctx, 'sync', current.failure, connection));
+    before = { ...progress, group: current.group, token: current.group.token };
+    readAt = iso(ctx.ports.clock.now());
+  }
+  const token = before.token;
   if (!token) throw new Error('no trusted token to rotate');
   // A schedule counted from a fallback (no issue time on the Secret yet) records it with the intent: after a
   // crash the same value is found pending.
   const issuedAt = rotation.scheduled ? plan.issuedAt : plan.owned?.issuedAt;
-  const intent = await writeTokenSecret(ctx, plan, { token, handled: progress.book.handled, pending: rotation.value, issuedAt }, progress.secret);
+  const intent = await writeTokenSecret(ctx, plan, { token, handled: before.book.handled, pending: rotation.value, issuedAt }, before.secret);
   if (!intent.ok) return intent;
   ctx.calls.intentRecorded();
   // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
   if (rotation.kind === 'rotate' && !rotation.scheduled) ctx.ports.caps.requestSpent('rotation', ctx.ug.metadata.namespace, ctx.key);
-  let after: Progress = { ...progress, secret: intent.value };
+  let after: Progress = { ...before, secret: intent.value };
 
+  const sentAt = iso(ctx.ports.clock.now());
   const answer = await ctx.calls.rotate(connection, token);
   if (isDeferral(answer)) return end(deferred(answer, 'rotate', connection));
   if (answer.ok) {
-    after = { ...after, token: answer.group.token, rotatedAt: iso(ctx.ports.clock.now()) };
+    const at = iso(ctx.ports.clock.now());
+    after = { ...after, token: answer.group.token, rotatedAt: at, revoked: revokedBy(rotation, sentAt, at, 'ThisController') };
     rotated(ctx, rotation, 'now');
     ctx.log.info({ request: rotation.value, scheduled: rotation.scheduled }, 'token rotated');
   } else if (answer.failure.kind === 'rejected') {
-    // The held token is not current (rotated elsewhere, or by us just before a crash). A PUT returns
-    // the current one; store it and call the request handled, so it is never rotated twice.
+    // The token POSTed is not current any more. A PUT returns the current one: a different one means another
+    // holder of the account's key rotated it since it was read (after the request, for a requested rotation).
     const current = await ctx.calls.upsert(connection, plan.request);
     if (isDeferral(current)) return end(deferred(current, 'sync', connection));
     if (!current.ok) return end(serviceFailed(ctx, 'sync', current.failure, connection));
     // Still the same token: the service refused the rotation itself. Not handled; retry it.
     if (current.group.token.equals(token)) return end(rotationFailed(ctx, triggerOf(rotation), answer.failure, connection));
-    after = { ...after, group: current.group, token: current.group.token };
-    ctx.ports.events.emit(ctx.ug, Events.rotationRecovered(rotation, answer.failure.message));
-    ctx.log.warn({ request: rotation.value }, 'rotation refused; recovered the current token');
+    const at = iso(ctx.ports.clock.now());
+    after = { ...after, group: current.group, token: current.group.token, revoked: revokedBy(rotation, readAt, at, 'AnotherHolder') };
+    ctx.ports.events.emit(ctx.ug, Events.rotatedElsewhere(rotation, readAt, at));
+    ctx.log.info({ request: rotation.value }, 'the token was rotated elsewhere before this POST; stored the current token');
   } else {
     return end(rotationFailed(ctx, triggerOf(rotation), answer.failure, connection));
   }
   return next({ ...after, book: { handled: handledAfter(rotation, progress), pending: undefined } });
+}
+
+/**
+ * What a requested rotation revoked, for the status: the token current at `currentAt` (when the accepted POST went
+ * out; when the refused one's token was read), and by whom.
+ */
+function revokedBy(rotation: Rotation, currentAt: string | undefined, at: string, by: RevokedToken['by']): RevokedToken | undefined {
+  return rotation.scheduled ? undefined : { request: rotation.value, ...(currentAt ? { currentAt } : {}), revokedAt: at, by };
 }
 
 /** The token was rotated: counted and told, the same way whichever path found it out. */
