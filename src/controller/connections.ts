@@ -102,8 +102,6 @@ export interface ConnectionsOptions {
   readonly breaker?: CircuitBreakerOptions;
   /** Runs before every call goes out; throws when the work must stop (a lease lost by the clock). */
   readonly beforeCall?: () => void;
-  /** When 429s are reported instead of waited out (default PERSISTENT_RATE_LIMIT). */
-  readonly persistentRateLimit?: { readonly ms: number; readonly answers: number };
 }
 
 /** The Secret type that lets a Secret serve as a UserGroupService's API key (see docs/tenancy.md). */
@@ -120,8 +118,6 @@ interface Endpoint {
   readonly prepaid: Map<string, number>;
   /** The service asked everyone to wait (429 with Retry-After) until then. */
   pausedUntil: number;
-  /** Since when every answer has been a 429 with Retry-After, and how many (undefined: the last answer was not one). */
-  limited: { readonly since: number; answers: number } | undefined;
   /** The last connection-level failure, reported to those whose calls its breaker holds back. */
   lastFailure: ServiceFailure | undefined;
   lastUsed: number;
@@ -133,12 +129,6 @@ const API_KEY_SECRET_TTL_MS = 30_000;
 const SWEEP_EVERY_MS = 60_000;
 /** Reserved tokens whose key never came back (deleted meanwhile) are forgotten this long after their slot. */
 const PREPAID_GRACE_MS = 60_000;
-/**
- * 429s with Retry-After are the account's rate limit, shared with every other cluster and shard on it: a call
- * they turn away waits (deferred, no failure on the UserGroup) unless nothing but 429s came back for this long and
- * this many times: then it is reported (RateLimited), since no share of the rate is left to this cluster.
- */
-export const PERSISTENT_RATE_LIMIT = { ms: 30_000, answers: 3 } as const;
 
 /**
  * Resolves a UserGroup's connection: a shared ClusterUserGroupService (named in spec.serviceRef, or the
@@ -274,7 +264,6 @@ export class Connections {
         recordKey: createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest(),
         prepaid: new Map(),
         pausedUntil: 0,
-        limited: undefined,
         lastFailure: undefined,
         lastUsed: now,
       };
@@ -352,24 +341,13 @@ export class Connections {
     const failed = connectionLevelFailure(result);
     endpoint.breaker.record(failed ? 'failure' : 'success');
     if (failed && !result.ok) endpoint.lastFailure = result.failure;
-    const retryAfterMs = !result.ok && result.failure.kind === 'rate-limited' ? result.failure.retryAfterMs : undefined;
-    if (retryAfterMs === undefined) {
-      endpoint.limited = undefined;
-      // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
-      signal?.throwIfAborted();
-      return result;
+    if (!result.ok && result.failure.kind === 'rate-limited' && result.failure.retryAfterMs !== undefined) {
+      // The account is limited, not this key: every caller of the connection waits.
+      endpoint.pausedUntil = Math.max(endpoint.pausedUntil, performance.now() + result.failure.retryAfterMs);
     }
-    // The account is limited, not this key: every caller of the connection waits.
-    const answeredAt = performance.now();
-    endpoint.pausedUntil = Math.max(endpoint.pausedUntil, answeredAt + retryAfterMs);
-    endpoint.limited ??= { since: answeredAt, answers: 0 };
-    endpoint.limited.answers += 1;
+    // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
     signal?.throwIfAborted();
-    const { since, answers } = endpoint.limited;
-    const persistent = this.options.persistentRateLimit ?? PERSISTENT_RATE_LIMIT;
-    if (answeredAt - since >= persistent.ms && answers >= persistent.answers) return result;
-    const message = `${description}: the service asked to wait (HTTP 429)`;
-    return { ok: false, deferred: { why: 'throttled', afterMs: jittered(retryAfterMs, THROTTLED_SPREAD_MS), message } };
+    return result;
   }
 
   private deferral(admission: Exclude<Admission, { ok: true }>, endpoint: Endpoint, description: string): Deferral {
