@@ -188,7 +188,8 @@ describe('/metrics, /healthz and /readyz', () => {
 
     // Service requests by operation and code, matching what the simulator counted.
     const puts = env.calls().upsert.created + env.calls().upsert.updated;
-    expect(puts).toBe(4);
+    // 4 syncs and the PUT the rotation reads the current token with.
+    expect(puts).toBe(5);
     expect(s.type('usergroup_service_requests_total')).toBe('counter');
     expect(s.value('usergroup_service_requests_total', { operation: 'upsert', code: '200' })).toBe(puts);
     expect(s.value('usergroup_service_requests_total', { operation: 'rotate', code: '200' })).toBe(1);

@@ -97,7 +97,8 @@ describe('a tenant writing requests in a loop for a minute', () => {
         `last values handled ${(drainedMs / 1000).toFixed(1)} s after the loop stopped (bound ${(drainBoundMs / 1000).toFixed(0)} s); other namespace's new UserGroup Ready=True in ${String(quietSyncMs)} ms`,
     );
 
-    expect(puts).toBeLessThanOrEqual(allowed(budgets.sync, elapsedMs));
+    // A requested rotation reads the current token with a PUT before its POST: one PUT per POST beside the syncs.
+    expect(puts).toBeLessThanOrEqual(allowed(budgets.sync, elapsedMs) + posts);
     expect(posts).toBeLessThanOrEqual(allowed(budgets.rotation, elapsedMs));
     // The budget, not a lack of requests, held the tenant: it asked for far more and got at least its burst.
     expect(writes).toBeGreaterThan(10 * (budgets.sync.burst + budgets.rotation.burst));

@@ -70,8 +70,9 @@ async function rotate(
   // A PUT of this reconcile (the sync step's) was after the request already; otherwise one is made here.
   if (!rotation.scheduled && progress.group === undefined) {
     const current = await ctx.calls.upsert(connection, plan.request);
-    if (isDeferral(current)) return end(deferred(current, 'sync', connection));
-    if (!current.ok) return end(serviceFailed(ctx, 'sync', current.failure, connection));
+    // The rotation is what did not happen: reported and counted as a rotation that failed.
+    if (isDeferral(current)) return end(deferred(current, 'rotate', connection));
+    if (!current.ok) return end(rotationFailed(ctx, triggerOf(rotation), current.failure, connection));
     before = { ...progress, group: current.group, token: current.group.token };
     readAt = iso(ctx.ports.clock.now());
   }
