@@ -63,16 +63,34 @@ describe('crds.enabled: the CRDs as templates of the release, upgraded by helm u
   const kubectl = (args: readonly string[], input?: string): Promise<CommandResult> =>
     run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, ...args], input === undefined ? {} : { input });
   /**
-   * The CRDs deleted and gone. Once (three files at a time beside it) the apiextensions finalizer took over a minute
-   * for CRDs without a single object: the wait is generous, and how long it took is printed.
+   * The CRDs deleted and gone. Each is Established first: a CRD deleted before the apiserver accepted its names
+   * (Helm's crds/ applied a moment before, on a loaded machine) stayed Terminating for minutes, once holding up
+   * every case after it. The wait is generous, and how long it took is printed.
    */
   const deleteCrds = async (...flags: string[]): Promise<void> => {
     const started = Date.now();
+    const present = (await ok(kubectl(['get', 'crd', '-o', 'name']))).stdout
+      .split('\n')
+      .filter((line) => CRD_NAMES.some((name) => line === `customresourcedefinition.apiextensions.k8s.io/${name}`));
+    if (present.length > 0) await ok(kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...present]));
     const res = await run(cp.binaries.kubectl, ['--kubeconfig', cp.kubeconfigPath, 'delete', 'crd', ...CRD_NAMES, ...flags, '--wait', '--timeout=170s'], {
       timeoutMs: 180_000,
     });
     process.stderr.write(`[chart-crds] CRDs deleted in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-    expect(res.code, res.stderr).toBe(0);
+    const left =
+      res.code === 0
+        ? ''
+        : (
+            await kubectl([
+              'get',
+              'crd',
+              ...CRD_NAMES,
+              '--ignore-not-found',
+              '-o',
+              'jsonpath={range .items[*]}{.metadata.name}: {.status.conditions}{"\\n"}{end}',
+            ])
+          ).stdout;
+    expect(res.code, `${res.stderr}\nstill there:\n${left}`).toBe(0);
   };
   const helm = (args: readonly string[]): Promise<CommandResult> => run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
   const ok = async (pending: Promise<CommandResult>): Promise<CommandResult> => {
