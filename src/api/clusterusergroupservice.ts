@@ -19,6 +19,19 @@ export interface ClusterUserGroupServiceSpec {
   readonly allowInsecure: boolean;
   /** Empty: the connection serves no namespace at all. */
   readonly tenants: readonly TenantRule[];
+  /** The account is shared by several clusters, each with its own copy of this object (docs/fleets.md). */
+  readonly fleet: Fleet | undefined;
+}
+
+/**
+ * One cluster of a fleet on one account. Primary: it rotates (requested, scheduled, on deletion). Follower: it never
+ * POSTs; it follows the primary's rotations with PUTs. Either way a group found at the service is the fleet's own.
+ */
+export type FleetRole = 'Primary' | 'Follower';
+const FLEET_ROLES: readonly FleetRole[] = ['Primary', 'Follower'];
+
+export interface Fleet {
+  readonly role: FleetRole;
 }
 
 /** What a UserGroup that finds an existing group at its first sync may do. */
@@ -46,7 +59,7 @@ export function parseClusterUserGroupService(raw: unknown): Parsed<ClusterUserGr
 
 function parseSpec(raw: unknown): Parsed<ClusterUserGroupServiceSpec> {
   if (!isRecord(raw)) return { ok: false, error: 'spec is missing' };
-  const { url, apiKeySecretRef: ref, allowInsecure, tenants } = raw;
+  const { url, apiKeySecretRef: ref, allowInsecure, tenants, fleet } = raw;
   if (typeof url !== 'string' || url === '') return { ok: false, error: 'spec.url must be a non-empty string' };
   if (!isRecord(ref) || typeof ref['namespace'] !== 'string' || ref['namespace'] === '' || typeof ref['name'] !== 'string' || ref['name'] === '') {
     return { ok: false, error: 'spec.apiKeySecretRef needs a namespace and a name' };
@@ -63,10 +76,28 @@ function parseSpec(raw: unknown): Parsed<ClusterUserGroupServiceSpec> {
       rules.push(rule.value);
     }
   }
+  const parsedFleet = parseFleet(fleet);
+  if (!parsedFleet.ok) return parsedFleet;
   return {
     ok: true,
-    value: { url, apiKeySecretRef: { namespace: ref['namespace'], name: ref['name'], key }, allowInsecure: allowInsecure === true, tenants: rules },
+    value: {
+      url,
+      apiKeySecretRef: { namespace: ref['namespace'], name: ref['name'], key },
+      allowInsecure: allowInsecure === true,
+      tenants: rules,
+      fleet: parsedFleet.value,
+    },
   };
+}
+
+/** spec.fleet: absent (one cluster on the account), or the role of this cluster (Follower unless said). */
+function parseFleet(raw: unknown): Parsed<Fleet | undefined> {
+  if (raw === undefined || raw === null) return { ok: true, value: undefined };
+  if (!isRecord(raw)) return { ok: false, error: 'spec.fleet must be an object' };
+  const role = raw['role'] ?? 'Follower';
+  const known = FLEET_ROLES.find((r) => r === role);
+  if (!known) return { ok: false, error: `spec.fleet.role must be one of ${FLEET_ROLES.join(', ')}` };
+  return { ok: true, value: { role: known } };
 }
 
 function parseRule(raw: unknown, at: string): Parsed<TenantRule> {

@@ -76,6 +76,8 @@ export interface UserGroupStatus {
       /** ThisController: its POST. AnotherHolder: a holder of the account's key rotated it after the request. */
       readonly by: 'ThisController' | 'AnotherHolder';
     };
+    /** A fleet follower waits for the primary to rotate for this request, since it first saw it. */
+    readonly following?: { readonly request: string; readonly since: string };
   };
   /** spec.rolloutRestartTargets: the token the targets were restarted for (or found current when first listed). */
   readonly rolloutRestarts?: { readonly tokenIssuedTime?: string; readonly lastRestartTime?: string };
@@ -398,6 +400,14 @@ function parseRevoked(raw: unknown, str: (v: unknown) => string | undefined): Ro
   return { request, revokedAt, by, ...(currentAt === undefined ? {} : { currentAt }) };
 }
 
+/** status.rotation.following as the controller writes it; anything else reads as absent. */
+function parseFollowing(raw: unknown, str: (v: unknown) => string | undefined): RotationStatus['following'] {
+  if (!isRecord(raw)) return undefined;
+  const request = str(raw['request']);
+  const since = timestamp(raw['since']);
+  return request === undefined || since === undefined ? undefined : { request, since };
+}
+
 function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
   if (!isRecord(raw)) return {};
   const str = (v: unknown): string | undefined => (typeof v === 'string' ? (held.find((h) => h === v) ?? v) : undefined);
@@ -409,6 +419,7 @@ function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
         tokenIssuedTime: str(raw['rotation']['tokenIssuedTime']),
         nextRotationTime: str(raw['rotation']['nextRotationTime']),
         lastRevoked: parseRevoked(raw['rotation']['lastRevoked'], str),
+        following: parseFollowing(raw['rotation']['following'], str),
       }
     : undefined;
   const conditions = Array.isArray(raw['conditions']) ? parseConditions(raw['conditions']) : undefined;

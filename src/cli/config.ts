@@ -187,8 +187,16 @@ export const FLAGS = {
     'requested rotations done per minute per namespace once its burst is spent (fractions allowed)',
     num(0.001, 60_000),
   ),
-  serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '10', 'sustained calls per second toward one service account', num(0.001)),
-  serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '20', 'burst of calls toward one service account', int(1)),
+  // 2.5 a second and 10 at once: at most 160 calls in any minute, inside the real service's documented 180.
+  serviceQps: defaulted('service-qps', 'USERGROUP_SERVICE_QPS', '2.5', 'sustained calls per second toward one service account', num(0.001)),
+  serviceBurst: defaulted('service-burst', 'USERGROUP_SERVICE_BURST', '10', 'burst of calls toward one service account', int(1)),
+  serviceShare: defaulted(
+    'service-share',
+    'USERGROUP_SERVICE_SHARE',
+    '1',
+    "this cluster's share of --service-qps and --service-burst, when several clusters use one account (0.5 for one of two)",
+    num(0.001, 1),
+  ),
   serviceTimeout: defaulted('service-timeout', 'USERGROUP_SERVICE_TIMEOUT', '10s', 'timeout of one service call, body included', duration(1)),
   leaderElect: defaulted(
     'leader-elect',
@@ -340,6 +348,7 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     },
     serviceQps: read(FLAGS.serviceQps),
     serviceBurst: read(FLAGS.serviceBurst),
+    serviceShare: read(FLAGS.serviceShare),
     serviceTimeoutMs: read(FLAGS.serviceTimeout),
     leaderElect: read(FLAGS.leaderElect),
     shardByNamespace: read(FLAGS.shardByNamespace),

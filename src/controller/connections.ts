@@ -1,7 +1,7 @@
 // The service connections: which account a UserGroup uses, through which gates (egress, tenancy, breaker, bucket).
 import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Adoption, ClusterUserGroupService } from '../api/clusterusergroupservice.js';
+import type { Adoption, ClusterUserGroupService, FleetRole } from '../api/clusterusergroupservice.js';
 import { objectKey } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { ServiceRef } from '../api/usergroup.js';
@@ -18,6 +18,7 @@ import { Reason } from './policies/conditions.js';
 import { sha256Hex } from './hash.js';
 import { jittered, THROTTLED_SPREAD_MS } from './retry-policy.js';
 import { admit } from './policies/tenancy.js';
+import { adoptionIn } from './policies/adoption.js';
 
 /** A resolved way to reach the service for one UserGroup: one account (URL + API key), rate-limited as a whole. */
 export interface Connection {
@@ -34,6 +35,8 @@ export interface Connection {
   readonly shared: boolean;
   /** What the first sync may do with a group that already exists: the tenant rule's policy; Keep on an own account. */
   readonly adoption: Adoption;
+  /** This cluster's role when the account is shared by a fleet (ClusterUserGroupService spec.fleet); else undefined. */
+  readonly fleet: FleetRole | undefined;
   /** The Secret the API key came from, "namespace/name" (to forget it after a 401). */
   readonly apiKeySecret: string;
   /** MAC of a token record under a key derived from this account's API key (see policies/token-secret.ts). */
@@ -102,6 +105,8 @@ export interface ConnectionsOptions {
   readonly breaker?: CircuitBreakerOptions;
   /** Runs before every call goes out; throws when the work must stop (a lease lost by the clock). */
   readonly beforeCall?: () => void;
+  /** When 429s are reported instead of waited out (default PERSISTENT_RATE_LIMIT). */
+  readonly persistentRateLimit?: { readonly ms: number; readonly answers: number };
 }
 
 /** The Secret type that lets a Secret serve as a UserGroupService's API key (see docs/tenancy.md). */
@@ -118,6 +123,8 @@ interface Endpoint {
   readonly prepaid: Map<string, number>;
   /** The service asked everyone to wait (429 with Retry-After) until then. */
   pausedUntil: number;
+  /** Since when every answer has been a 429 with Retry-After, and how many (undefined: the last answer was not one). */
+  limited: { readonly since: number; answers: number } | undefined;
   /** The last connection-level failure, reported to those whose calls its breaker holds back. */
   lastFailure: ServiceFailure | undefined;
   lastUsed: number;
@@ -129,6 +136,12 @@ const API_KEY_SECRET_TTL_MS = 30_000;
 const SWEEP_EVERY_MS = 60_000;
 /** Reserved tokens whose key never came back (deleted meanwhile) are forgotten this long after their slot. */
 const PREPAID_GRACE_MS = 60_000;
+/**
+ * 429s with Retry-After are the account's rate limit, shared with every other cluster and shard on it: a call
+ * they turn away waits (deferred, no failure on the UserGroup) unless nothing but 429s came back for this long and
+ * this many times: then it is reported (RateLimited), since no share of the rate is left to this cluster.
+ */
+export const PERSISTENT_RATE_LIMIT = { ms: 30_000, answers: 3 } as const;
 
 /**
  * Resolves a UserGroup's connection: a shared ClusterUserGroupService (named in spec.serviceRef, or the
@@ -185,7 +198,8 @@ export class Connections {
     return this.connect(spec.url, apiKey.value, spec.allowInsecure, {
       description,
       shared: true,
-      adoption: admission.adoption,
+      adoption: adoptionIn(spec.fleet, admission.adoption),
+      fleet: spec.fleet?.role,
       apiKeySecret: `${secretNamespace}/${secretName}`,
     });
   }
@@ -210,6 +224,7 @@ export class Connections {
       description,
       shared: false,
       adoption: 'Keep',
+      fleet: undefined,
       apiKeySecret: `${namespace}/${apiKeySecretRef.name}`,
     });
   }
@@ -247,7 +262,7 @@ export class Connections {
     rawUrl: string,
     apiKey: SecretValue,
     allowInsecure: boolean,
-    about: Pick<Connection, 'description' | 'shared' | 'adoption' | 'apiKeySecret'>,
+    about: Pick<Connection, 'description' | 'shared' | 'adoption' | 'fleet' | 'apiKeySecret'>,
   ): Resolution {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
     if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
@@ -264,6 +279,7 @@ export class Connections {
         recordKey: createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest(),
         prepaid: new Map(),
         pausedUntil: 0,
+        limited: undefined,
         lastFailure: undefined,
         lastUsed: now,
       };
@@ -341,13 +357,24 @@ export class Connections {
     const failed = connectionLevelFailure(result);
     endpoint.breaker.record(failed ? 'failure' : 'success');
     if (failed && !result.ok) endpoint.lastFailure = result.failure;
-    if (!result.ok && result.failure.kind === 'rate-limited' && result.failure.retryAfterMs !== undefined) {
-      // The account is limited, not this key: every caller of the connection waits.
-      endpoint.pausedUntil = Math.max(endpoint.pausedUntil, performance.now() + result.failure.retryAfterMs);
+    const retryAfterMs = !result.ok && result.failure.kind === 'rate-limited' ? result.failure.retryAfterMs : undefined;
+    if (retryAfterMs === undefined) {
+      endpoint.limited = undefined;
+      // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
+      signal?.throwIfAborted();
+      return result;
     }
-    // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
+    // The account is limited, not this key: every caller of the connection waits.
+    const answeredAt = performance.now();
+    endpoint.pausedUntil = Math.max(endpoint.pausedUntil, answeredAt + retryAfterMs);
+    endpoint.limited ??= { since: answeredAt, answers: 0 };
+    endpoint.limited.answers += 1;
     signal?.throwIfAborted();
-    return result;
+    const { since, answers } = endpoint.limited;
+    const persistent = this.options.persistentRateLimit ?? PERSISTENT_RATE_LIMIT;
+    if (answeredAt - since >= persistent.ms && answers >= persistent.answers) return result;
+    const message = `${description}: the service asked to wait (HTTP 429)`;
+    return { ok: false, deferred: { why: 'throttled', afterMs: jittered(retryAfterMs, THROTTLED_SPREAD_MS), message } };
   }
 
   private deferral(admission: Exclude<Admission, { ok: true }>, endpoint: Endpoint, description: string): Deferral {

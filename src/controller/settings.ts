@@ -23,9 +23,11 @@ export interface ControllerSettings {
   readonly requestBudgets: Readonly<Record<RequestKind, RequestBudgetOptions>>;
   /** The ClusterUserGroupService for UserGroups without spec.serviceRef. */
   readonly defaultService: string | undefined;
-  /** Calls per second and burst per account (--service-qps, --service-burst), cluster-wide. */
+  /** Calls per second and burst per account (--service-qps, --service-burst), for every cluster on the account. */
   readonly serviceQps: number;
   readonly serviceBurst: number;
+  /** The part of them this cluster takes (--service-share): the clusters on one account share its rate limit. */
+  readonly serviceShare: number;
   readonly serviceTimeoutMs: number;
   readonly watchInactivityTimeoutMs: number | undefined;
   /** The operator's rules for namespaced UserGroupService URLs (--allowed-service-hosts, --allow-http-services). */
@@ -41,17 +43,23 @@ export interface ControllerSettings {
 }
 
 /** The rates that are the operator's as a whole, shared out among the replicas at work. */
-export type OperatorRates = Pick<ControllerSettings, 'serviceQps' | 'serviceBurst' | 'scheduledRotationsPerMinute' | 'workloadRestartsPerMinute'>;
+export type OperatorRates = Pick<
+  ControllerSettings,
+  'serviceQps' | 'serviceBurst' | 'serviceShare' | 'scheduledRotationsPerMinute' | 'workloadRestartsPerMinute'
+>;
 
 /**
  * One of `members` replicas at work takes 1/members of each cluster-wide rate, so the service and the cluster see the
- * same rates however many replicas share the namespaces. (A burst of calls cannot be split below one.)
+ * same rates however many replicas share the namespaces; of the account's rate, the cluster has its share
+ * (--service-share) to give out. (A burst of calls cannot be split below one.)
  */
 export function shareOf<S extends OperatorRates>(settings: S, members: number): S {
+  const part = settings.serviceShare / members;
   return {
     ...settings,
-    serviceQps: settings.serviceQps / members,
-    serviceBurst: Math.max(1, Math.floor(settings.serviceBurst / members)),
+    serviceQps: settings.serviceQps * part,
+    serviceBurst: Math.max(1, Math.floor(settings.serviceBurst * part)),
+    serviceShare: part,
     scheduledRotationsPerMinute: settings.scheduledRotationsPerMinute / members,
     workloadRestartsPerMinute: settings.workloadRestartsPerMinute / members,
   };

@@ -144,7 +144,8 @@ describe('Argo CD health check and rotate action on real UserGroups', () => {
 
     env.sim.setFaults({ rateLimitRate: 1, retryAfterSeconds: 1 });
     await env.createUserGroup('limited', { userGroupId: 'argo-limited', name: 'Limited' });
-    const limited = await env.waitForReady('limited', 'RateLimited');
+    // 429s are waited out (the account's limit is shared) until nothing else came back for 30 s.
+    const limited = await env.waitForReady('limited', 'RateLimited', 'False', 60_000);
     expect((await health(limited)).status).toBe('Progressing');
     expect((await health(limited)).message).toMatch(/^RateLimited: .*429/);
     save('rate-limited', limited);

@@ -520,7 +520,8 @@ describe('kubectl usergroup sync: drift at the service repaired on demand', () =
   it('many requests at once in one namespace: at most the budget (10, then 10 a minute) goes at once, the rest wait with an Event and are all answered', async () => {
     const rate = await TestEnv.create('ksyncrate');
     try {
-      await rate.startOperator();
+      // The account's rate above the namespace's budget: the budget is what this measures.
+      await rate.startOperator({ args: ['--service-qps', '10', '--service-burst', '20'] });
       const names = Array.from({ length: 13 }, (_, i) => `g${i}`);
       for (const name of names) await rate.createUserGroup(name, { userGroupId: `rate-${name}`, name });
       for (const name of names) await rate.waitForReady(name);

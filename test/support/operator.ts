@@ -148,6 +148,19 @@ export class TestEnv {
     return env;
   }
 
+  /**
+   * One cluster of a fleet (test/support/fleet.ts): a namespace of exactly this name on the control plane at
+   * `kubeconfigPath`, served by `sim` (shared with the other clusters) with `apiKey`, and a ClusterUserGroupService
+   * named after the namespace. Its tenant rules and fleet role are the caller's (putClusterService).
+   */
+  static async onAccount(namespace: string, sim: Simulator, apiKey: string, kubeconfigPath: string): Promise<TestEnv> {
+    const kc = adminKubeConfig(kubeconfigPath);
+    await kc.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: namespace, labels: { 'usergroup.dev/test': 'true' } } } });
+    const env = new TestEnv(namespace, sim, apiKey, kubeconfigPath);
+    await env.putApiKeySecret(API_KEY_SECRET, apiKey);
+    return env;
+  }
+
   /** Creates or replaces an API-key Secret in the env's namespace. */
   async putApiKeySecret(name: string, apiKey: string): Promise<void> {
     const body = { metadata: { name, namespace: this.namespace }, stringData: { apiKey } };
@@ -163,7 +176,10 @@ export class TestEnv {
    * Creates or replaces a ClusterUserGroupService (deleted again by close()). Defaults: the env's API-key
    * Secret, and one rule admitting the env's namespace for any id with adoption Keep.
    */
-  async putClusterService(name: string, spec: { url: string; apiKeySecret?: string; tenants?: TenantRuleObject[]; allowInsecure?: boolean }): Promise<void> {
+  async putClusterService(
+    name: string,
+    spec: { url: string; apiKeySecret?: string; tenants?: TenantRuleObject[]; allowInsecure?: boolean; fleet?: { role?: 'Primary' | 'Follower' } },
+  ): Promise<void> {
     const body = {
       apiVersion: `${group}/${version}`,
       kind: 'ClusterUserGroupService',
@@ -173,6 +189,7 @@ export class TestEnv {
         apiKeySecretRef: { namespace: this.namespace, name: spec.apiKeySecret ?? API_KEY_SECRET },
         ...(spec.allowInsecure ? { allowInsecure: true } : {}),
         tenants: spec.tenants ?? [{ namespaces: [this.namespace], userGroupIds: { prefix: '' }, adoption: 'Keep' }],
+        ...(spec.fleet ? { fleet: spec.fleet } : {}),
       },
     };
     this.clusterServices.add(name);

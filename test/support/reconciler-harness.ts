@@ -1,5 +1,5 @@
 import pino from 'pino';
-import type { Adoption, ClusterUserGroupService } from '../../src/api/clusterusergroupservice.js';
+import type { Adoption, ClusterUserGroupService, FleetRole } from '../../src/api/clusterusergroupservice.js';
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
 import { objectKey, type OwnerReference } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
@@ -146,6 +146,8 @@ export interface World {
   /** The service's created indicator in PUT answers (default true). */
   created?: boolean | undefined;
   adoption?: Adoption;
+  /** The cluster's role when the account is shared by a fleet (ClusterUserGroupService spec.fleet). */
+  fleet?: FleetRole;
   /** Whether the cached Secret's resourceVersion counts as written or checked by the operator (default true). */
   verified?: boolean;
   /** The token the operator remembers writing at the cached resourceVersion. */
@@ -222,6 +224,7 @@ export function harness(world: World): Harness {
     description: world.ownAccount ? 'UserGroupService ns/own' : 'ClusterUserGroupService shared',
     shared: !world.ownAccount,
     adoption: world.adoption ?? 'Keep',
+    fleet: world.fleet,
     apiKeySecret: 'ops/api-key',
     seal: SEAL,
     unavailable: () => undefined,

@@ -14,7 +14,7 @@ import { SecretValue } from '../../src/service/secret-value.js';
  * The connection layer between reconciles and the service: egress policy, API-key opt-in, the breaker
  * and the token bucket, against a real local HTTP server that counts what reaches it.
  */
-let mode: 'ok' | '503' | 'hold' = 'ok';
+let mode: 'ok' | '503' | '429' | 'hold' = 'ok';
 let requests = 0;
 let sockets = 0;
 /** Held requests (mode 'hold') whose connection the client closed. */
@@ -34,6 +34,10 @@ beforeAll(async () => {
           closedByClient++;
         });
         onHeld.shift()?.();
+        return;
+      }
+      if (mode === '429') {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' }).end('{"success":0,"message":"slow down"}');
         return;
       }
       if (mode === '503') {
@@ -88,6 +92,7 @@ function connections(options: {
   services?: UserGroupService[];
   secrets?: ObservedSecret[];
   clientOptions?: ServiceClientOptions;
+  persistentRateLimit?: { ms: number; answers: number };
 }) {
   const services = new Map((options.services ?? []).map((s) => [objectKey(s.metadata), s]));
   const secrets = new Map((options.secrets ?? []).map((s) => [objectKey(s.metadata), s]));
@@ -109,6 +114,7 @@ function connections(options: {
     log: pino({ level: 'silent' }),
     egress: egress.policy,
     breaker: { threshold: 3, minFailingMs: 0, baseOpenMs: 60_000, maxOpenMs: 60_000 },
+    ...(options.persistentRateLimit ? { persistentRateLimit: options.persistentRateLimit } : {}),
   });
   return { c, secretReads: () => secretReads };
 }
@@ -186,6 +192,37 @@ describe('Connections of a namespace (UserGroupService)', () => {
     expect(!early.ok && 'deferred' in early ? early.deferred.afterMs : 0).toBeLessThanOrEqual(afterMs);
     await new Promise((resolve) => setTimeout(resolve, afterMs + 10));
     expect((await r.connection.upsert(request, ctx('t/b'))).ok).toBe(true);
+  });
+
+  it("429 with Retry-After (the account's limit, shared with other clusters): waited out, never a failure or the breaker, until nothing else comes back", async () => {
+    mode = '429';
+    const { c } = connections({
+      services: [service('t', 'own', `http://127.0.0.1:${port}`)],
+      secrets: [secret('t', 'key', API_KEY_SECRET_TYPE)],
+      persistentRateLimit: { ms: 50, answers: 3 },
+    });
+    const r = await c.resolve('t', { kind: 'UserGroupService', name: 'own' }, 'g');
+    if (!r.ok) throw new Error(r.message);
+    // Follow-ups, so that the pause each 429 starts does not keep them from the service.
+    const follow = (key: string): CallContext => ({ ...ctx(key), followUp: true });
+    const first = await r.connection.upsert(request, follow('t/a'));
+    expect(first).toMatchObject({ ok: false, deferred: { why: 'throttled' } });
+    expect(!first.ok && 'deferred' in first ? first.deferred.afterMs : 0).toBeGreaterThanOrEqual(1_000);
+    // The pause holds every first call of the connection, without a call.
+    const before = requests;
+    expect(deferredWhy(await r.connection.upsert(request, ctx('t/b')))).toBe('throttled');
+    expect(requests).toBe(before);
+    // More 429s than the breaker's threshold (3): still deferrals, the breaker closed.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(deferredWhy(await r.connection.upsert(request, follow('t/a')))).toBe('throttled');
+    // The third 429 in a row, 50 ms after the first: no share of the rate is left; it is reported.
+    expect(await r.connection.upsert(request, follow('t/a'))).toMatchObject({ ok: false, failure: { kind: 'rate-limited' } });
+    // One answer that is not a 429 starts the count again.
+    mode = 'ok';
+    expect((await r.connection.upsert(request, follow('t/a'))).ok).toBe(true);
+    mode = '429';
+    expect(deferredWhy(await r.connection.upsert(request, follow('t/a')))).toBe('throttled');
+    mode = 'ok';
   });
 
   it('stops calling a failing service (breaker), parks callers and wakes them when it answers again', async () => {

@@ -14,7 +14,13 @@ const spec = ug.spec.value;
 const withData = inspectSecret(sealedSecret('tok-1'), ug.metadata, spec, SEAL);
 const metadataOnly = inspectSecret({ ...sealedSecret('tok-1'), data: undefined }, ug.metadata, spec, SEAL);
 const rotation = (kind: RotationDecision['kind']) => (): RotationDecision =>
-  kind === 'none' ? { kind } : kind === 'record' ? { kind, value: 'r1' } : { kind, value: 'r1', scheduled: false };
+  kind === 'none'
+    ? { kind }
+    : kind === 'record'
+      ? { kind, value: 'r1' }
+      : kind === 'follow'
+        ? { kind, value: 'r1', scheduled: false, since: 0, look: true, nextLookAt: 0 }
+        : { kind, value: 'r1', scheduled: false };
 
 describe('mustReadData: the token Secret as metadata only is believed unless a rotation needs the token or someone else wrote it', () => {
   it('a version this process wrote or checked, nothing to rotate: no read', () => {
@@ -22,8 +28,8 @@ describe('mustReadData: the token Secret as metadata only is believed unless a r
     expect(mustReadData(metadataOnly, true, rotation('record'))).toBe(false);
   });
 
-  it('a rotation (rotate, recover, settle) needs the held token', () => {
-    for (const kind of ['rotate', 'recover', 'settle'] as const) expect(mustReadData(metadataOnly, true, rotation(kind))).toBe(true);
+  it('a rotation (rotate, recover, settle, follow) needs the held token', () => {
+    for (const kind of ['rotate', 'recover', 'settle', 'follow'] as const) expect(mustReadData(metadataOnly, true, rotation(kind))).toBe(true);
   });
 
   it("a version someone else wrote: read, whatever the rotation (and the rotation isn't even worked out)", () => {

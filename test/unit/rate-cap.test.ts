@@ -73,7 +73,7 @@ describe('RateCap: a global cap, evenly spaced, each waiting key with a slot of 
 });
 
 describe('the caps shared among replicas (settings.ts shareOf, then rateCaps): cluster-wide however many replicas work', () => {
-  const rates = { serviceQps: 10, serviceBurst: 20, scheduledRotationsPerMinute: 60, workloadRestartsPerMinute: 1 };
+  const rates = { serviceQps: 10, serviceBurst: 20, serviceShare: 1, scheduledRotationsPerMinute: 60, workloadRestartsPerMinute: 1 };
 
   /** Replicas that each always have a restart waiting, asking every second for `minutes`: when each restart happened. */
   function saturate(replicas: number, minutes: number): number[] {
@@ -103,7 +103,19 @@ describe('the caps shared among replicas (settings.ts shareOf, then rateCaps): c
 
   it('restarts off (0 a minute): no cap, and the share of a fraction stays a fraction', () => {
     expect(rateCaps(shareOf({ ...rates, workloadRestartsPerMinute: 0 }, 3)).restarts).toBeUndefined();
-    expect(shareOf(rates, 3)).toMatchObject({ workloadRestartsPerMinute: 1 / 3, scheduledRotationsPerMinute: 20, serviceQps: 10 / 3, serviceBurst: 6 });
+    expect(shareOf(rates, 3)).toMatchObject({ workloadRestartsPerMinute: 1 / 3, scheduledRotationsPerMinute: 20, serviceBurst: 6 });
+    expect(shareOf(rates, 3).serviceQps).toBeCloseTo(10 / 3, 12);
     expect(shareOf({ ...rates, serviceBurst: 2 }, 3).serviceBurst).toBe(1);
+  });
+
+  it("--service-share: the cluster's part of the account's rate, then split among its replicas; the caps are the cluster's own", () => {
+    // One of two clusters on an account, with 2 shards: each replica a quarter of the account's calls.
+    expect(shareOf({ ...rates, serviceShare: 0.5 }, 2)).toMatchObject({
+      serviceQps: 2.5,
+      serviceBurst: 5,
+      scheduledRotationsPerMinute: 30,
+      workloadRestartsPerMinute: 0.5,
+    });
+    expect(shareOf({ ...rates, serviceShare: 0.5 }, 1)).toMatchObject({ serviceQps: 5, serviceBurst: 10 });
   });
 });

@@ -1,6 +1,6 @@
 // Adoption policy: what to do with a group the PUT found at the service (adopt it as the tenant rule says, or take
 // back this namespace's own) (pure; the step is usergroup/adopt.ts).
-import type { Adoption } from '../../api/clusterusergroupservice.js';
+import type { Adoption, Fleet } from '../../api/clusterusergroupservice.js';
 
 /**
  * What to do with a group the PUT found: nothing (ours, or created just now), what the tenant rule's policy says
@@ -29,4 +29,14 @@ export function decideAdoption(created: boolean | undefined, syncedBefore: boole
  */
 export function keptTokenIsCurrent(kept: { readonly tokenSha256: string } | undefined, heldBefore: boolean, currentSha256: string): boolean {
   return kept !== undefined && heldBefore && kept.tokenSha256 === currentSha256;
+}
+
+/**
+ * On an account shared by a fleet, a group found at the service for an id the tenant rules give this namespace is
+ * the fleet's own, made by another cluster with the same rules: kept, never rotated (a rotation would cut off that
+ * cluster's consumers). This trusts the holders of the account's key and the rules, as Keep does; an entry's
+ * Refuse still refuses.
+ */
+export function adoptionIn(fleet: Fleet | undefined, policy: Adoption): Adoption {
+  return fleet !== undefined && policy === 'Rotate' ? 'Keep' : policy;
 }

@@ -74,7 +74,7 @@ export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers
 }
 
 /** Why a deletion lets go without a call. */
-export type SkipReason = 'retain' | 'disabled' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token';
+export type SkipReason = 'retain' | 'disabled' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token' | 'follower';
 
 /** Why a deletion gave up on its rotation. */
 export type AbandonReason = 'timeout' | 'connection-unresolved';
@@ -92,6 +92,12 @@ export interface DeletionInputs {
   readonly limitMs: number;
   /** The operator runs with --rotate-on-delete=false: every deletion lets go without a call. */
   readonly disabled?: boolean;
+  /**
+   * This cluster is a fleet's follower (ClusterUserGroupService spec.fleet.role Follower): the token it holds is the
+   * one every other cluster of the account serves, so its deletion here (a cluster drained or decommissioned)
+   * leaves the token alone.
+   */
+  readonly follower?: boolean;
 }
 
 export type DeletionDecision =
@@ -114,6 +120,7 @@ export function decideDeletion(input: DeletionInputs): DeletionDecision {
   if (input.policy.suspend) return { kind: 'skip', why: 'suspended' };
   if (input.connection === 'refused') return { kind: 'skip', why: 'refused' };
   if (input.connection === 'unresolved') return { kind: 'abandon', why: 'connection-unresolved' };
+  if (input.follower === true) return { kind: 'skip', why: 'follower' };
   if (!input.claimHeld) return { kind: 'skip', why: 'not-claimed' };
   if (!input.trustedToken) return { kind: 'skip', why: 'no-token' };
   const remainingMs = input.limitMs - input.elapsedMs;

@@ -20,7 +20,20 @@ export type RotationDecision =
    * the spec): the POST may have reached the service, and then the Secret holds a dead token. A PUT tells; the
    * token it returns is stored and the pending mark cleared. Never a POST: nobody asks for this rotation any more.
    */
-  | { readonly kind: 'settle'; readonly value: string; readonly scheduled: boolean };
+  | { readonly kind: 'settle'; readonly value: string; readonly scheduled: boolean }
+  /**
+   * A follower of a fleet (ClusterUserGroupService spec.fleet.role Follower) never rotates: the primary cluster of
+   * the account does. It looks with a PUT (`look`) once the rotation was asked or fell due, then ever less often,
+   * until the token has moved on (rotate.ts); `nextLookAt` is when it looks again.
+   */
+  | {
+      readonly kind: 'follow';
+      readonly value: string;
+      readonly scheduled: boolean;
+      readonly since: number;
+      readonly look: boolean;
+      readonly nextLookAt: number;
+    };
 
 /**
  * A requested rotation (the annotation's value) first; else the scheduled one, when due or already begun. Both go
@@ -52,6 +65,40 @@ export function decideRotation(
   return { kind: 'none' };
 }
 
+/** A follower's first look, this long after it saw a request or a rotation fell due: the primary's POST goes out meanwhile. */
+export const FOLLOW_DELAY_MS = 5_000;
+/** A follower looks again after a quarter of the time since then, within these. */
+export const FOLLOW_MIN_INTERVAL_MS = 5_000;
+export const FOLLOW_MAX_INTERVAL_MS = 300_000;
+
+/**
+ * On a follower, a rotation to do (or begun before the cluster became one) is a rotation to follow. `since`: when
+ * this follower first saw the request (status.rotation.following), or when the scheduled rotation fell due;
+ * `lastLookAt`: the last PUT (status lastSyncTime). Anything else is decided as on the primary.
+ */
+export function followInstead(
+  decision: RotationDecision,
+  input: { readonly since: number; readonly lastLookAt: number | undefined; readonly now: number },
+): RotationDecision {
+  if (decision.kind !== 'rotate' && decision.kind !== 'recover') return decision;
+  const { since, lastLookAt, now } = input;
+  // nextLookAt may be past (a look overdue): then this reconcile looks.
+  const nextLookAt = nextFollowLook(since, lastLookAt);
+  return { kind: 'follow', value: decision.value, scheduled: decision.scheduled, since, look: now >= nextLookAt, nextLookAt };
+}
+
+/**
+ * When a follower looks (PUTs) for a rotation seen or due `since`: FOLLOW_DELAY_MS after it (the primary, which saw
+ * it at about the same time, POSTs meanwhile), then a quarter of the time since it after each look (within the
+ * interval bounds), so a prompt primary is seen within seconds and a slow or absent one costs few calls.
+ */
+export function nextFollowLook(since: number, lastLookAt: number | undefined): number {
+  const first = since + FOLLOW_DELAY_MS;
+  if (lastLookAt === undefined || lastLookAt < first) return first;
+  const interval = Math.min(FOLLOW_MAX_INTERVAL_MS, Math.max(FOLLOW_MIN_INTERVAL_MS, (lastLookAt - since) / 4));
+  return lastLookAt + interval;
+}
+
 /** Pending marks of scheduled rotations begin with this; requested ones are the annotation's value. */
 const SCHEDULED_PREFIX = 'scheduled:';
 
@@ -77,6 +124,20 @@ export function scheduledRotation(issuedAt: string, maxAgeMs: number, uid: strin
   const issued = Date.parse(issuedAt);
   if (Number.isNaN(issued)) return undefined;
   return { dueAt: issued + maxAgeMs - Math.floor(maxAgeMs * 0.1 * uidFraction(`${uid}/rotation`)), value: `${SCHEDULED_PREFIX}${issuedAt}` };
+}
+
+/**
+ * The schedule of a fleet, which every cluster of the account works out alike from the spec alone: the token falls
+ * due at the first of the id's rotation times after it was obtained. Those times are maxAge apart, offset by a
+ * fraction of maxAge fixed per userGroupId (the account's groups spread out; every cluster agrees). The value names
+ * that time, so a follower knows which rotation it waits for, and when to look.
+ */
+export function fleetScheduledRotation(issuedAt: string, maxAgeMs: number, userGroupId: string): ScheduledRotation | undefined {
+  const issued = Date.parse(issuedAt);
+  if (Number.isNaN(issued)) return undefined;
+  const offset = Math.floor(maxAgeMs * uidFraction(`${userGroupId}/fleet-rotation`));
+  const dueAt = offset + (Math.floor((issued - offset) / maxAgeMs) + 1) * maxAgeMs;
+  return { dueAt, value: `${SCHEDULED_PREFIX}${new Date(dueAt).toISOString()}` };
 }
 
 /**

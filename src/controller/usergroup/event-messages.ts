@@ -48,6 +48,27 @@ export const Events = {
     action: 'Rotate',
     note: `for ${describeRotation(rotation)}: the token current at the service at ${readAt} was rotated by another holder of the account's API key before this controller's POST (refused at ${refusedAt}); stored the token current now, without a second rotation`,
   }),
+  /** A fleet's follower saw the primary's rotation at the service (a PUT after the request or the schedule's time). */
+  followed: (rotation: Rotation, at: string): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'TokenRotatedElsewhere',
+    action: 'Rotate',
+    note: `for ${describeRotation(rotation)}: the fleet's primary cluster rotated the token (seen at ${at}); stored the token current now (this cluster is a fleet follower: it never rotates)`,
+  }),
+  /** A fleet's follower let a deletionPolicy Rotate UserGroup go without rotating: the other clusters serve the token. */
+  deletionLeftToFleet: (): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'DeletionRotationSkipped',
+    action: 'Delete',
+    note: 'deletionPolicy Rotate: the token was not rotated, since this cluster is a fleet follower (ClusterUserGroupService spec.fleet.role Follower) and the other clusters of the account still serve it; delete the UserGroup in the primary cluster to revoke it',
+  }),
+  /** A fleet's follower looked, and the token has not moved on yet. */
+  awaitingPrimary: (rotation: Rotation): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'RotationLeftToPrimary',
+    action: 'Rotate',
+    note: `${describeRotation(rotation)}: this cluster is a fleet follower (ClusterUserGroupService spec.fleet.role Follower) and never rotates; it stores the primary cluster's new token once a PUT shows it (looking again ever less often, at least every 5 minutes)`,
+  }),
   adopted: (userGroupId: string, connection: string, tokenRotated: boolean): UserGroupEvent => ({
     type: 'Normal',
     reason: 'Adopted',

@@ -109,7 +109,8 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   const live = claimHeld ? await ports.secrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
   const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);
   const token = inspected.state === 'owned' && inspected.trusted ? inspected.token : undefined;
-  const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, ...limit });
+  const follower = connection.fleet === 'Follower';
+  const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, follower, ...limit });
   if (decision.kind !== 'rotate') return release(ctx, decision, spec, live);
   if (!token) throw new Error('no trusted token to rotate');
 
@@ -171,6 +172,7 @@ async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpe
       break;
     }
     case 'skip':
+      if (ending.why === 'follower') ports.events.emit(ug, Events.deletionLeftToFleet());
       ctx.log.info({ why: ending.why }, 'released a deletion without a call (deletionPolicy Rotate)');
   }
   return DONE;

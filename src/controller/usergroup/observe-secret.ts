@@ -30,7 +30,7 @@ export async function observeSecret(ctx: ReconcileContext, held: Held, source: S
   if (inspection.state !== 'owned') return inspection;
   const owned = inspection;
   const known = ctx.ports.secretCache.known(key, owned.resourceVersion);
-  const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now()).rotation;
+  const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now(), connection.fleet).rotation;
   const had = mustReadData(owned, known.verified, rotation) ? await withData(ctx, held, owned, known.verified ? known.token : undefined) : owned;
   if (had.state === 'owned' && had.token) known.remember(had.resourceVersion, had.token);
   return had;

@@ -3,7 +3,16 @@ import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import type { UpsertRequest } from '../../service/types.js';
 import type { Connection } from '../connections.js';
-import { decideRotation, effectiveMaxTokenAge, scheduledRotation, type RotationDecision, type ScheduledRotation } from '../policies/rotation.js';
+import type { FleetRole } from '../../api/clusterusergroupservice.js';
+import {
+  decideRotation,
+  effectiveMaxTokenAge,
+  fleetScheduledRotation,
+  followInstead,
+  scheduledRotation,
+  type RotationDecision,
+  type ScheduledRotation,
+} from '../policies/rotation.js';
 import { decideSync, nextResyncAt, syncHash, upsertRequestFor, type SyncDecision } from '../policies/sync.js';
 import { decideSyncRequest, type SyncRequestDecision } from '../policies/sync.js';
 import type { KeptSecret, SecretInspection } from '../policies/token-secret.js';
@@ -57,7 +66,7 @@ export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
   const request = upsertRequestFor(held.spec);
   const hash = syncHash(request, held.connection.id);
   const resyncAt = nextResyncAt(ug.status.lastSyncTime, ug.metadata.uid, settings.resyncPeriodMs);
-  const { rotation, issuedAt, schedule } = rotationFor(ug, held.spec, secret, settings, now);
+  const { rotation, issuedAt, schedule } = rotationFor(ug, held.spec, secret, settings, now, held.connection.fleet);
   const owned = secret.state === 'owned' ? secret : undefined;
   const kept = secret.state === 'kept' ? secret : undefined;
   const sync = decideSync({ status: ug.status, desiredHash: hash, secret, resyncDue: resyncAt !== undefined && now >= resyncAt });
@@ -79,7 +88,7 @@ export function plan({ ug, held, secret, settings, now }: PlanInputs): Plan {
 
 /** Whether the sync step PUTs: the plan says so, or a rotation begun before a crash needs the current token. */
 export function putPlanned(sync: SyncDecision, rotation: RotationDecision): boolean {
-  return sync.kind === 'upsert' || rotation.kind === 'recover' || rotation.kind === 'settle';
+  return sync.kind === 'upsert' || rotation.kind === 'recover' || rotation.kind === 'settle' || (rotation.kind === 'follow' && rotation.look);
 }
 
 /**
@@ -93,26 +102,63 @@ export function rotationFor(
   secret: SecretInspection,
   settings: ReconcileSettings,
   now: number,
+  fleet: FleetRole | undefined,
 ): { rotation: RotationDecision; issuedAt: string; schedule: ScheduledRotation | undefined } {
   const owned = secret.state === 'owned' && secret.trusted ? secret : undefined;
   const recorded = ug.status.rotation;
   // A kept Secret's token dates from before this UserGroup: its schedule goes on from there, never later.
   const kept = secret.state === 'kept' ? secret : undefined;
   const issuedAt = owned?.issuedAt ?? kept?.issuedAt ?? recorded?.tokenIssuedTime ?? recorded?.lastRotationTime ?? ug.metadata.creationTimestamp;
-  const schedule = owned ? tokenSchedule(ug, spec, settings, issuedAt) : undefined;
-  const rotation = decideRotation(
+  const schedule = owned ? tokenSchedule(ug, spec, settings, issuedAt, fleet) : undefined;
+  const decided = decideRotation(
     ug.metadata.annotations[ROTATE_ANNOTATION],
     secret,
     recorded?.lastHandledRequest,
     schedule && { value: schedule.value, due: now >= schedule.dueAt },
   );
-  return { rotation, issuedAt, schedule };
+  if (fleet !== 'Follower' || (decided.kind !== 'rotate' && decided.kind !== 'recover')) return { rotation: decided, issuedAt, schedule };
+  const lastLookAt = ug.status.lastSyncTime === undefined ? undefined : Date.parse(ug.status.lastSyncTime);
+  return {
+    rotation: followInstead(decided, {
+      since: followedSince(decided, schedule, recorded?.following, now),
+      lastLookAt: Number.isNaN(lastLookAt) ? undefined : lastLookAt,
+      now,
+    }),
+    issuedAt,
+    schedule,
+  };
 }
 
-/** The scheduled rotation of a token obtained at `issuedAt`: spec.rotation.maxTokenAge raised to the operator's floor. */
-export function tokenSchedule(ug: UserGroup, spec: UserGroupSpec, settings: ReconcileSettings, issuedAt: string): ScheduledRotation | undefined {
+/**
+ * Since when a follower follows a rotation: a scheduled one since it fell due (the same time in every cluster); a
+ * requested one since this follower first saw it (status.rotation.following), not since the time its value may
+ * name: Git may deliver a value written hours ago, and the primary sees it no earlier than this cluster does.
+ */
+function followedSince(
+  decided: Extract<RotationDecision, { kind: 'rotate' | 'recover' }>,
+  schedule: ScheduledRotation | undefined,
+  following: NonNullable<UserGroup['status']['rotation']>['following'],
+  now: number,
+): number {
+  if (decided.scheduled && schedule) return Math.min(schedule.dueAt, now);
+  const seen = following?.request === decided.value ? Date.parse(following.since) : NaN;
+  return Number.isNaN(seen) ? now : Math.min(seen, now);
+}
+
+/**
+ * The scheduled rotation of a token obtained at `issuedAt`: spec.rotation.maxTokenAge raised to the operator's floor.
+ * In a fleet, the schedule every cluster derives alike from the id.
+ */
+export function tokenSchedule(
+  ug: UserGroup,
+  spec: UserGroupSpec,
+  settings: ReconcileSettings,
+  issuedAt: string,
+  fleet: FleetRole | undefined,
+): ScheduledRotation | undefined {
   const maxAge = effectiveMaxTokenAge(spec, settings.minTokenAgeMs);
-  return maxAge === undefined ? undefined : scheduledRotation(issuedAt, maxAge, ug.metadata.uid);
+  if (maxAge === undefined) return undefined;
+  return fleet ? fleetScheduledRotation(issuedAt, maxAge, spec.userGroupId) : scheduledRotation(issuedAt, maxAge, ug.metadata.uid);
 }
 
 /**
@@ -124,5 +170,5 @@ export function mustReadData(secret: SecretInspection, verified: boolean, rotati
   if (secret.state !== 'owned' || secret.secret.data !== undefined || !secret.trusted) return false;
   if (!verified) return true;
   const { kind } = rotation();
-  return kind === 'rotate' || kind === 'recover' || kind === 'settle';
+  return kind === 'rotate' || kind === 'recover' || kind === 'settle' || kind === 'follow';
 }

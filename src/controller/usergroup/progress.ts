@@ -26,6 +26,8 @@ export interface Progress {
   readonly rotatedAt: string | undefined;
   /** What the requested rotation this reconcile handled revoked (status.rotation.lastRevoked). */
   readonly revoked?: RevokedToken;
+  /** A fleet follower waits for the primary's rotation for this request (status.rotation.following). */
+  readonly following?: NonNullable<UserGroupStatus['rotation']>['following'];
   readonly adopted: UserGroupStatus['adoption'];
   /** The token Secret as stored now (after our own writes), if any. */
   readonly secret: ObservedSecret | undefined;
@@ -42,9 +44,10 @@ export interface Progress {
 /**
  * What waits for a slot: a rotation (rotation-slot.ts: a due scheduled one for the global cap's, a requested one
  * for its namespace's budget's), a sync request (sync-on-request.ts: its namespace's budget's), workload restarts
- * (restart-consumers.ts: the restart cap's).
+ * (restart-consumers.ts: the restart cap's); on a fleet's follower, the next look for the primary's rotation
+ * (rotate.ts).
  */
-export type SlotFor = 'rotation' | 'sync-request' | 'restart';
+export type SlotFor = 'rotation' | 'sync-request' | 'restart' | 'follow';
 
 /** The slots this reconcile's work waits for, as one value. */
 export interface SlotWake {
@@ -105,7 +108,7 @@ export function wakeAfterSync(input: {
   readonly schedule: ScheduledRotation | undefined;
   readonly slot: SlotWake | undefined;
 }): Wake | undefined {
-  const rotationWaits = waitsForSlot({ wake: input.slot }, 'rotation');
+  const rotationWaits = waitsForSlot({ wake: input.slot }, 'rotation') || waitsForSlot({ wake: input.slot }, 'follow');
   const dueAt = [input.resyncAt, rotationWaits ? undefined : input.schedule?.dueAt].filter((t): t is number => t !== undefined);
   const slotInMs = input.slot ? [input.slot.inMs] : [];
   return dueAt.length === 0 && slotInMs.length === 0 ? undefined : { dueAt, slotInMs };

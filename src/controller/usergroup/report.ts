@@ -41,7 +41,7 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
   const { group } = progress;
   const lastSyncTime = group ? iso(plan.now) : previous.lastSyncTime;
   const issuedAt = issuedAtNow(plan, progress);
-  const schedule = tokenSchedule(ctx.ug, plan.spec, ctx.settings, issuedAt);
+  const schedule = tokenSchedule(ctx.ug, plan.spec, ctx.settings, issuedAt, plan.connection.fleet);
   const rotation = dropUndefined({
     lastHandledRequest: progress.book.handled,
     lastRotationTime: progress.rotatedAt ?? previous.rotation?.lastRotationTime,
@@ -50,6 +50,7 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     tokenIssuedTime: progress.stored?.changed === true || schedule || previous.rotation?.tokenIssuedTime ? issuedAt : undefined,
     nextRotationTime: schedule && iso(schedule.dueAt),
     lastRevoked: progress.revoked ?? previous.rotation?.lastRevoked,
+    following: progress.following,
   });
   const fields: UserGroupStatus = {
     teamId: group ? group.teamId : previous.teamId,

@@ -1,5 +1,5 @@
 // Step 7, rotate: the exactly-once rotation protocol (intent recorded, POST, token stored) (policies/rotation.ts decides).
-import type { RotationDecision } from '../policies/rotation.js';
+import { nextFollowLook, type RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { isDeferral } from './service-calls.js';
@@ -7,7 +7,7 @@ import { Events, type Rotation } from './event-messages.js';
 import { end, next, type Step } from './outcome.js';
 import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
-import { waitsForSlot, type Progress, type RevokedToken } from './progress.js';
+import { waitForSlot, waitsForSlot, type Progress, type RevokedToken } from './progress.js';
 import { writeTokenSecret } from './write-secret.js';
 
 /**
@@ -42,6 +42,8 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
         return next({ ...progress, book: { handled: handledAfter(rotation, progress), pending: undefined }, rotatedAt: iso(plan.now), revoked });
       }
       return rotate(ctx, plan, progress, rotation);
+    case 'follow':
+      return next(follow(ctx, plan, progress, rotation));
     case 'rotate':
       // An adoption rotation made the token newer than any rotation request: that request is satisfied.
       if (progress.adopted?.tokenRotated) return next({ ...progress, book: { ...progress.book, handled: handledAfter(rotation, progress) } });
@@ -112,6 +114,30 @@ async function rotate(
     return end(rotationFailed(ctx, triggerOf(rotation), answer.failure, connection));
   }
   return next({ ...after, book: { handled: handledAfter(rotation, progress), pending: undefined } });
+}
+
+/**
+ * A fleet's follower never POSTs: the primary rotates. A PUT of this reconcile (after the request, or after the
+ * schedule's time) that returns another token than the one held shows the rotation done; the token is stored and
+ * the request handled. No token held yet (this cluster's first sync): the one just fetched is current, nothing to
+ * follow. Otherwise it looks again later (policies/rotation.ts nextFollowLook).
+ */
+function follow(ctx: ReconcileContext, plan: Plan, progress: Progress, rotation: Extract<RotationDecision, { kind: 'follow' }>): Progress {
+  const held = plan.owned?.token;
+  const current = progress.group ? progress.token : undefined;
+  if (current && (!held || !current.equals(held))) {
+    const at = iso(ctx.ports.clock.now());
+    const book = { handled: handledAfter(rotation, progress), pending: undefined };
+    if (!held) return { ...progress, book };
+    ctx.ports.events.emit(ctx.ug, Events.followed(rotation, at));
+    ctx.log.info({ request: rotation.value, scheduled: rotation.scheduled }, "followed the fleet primary's rotation; stored the current token");
+    return { ...progress, book, rotatedAt: at, revoked: revokedBy(rotation, undefined, at, 'AnotherHolder') };
+  }
+  const nextLookAt = current ? nextFollowLook(rotation.since, plan.now) : rotation.nextLookAt;
+  // Said each time it waits: the recorder counts repeats of one Event instead of writing new ones.
+  if (held) ctx.ports.events.emit(ctx.ug, Events.awaitingPrimary(rotation));
+  const following = rotation.scheduled ? undefined : { request: rotation.value, since: iso(rotation.since) };
+  return { ...waitForSlot(progress, 'follow', Math.max(0, nextLookAt - plan.now)), ...(following ? { following } : {}) };
 }
 
 /**

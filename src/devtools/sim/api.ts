@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { AccountRateLimit } from './account-limit.js';
 import { planCall, type Faults } from './faults.js';
 import { readBody, sendFailure, sendJson } from './http-io.js';
 import { injectFault, type GroupPreview } from './inject.js';
@@ -21,14 +22,15 @@ export interface ApiContext {
   /** Request bodies above this are answered 413 (default MAX_BODY_BYTES). */
   readonly maxBodyBytes: number;
   readonly hiddenFields: HiddenFieldNames;
+  readonly accountLimit: AccountRateLimit;
 }
 
 type Call = { readonly operation: 'upsert'; readonly request: UpsertRequest } | { readonly operation: 'rotate'; readonly request: RotateRequest };
 
 /**
  * PUT /api/user (upsert) and POST /api/user (rotate). Order: body size (413), latency,
- * authentication (401), body validation (400), then either an injected fault or the
- * operation. Faults therefore hit only calls that would otherwise succeed or name an
+ * authentication (401), body validation (400), the account's rate limit (429), then either an injected fault or
+ * the operation. Faults therefore hit only calls that would otherwise succeed or name an
  * unknown token, and 401/400 stay deterministic whatever the knobs are.
  */
 export async function handleUserCall(context: ApiContext, operation: Operation, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -69,6 +71,15 @@ export async function handleUserCall(context: ApiContext, operation: Operation, 
   if (!call.ok) {
     stats.record(auth.team.id, operation, 'bad_request');
     sendFailure(response, 400, call.message);
+    return;
+  }
+
+  const retryAfterSeconds = context.accountLimit.take(auth.team.id, context.faults().accountRequestsPerMinute);
+  if (retryAfterSeconds > 0) {
+    stats.record(auth.team.id, operation, 'account_rate_limited');
+    sendFailure(response, 429, `rate limit of the account exceeded; retry after ${retryAfterSeconds} s; the operation was not applied`, {
+      'retry-after': String(retryAfterSeconds),
+    });
     return;
   }
 

@@ -31,6 +31,9 @@ flags:
   --rate-limit-rate <f>       fraction of calls answered 429 (not applied)
   --retry-after-seconds <n>   Retry-After of a 429 (default 1)
   --hang-rate <f>             fraction of calls never answered (not applied)
+  --account-requests-per-minute <n>
+                              the account's rate limit: calls per API key in any 60 s, beyond it 429 with
+                              Retry-After (default 0: none; the real service documents 180)
   --seed <n>                  seed fault decisions, for repeatable runs
   -h, --help                  show this help
 
@@ -56,6 +59,7 @@ const FAULT_FLAGS = {
   'error-rate': { knob: 'errorRate', kind: 'rate' },
   'rate-limit-rate': { knob: 'rateLimitRate', kind: 'rate' },
   'retry-after-seconds': { knob: 'retryAfterSeconds', kind: 'whole' },
+  'account-requests-per-minute': { knob: 'accountRequestsPerMinute', kind: 'whole' },
   'hang-rate': { knob: 'hangRate', kind: 'rate' },
 } as const satisfies Record<string, { knob: keyof Faults; kind: 'rate' | 'whole' }>;
 
@@ -159,7 +163,10 @@ async function buildOptions(values: Scanned, env: SimCommandDeps['env']): Promis
   for (const [flag, { knob, kind }] of Object.entries(FAULT_FLAGS)) {
     const text = lastValue(values, flag);
     if (text === undefined) continue;
-    faults[knob] = kind === 'rate' ? fraction(flag, text) : wholeNumber(flag, text, knob === 'retryAfterSeconds' ? 86_400 : 600_000);
+    faults[knob] =
+      kind === 'rate'
+        ? fraction(flag, text)
+        : wholeNumber(flag, text, knob === 'retryAfterSeconds' ? 86_400 : knob === 'accountRequestsPerMinute' ? 1_000_000 : 600_000);
   }
   const checked = parseFaults(faults);
   if (!checked.ok) throw new UsageError(checked.message);

@@ -32,6 +32,11 @@ export interface Faults {
   readonly hugeBodyRate: number;
   /** 200 headers, then the body one byte every 500 ms. */
   readonly slowDripRate: number;
+  /**
+   * Not a fault: the account's rate limit, calls per team in any 60 s (0: none). Beyond it a 429 with the
+   * Retry-After that frees the next call, not applied.
+   */
+  readonly accountRequestsPerMinute: number;
 }
 
 export const NO_FAULTS: Faults = Object.freeze({
@@ -49,6 +54,7 @@ export const NO_FAULTS: Faults = Object.freeze({
   emptyTokenRate: 0,
   hugeBodyRate: 0,
   slowDripRate: 0,
+  accountRequestsPerMinute: 0,
 });
 
 /**
@@ -99,6 +105,7 @@ const KNOBS: Readonly<Record<keyof Faults, Knob>> = {
   emptyTokenRate: { kind: 'rate' },
   hugeBodyRate: { kind: 'rate' },
   slowDripRate: { kind: 'rate' },
+  accountRequestsPerMinute: { kind: 'whole', max: 1_000_000, unit: 'calls a minute' },
 };
 const FAULT_KNOBS = Object.keys(KNOBS) as readonly (keyof Faults)[];
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAdmin } from './admin.js';
+import { AccountRateLimit } from './account-limit.js';
 import { handleUserCall } from './api.js';
 import { parseFaults, type Faults } from './faults.js';
 import { MAX_BODY_BYTES, sendFailure } from './http-io.js';
@@ -113,7 +114,8 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   const maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be a positive whole number, got ${maxBodyBytes}`);
   const hiddenFields = hiddenFieldNames(options.hiddenFields);
-  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal, maxBodyBytes, hiddenFields };
+  const accountLimit = new AccountRateLimit();
+  const apiContext = { keys, store, stats, faults: () => faults, random, stopping: stopping.signal, maxBodyBytes, hiddenFields, accountLimit };
   const adminContext = { keys, store, stats, faults: () => faults, setFaults: (next: Faults) => (faults = next) };
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {

@@ -8,7 +8,17 @@ export type Operation = (typeof OPERATIONS)[number];
  * How one API call ended. Every call counts exactly one outcome: a successful upsert counts
  * as created or updated, a successful rotation as ok.
  */
-export const OUTCOMES = ['ok', 'created', 'updated', 'unauthorized', 'bad_request', 'unknown_token', 'payload_too_large', ...INJECTED_FAULTS] as const;
+export const OUTCOMES = [
+  'ok',
+  'created',
+  'updated',
+  'unauthorized',
+  'bad_request',
+  'unknown_token',
+  'payload_too_large',
+  'account_rate_limited',
+  ...INJECTED_FAULTS,
+] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
 export type OutcomeCounts = Readonly<Record<Outcome, number>>;

@@ -1,6 +1,6 @@
 // The adoption policy (policies/adoption.ts): what to do with a group the PUT found at the service.
 import { describe, expect, it } from 'vitest';
-import { decideAdoption, keptTokenIsCurrent } from '../../../src/controller/policies/adoption.js';
+import { adoptionIn, decideAdoption, keptTokenIsCurrent } from '../../../src/controller/policies/adoption.js';
 import { sha256Hex } from '../../../src/controller/hash.js';
 
 describe('decideAdoption: a group the service did not create for us, on an account this UserGroup never synced on', () => {
@@ -34,5 +34,17 @@ describe('a group this namespace held all along, taken back (keptTokenIsCurrent)
       expect(decideAdoption(false, false, policy, true)).toEqual({ kind: 'none' });
       expect(decideAdoption(false, false, policy, false)).toEqual({ kind: 'adopt', policy });
     }
+  });
+});
+
+describe("adoptionIn: on a fleet's account a group found for an id the rules give is the fleet's own", () => {
+  it('Rotate becomes Keep in a fleet, whatever the role; Keep and Refuse stay; without a fleet nothing changes', () => {
+    for (const role of ['Primary', 'Follower'] as const) {
+      expect(adoptionIn({ role }, 'Rotate')).toBe('Keep');
+      expect(adoptionIn({ role }, 'Keep')).toBe('Keep');
+      expect(adoptionIn({ role }, 'Refuse')).toBe('Refuse');
+    }
+    expect(adoptionIn(undefined, 'Rotate')).toBe('Rotate');
+    expect(adoptionIn(undefined, 'Refuse')).toBe('Refuse');
   });
 });

@@ -110,6 +110,12 @@ describe('decideDeletion', () => {
     expect(decideDeletion(deleting({ trustedToken: false }))).toEqual({ kind: 'skip', why: 'no-token' });
   });
 
+  it("a fleet's follower lets a Rotate UserGroup go without a call: the other clusters of the account serve its token", () => {
+    expect(decideDeletion(deleting({ follower: true }))).toEqual({ kind: 'skip', why: 'follower' });
+    expect(decideDeletion(deleting({ follower: true, elapsedMs: 10_000_000 }))).toEqual({ kind: 'skip', why: 'follower' });
+    expect(decideDeletion(deleting({ follower: false }))).toEqual({ kind: 'rotate', remainingMs: 299_000 });
+  });
+
   it('skip reasons win over the limit: no Warning for what needed no call', () => {
     expect(decideDeletion(deleting({ policy: { ...ROTATE, suspend: true }, elapsedMs: 10_000_000 }))).toEqual({ kind: 'skip', why: 'suspended' });
     expect(decideDeletion(deleting({ trustedToken: false, elapsedMs: 10_000_000 }))).toEqual({ kind: 'skip', why: 'no-token' });

@@ -1,6 +1,16 @@
 // The rotation policy (policies/rotation.ts): which rotation a reconcile makes, when a token falls due, which slot it needs.
 import { describe, expect, it } from 'vitest';
-import { decideRotation, rotationGate, scheduledRotation, type RotationDecision } from '../../../src/controller/policies/rotation.js';
+import {
+  decideRotation,
+  FOLLOW_DELAY_MS,
+  FOLLOW_MAX_INTERVAL_MS,
+  fleetScheduledRotation,
+  followInstead,
+  nextFollowLook,
+  rotationGate,
+  scheduledRotation,
+  type RotationDecision,
+} from '../../../src/controller/policies/rotation.js';
 import { MISSING_SECRET as MISSING, ownedInspection as owned } from '../../support/fixtures.js';
 
 describe('decideRotation', () => {
@@ -105,5 +115,74 @@ describe('rotationGate: which slot a rotation needs before its intent is written
   it("never for a request an adoption's rotation already satisfied (no call is made for it)", () => {
     expect(rotationGate(rotate(false), true)).toBe('none');
     expect(rotationGate(rotate(true), true)).toBe('none');
+  });
+});
+
+describe('fleetScheduledRotation: the schedule every cluster of a fleet derives alike from the id', () => {
+  const DAY = 86_400_000;
+  it('is the same in every cluster for the same id and age, whenever each obtained the token within one period', () => {
+    const a = fleetScheduledRotation('2026-12-01T10:00:00.000Z', 30 * DAY, 'acme-1');
+    const b = fleetScheduledRotation('2026-12-01T10:00:07.412Z', 30 * DAY, 'acme-1');
+    expect(a).toBeDefined();
+    // Unless the two issue times straddle one of the id's rotation times (then they are a period apart).
+    expect(b).toEqual(a);
+    expect(a?.value).toBe(`scheduled:${new Date(a?.dueAt ?? 0).toISOString()}`);
+  });
+
+  it('falls due within maxAge of the issue time, never at or before it, at times maxAge apart', () => {
+    for (let i = 0; i < 500; i++) {
+      const issued = Date.parse('2026-01-01T00:00:00Z') + i * 3_600_017;
+      const due = fleetScheduledRotation(new Date(issued).toISOString(), 7 * DAY, `id-${i % 13}`)?.dueAt ?? NaN;
+      expect(due).toBeGreaterThan(issued);
+      expect(due - issued).toBeLessThanOrEqual(7 * DAY);
+      // The token obtained at the due time falls due one period later.
+      expect(fleetScheduledRotation(new Date(due).toISOString(), 7 * DAY, `id-${i % 13}`)?.dueAt).toBe(due + 7 * DAY);
+    }
+  });
+
+  it("spreads the account's ids over the period", () => {
+    const issued = '2026-12-01T00:00:00.000Z';
+    const dues = Array.from({ length: 1_000 }, (_, i) => fleetScheduledRotation(issued, 30 * DAY, `customer-${i}`)?.dueAt ?? NaN);
+    const days = new Set(dues.map((d) => Math.floor((d - Date.parse(issued)) / DAY)));
+    expect(days.size).toBe(30);
+    expect(fleetScheduledRotation('not a time', 30 * DAY, 'x')).toBeUndefined();
+  });
+});
+
+describe("followInstead: a fleet follower's rotation is one to follow with PUTs, never a POST", () => {
+  const asked = Date.parse('2026-12-03T10:00:00Z');
+  const rotate: RotationDecision = { kind: 'rotate', value: '2026-12-03T10:00:00Z', scheduled: false };
+
+  it('looks FOLLOW_DELAY_MS after it first saw the request, then ever less often, a quarter of the time since, at most every 5 minutes', () => {
+    expect(nextFollowLook(asked, undefined)).toBe(asked + FOLLOW_DELAY_MS);
+    // A PUT before the request (a resync) is no look for it.
+    expect(nextFollowLook(asked, asked - 60_000)).toBe(asked + FOLLOW_DELAY_MS);
+    expect(nextFollowLook(asked, asked + 5_000)).toBe(asked + 10_000);
+    expect(nextFollowLook(asked, asked + 60_000)).toBe(asked + 75_000);
+    expect(nextFollowLook(asked, asked + 3_600_000)).toBe(asked + 3_600_000 + FOLLOW_MAX_INTERVAL_MS);
+  });
+
+  it('turns rotate and recover into follow (look now or later); everything else as decided', () => {
+    expect(followInstead(rotate, { since: asked, lastLookAt: asked - 1_000, now: asked + 1_000 })).toEqual({
+      kind: 'follow',
+      value: rotate.value,
+      scheduled: false,
+      since: asked,
+      look: false,
+      nextLookAt: asked + FOLLOW_DELAY_MS,
+    });
+    expect(
+      followInstead({ kind: 'recover', value: 'scheduled:x', scheduled: true }, { since: asked, lastLookAt: undefined, now: asked + 6_000 }),
+    ).toMatchObject({
+      kind: 'follow',
+      look: true,
+    });
+    for (const decision of [{ kind: 'none' }, { kind: 'record', value: 'v' }, { kind: 'settle', value: 'v', scheduled: false }] as const) {
+      expect(followInstead(decision, { since: asked, lastLookAt: undefined, now: asked })).toEqual(decision);
+    }
+  });
+
+  it('needs no slot: it spends no rotation budget', () => {
+    expect(rotationGate(followInstead(rotate, { since: asked, lastLookAt: undefined, now: asked + 10_000 }), false)).toBe('none');
   });
 });

@@ -1,0 +1,179 @@
+// Two clusters on one account, for real (test/support/fleet.ts): a cluster joins without a POST and with the same
+// tokens; a rotation Git asks for in both happens once and reaches both; the follower never rotates, on request or
+// on deletion; the roles switch with no service call; a tenant of either cluster still gets nothing the rules do not
+// give it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
+import { startFleet, secretTokenSha, type Fleet } from '../support/fleet.js';
+import { eventually } from '../support/kube.js';
+import { createUserGroupAs, readSecretAs, tenantIdentity } from '../support/tenancy.js';
+
+const GROUPS = Array.from({ length: 5 }, (_, i) => `g${i}`);
+const specOf = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ userGroupId: `fleet-${name}`, name, ...extra });
+/** Fast follow-ups: the periodic resync out of the way (10 h), so every PUT counted here is the feature's. */
+const ARGS = ['--service-qps', '50', '--service-burst', '50'];
+
+const calls = (fleet: Fleet): { puts: number; posts: number } => {
+  const { upsert, rotate } = fleet.sim.stats(fleet.apiKey).operations;
+  return { puts: Object.values(upsert).reduce((a, b) => a + b, 0), posts: Object.values(rotate).reduce((a, b) => a + b, 0) };
+};
+const totalRotations = (fleet: Fleet): number => Object.values(fleet.rotations()).reduce((a, b) => a + b, 0);
+
+describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () => {
+  let fleet: Fleet;
+  let evil: string;
+
+  beforeAll(async () => {
+    // Cluster a made the groups before there was a fleet: the account's only cluster.
+    fleet = await startFleet('fleet', {
+      tenants: (ns) => [
+        { namespaces: [ns], userGroupIds: { prefix: 'fleet-' }, adoption: 'Rotate' },
+        { namespaces: [`${ns}-evil`], userGroupIds: { prefix: 'evil-' }, adoption: 'Rotate' },
+      ],
+    });
+    evil = `${fleet.a.env.namespace}-evil`;
+    await fleet.a.startController(ARGS);
+    for (const name of GROUPS) await fleet.a.env.createUserGroup(name, specOf(name, { deletionPolicy: 'Rotate' }));
+    for (const name of GROUPS) await fleet.a.env.waitForReady(name);
+  }, 240_000);
+
+  afterAll(async () => {
+    await fleet.close();
+  });
+
+  it('a cluster joins as a follower: 0 POSTs, and every Secret holds the token cluster a holds; a stays the primary with no call', async () => {
+    await fleet.a.setRole('Primary');
+    await fleet.b.setRole('Follower');
+    const before = calls(fleet);
+    const rotationsBefore = totalRotations(fleet);
+    const started = Date.now();
+    await fleet.b.startController(ARGS, [evil]);
+    for (const name of GROUPS) await fleet.b.env.createUserGroup(name, specOf(name, { deletionPolicy: 'Rotate' }));
+    for (const name of GROUPS) await fleet.b.env.waitForReady(name);
+    process.stderr.write(`[fleet] 5 groups joined in ${Date.now() - started} ms\n`);
+    const after = calls(fleet);
+    expect(after.posts - before.posts).toBe(0);
+    expect(totalRotations(fleet)).toBe(rotationsBefore);
+    // One PUT per group, the join's: the role set on a (its ClusterUserGroupService changed) made no call.
+    expect(after.puts - before.puts).toBe(GROUPS.length);
+    for (const name of GROUPS) {
+      const sha = fleet.serviceTokenSha(`fleet-${name}`);
+      expect(await secretTokenSha(fleet.b.env, name)).toBe(sha);
+      expect(await secretTokenSha(fleet.a.env, name)).toBe(sha);
+      expect((await fleet.b.env.getUserGroup(name)).status?.adoption).toMatchObject({ tokenRotated: false });
+    }
+  });
+
+  it('a rotation Git asks for in both clusters: one POST per group fleet-wide, and both Secrets hold the new token', async () => {
+    const rotationsBefore = fleet.rotations();
+    const value = new Date().toISOString();
+    const started = Date.now();
+    await Promise.all(
+      [fleet.a, fleet.b].flatMap((c) => GROUPS.map((name) => c.env.patchUserGroup(name, { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } }))),
+    );
+    const followed: number[] = [];
+    for (const name of GROUPS) {
+      await eventually(
+        `${name}: both clusters hold the rotated token`,
+        async () => {
+          const sha = fleet.serviceTokenSha(`fleet-${name}`);
+          const [a, b] = await Promise.all([secretTokenSha(fleet.a.env, name), secretTokenSha(fleet.b.env, name)]);
+          return (fleet.rotations()[`fleet-${name}`] ?? 0) > (rotationsBefore[`fleet-${name}`] ?? 0) && a === sha && b === sha ? true : undefined;
+        },
+        60_000,
+      );
+      followed.push(Date.now() - started);
+    }
+    process.stderr.write(`[fleet] Git-requested rotation in both clusters reached both within ${Math.max(...followed)} ms\n`);
+    for (const name of GROUPS) expect((fleet.rotations()[`fleet-${name}`] ?? 0) - (rotationsBefore[`fleet-${name}`] ?? 0)).toBe(1);
+    for (const name of GROUPS) {
+      await eventually('both record the request handled', async () => {
+        const [a, b] = await Promise.all([fleet.a.env.getUserGroup(name), fleet.b.env.getUserGroup(name)]);
+        return a.status?.rotation?.lastHandledRequest === value && b.status?.rotation?.lastHandledRequest === value ? true : undefined;
+      });
+      const b = (await fleet.b.env.getUserGroup(name)).status?.rotation as { lastRevoked?: { by?: string } } | undefined;
+      expect(b?.lastRevoked?.by).toBe('AnotherHolder');
+    }
+    const events = (await fleet.b.env.eventsFor('g0')).map((e) => e.reason);
+    expect(events).toContain('TokenRotatedElsewhere');
+    expect(events).not.toContain('TokenRotated');
+  });
+
+  it('a rotation asked in the follower alone is not done there: no POST, an Event says the primary rotates', async () => {
+    const before = calls(fleet);
+    const sha = fleet.serviceTokenSha('fleet-g1');
+    await fleet.b.env.patchUserGroup('g1', { metadata: { annotations: { [ROTATE_ANNOTATION]: 'only-in-b' } } });
+    await eventually(
+      'the follower said it leaves the rotation to the primary',
+      async () => ((await fleet.b.env.eventsFor('g1')).some((e) => e.reason === 'RotationLeftToPrimary') ? true : undefined),
+      30_000,
+    );
+    expect(calls(fleet).posts).toBe(before.posts);
+    expect(fleet.serviceTokenSha('fleet-g1')).toBe(sha);
+    expect((await fleet.b.env.getUserGroup('g1')).status?.rotation?.lastHandledRequest).not.toBe('only-in-b');
+    // Withdrawn: left in place, the request would be done by b once it is the primary.
+    await fleet.b.env.patchUserGroup('g1', { metadata: { annotations: { [ROTATE_ANNOTATION]: null } } });
+  });
+
+  it('a tenant of the follower asking for an id the rules do not give its namespace gets nothing and causes no call', async () => {
+    const kc = fleet.b.env.kc;
+    await kc.makeApiClient((await import('@kubernetes/client-node')).CoreV1Api).createNamespace({ body: { metadata: { name: evil } } });
+    const tenant = await tenantIdentity(evil, kc);
+    const before = calls(fleet);
+    await createUserGroupAs(tenant, 'steal', { userGroupId: 'fleet-g2', name: 'steal' });
+    await eventually(
+      'refused',
+      async () => {
+        const ug = (await fleet.b.env.custom.getNamespacedCustomObject({
+          group: 'usergroup.dev',
+          version: 'v1',
+          namespace: evil,
+          plural: 'usergroups',
+          name: 'steal',
+        })) as {
+          status?: { conditions?: { type: string; reason: string }[] };
+        };
+        return ug.status?.conditions?.find((c) => c.type === 'Ready')?.reason === 'UserGroupIdNotAllowed' ? true : undefined;
+      },
+      30_000,
+    );
+    expect(calls(fleet)).toEqual(before);
+    expect(await readSecretAs(tenant, 'steal')).toBeUndefined();
+  });
+
+  it('the roles switch with no service call; the follower (a, now) deletes its UserGroups, deletionPolicy Rotate, without a POST', async () => {
+    const before = calls(fleet);
+    await fleet.a.setRole('Follower');
+    await fleet.b.setRole('Primary');
+    // Long enough for both controllers to see the change and requeue what they would.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    expect(calls(fleet)).toEqual(before);
+    const shas = GROUPS.map((name) => fleet.serviceTokenSha(`fleet-${name}`));
+    for (const name of GROUPS)
+      await fleet.a.env.custom.deleteNamespacedCustomObject({
+        group: 'usergroup.dev',
+        version: 'v1',
+        namespace: fleet.a.env.namespace,
+        plural: 'usergroups',
+        name,
+      });
+    await eventually(
+      'cluster a decommissioned its UserGroups',
+      async () => {
+        const list = (await fleet.a.env.custom.listNamespacedCustomObject({
+          group: 'usergroup.dev',
+          version: 'v1',
+          namespace: fleet.a.env.namespace,
+          plural: 'usergroups',
+        })) as {
+          items: unknown[];
+        };
+        return list.items.length === 0 ? true : undefined;
+      },
+      60_000,
+    );
+    expect(calls(fleet).posts).toBe(before.posts);
+    expect(GROUPS.map((name) => fleet.serviceTokenSha(`fleet-${name}`))).toEqual(shas);
+    for (const name of GROUPS) expect(await secretTokenSha(fleet.b.env, name)).toBe(fleet.serviceTokenSha(`fleet-${name}`));
+  });
+});
