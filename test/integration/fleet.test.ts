@@ -64,6 +64,19 @@ describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () 
     }
   });
 
+  it('a group the follower makes first (it joined before the primary synced it): the primary keeps its token, 0 POSTs', async () => {
+    const before = calls(fleet);
+    await fleet.b.env.createUserGroup('early', specOf('early'));
+    await fleet.b.env.waitForReady('early');
+    await fleet.a.env.createUserGroup('early', specOf('early'));
+    const adopted = await fleet.a.env.waitForReady('early');
+    expect(adopted.status?.adoption).toMatchObject({ tokenRotated: false });
+    expect(calls(fleet)).toEqual({ puts: before.puts + 2, posts: before.posts });
+    const sha = fleet.serviceTokenSha('fleet-early');
+    expect(await secretTokenSha(fleet.a.env, 'early')).toBe(sha);
+    expect(await secretTokenSha(fleet.b.env, 'early')).toBe(sha);
+  });
+
   it('a rotation Git asks for in both clusters: one POST per group fleet-wide, and both Secrets hold the new token', async () => {
     const rotationsBefore = fleet.rotations();
     const value = new Date().toISOString();
@@ -149,7 +162,7 @@ describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () 
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     expect(calls(fleet)).toEqual(before);
     const shas = GROUPS.map((name) => fleet.serviceTokenSha(`fleet-${name}`));
-    for (const name of GROUPS)
+    for (const name of [...GROUPS, 'early'])
       await fleet.a.env.custom.deleteNamespacedCustomObject({
         group: 'usergroup.dev',
         version: 'v1',
@@ -176,4 +189,50 @@ describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () 
     expect(GROUPS.map((name) => fleet.serviceTokenSha(`fleet-${name}`))).toEqual(shas);
     for (const name of GROUPS) expect(await secretTokenSha(fleet.b.env, name)).toBe(fleet.serviceTokenSha(`fleet-${name}`));
   });
+});
+
+describe("two controllers at twice the account's rate (the simulator enforcing 30 calls a minute)", () => {
+  let fleet: Fleet;
+  const NAMES = Array.from({ length: 6 }, (_, i) => `r${i}`);
+  afterAll(async () => {
+    await fleet.close();
+  });
+
+  it('every group converges in both clusters, one POST per rotation, 0 tokens lost; 429s slow them without a failure', async () => {
+    fleet = await startFleet('fleetrate', { roles: { a: 'Primary', b: 'Follower' } });
+    fleet.sim.setFaults({ accountRequestsPerMinute: 30 });
+    // Each cluster alone may send 30 a minute (one every 2 s, 5 at once): together twice what the account allows.
+    // The join (12 PUTs) fits; the rotation (a PUT and a POST per group in a, follow PUTs in b) goes past the limit.
+    const rate = ['--service-qps', '0.5', '--service-burst', '5'];
+    const started = Date.now();
+    await Promise.all([fleet.a.startController(rate), fleet.b.startController(rate)]);
+    await Promise.all([fleet.a, fleet.b].flatMap((c) => NAMES.map((n) => c.env.createUserGroup(n, specOf(n)))));
+    for (const c of [fleet.a, fleet.b]) for (const n of NAMES) await c.env.waitForReady(n, 'Synced', 'True', 90_000);
+    const value = new Date().toISOString();
+    await Promise.all(
+      [fleet.a, fleet.b].flatMap((c) => NAMES.map((n) => c.env.patchUserGroup(n, { metadata: { annotations: { [ROTATE_ANNOTATION]: value } } }))),
+    );
+    for (const n of NAMES) {
+      await eventually(
+        `${n}: rotated once, both Secrets hold the token`,
+        async () => {
+          const sha = fleet.serviceTokenSha(`fleet-${n}`);
+          const held = await Promise.all([secretTokenSha(fleet.a.env, n), secretTokenSha(fleet.b.env, n)]);
+          return (fleet.rotations()[`fleet-${n}`] ?? 0) === 1 && held.every((h) => h === sha) ? true : undefined;
+        },
+        150_000,
+      );
+    }
+    const limited = fleet.sim.stats(fleet.apiKey).operations.upsert.account_rate_limited + fleet.sim.stats(fleet.apiKey).operations.rotate.account_rate_limited;
+    process.stderr.write(`[fleet] two controllers at twice the rate: converged in ${Date.now() - started} ms, ${limited} 429s\n`);
+    expect(limited).toBeGreaterThan(0);
+    for (const n of NAMES) expect(fleet.rotations()[`fleet-${n}`]).toBe(1);
+    for (const c of [fleet.a, fleet.b]) {
+      for (const n of NAMES) {
+        const ug = await c.env.getUserGroup(n);
+        expect(ug.status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True');
+        expect((await c.env.eventsFor(n)).filter((e) => e.type === 'Warning').map((e) => e.reason)).toEqual([]);
+      }
+    }
+  }, 300_000);
 });

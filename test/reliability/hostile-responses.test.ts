@@ -53,7 +53,7 @@ const KINDS: readonly Kind[] = [
     message: /response body is not JSON/,
     rotationEvent: 'RotationFailed',
   },
-  // A refused POST is checked with a PUT (the held token may be stale): that PUT is refused too.
+  // A requested rotation reads the current token with a PUT first: refused, it is the rotation that failed.
   {
     key: 'b',
     title: '200 with success: 0',
@@ -61,7 +61,7 @@ const KINDS: readonly Kind[] = [
     outcome: 'injected_success_zero',
     reason: 'Rejected',
     message: /success 0/,
-    rotationEvent: 'SyncFailed',
+    rotationEvent: 'RotationFailed',
   },
   {
     key: 'c',

@@ -39,10 +39,16 @@ export function serviceFailed(ctx: ReconcileContext, operation: Operation, failu
   return { report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };
 }
 
-/** A rotation the service did not do: counted, then reported as any failed call. */
-export function rotationFailed(ctx: ReconcileContext, trigger: RotationTrigger, failure: ServiceFailure, connection: Connection): Outcome {
+/** A rotation the service did not do (its POST, or the PUT that reads the token for it, failed): counted, then reported as any failed call. */
+export function rotationFailed(
+  ctx: ReconcileContext,
+  trigger: RotationTrigger,
+  failure: ServiceFailure,
+  connection: Connection,
+  operation: Extract<Operation, 'rotate' | 'rotate-read'> = 'rotate',
+): Outcome {
   ctx.ports.metrics.rotationFailed(trigger);
-  return serviceFailed(ctx, 'rotate', failure, connection);
+  return serviceFailed(ctx, operation, failure, connection);
 }
 
 function reasonFor(failure: ServiceFailure): Reason {

@@ -14,12 +14,18 @@ import type { UserGroupEvent } from './ports.js';
 export type Rotation = Extract<RotationDecision, { value: string; scheduled: boolean }>;
 
 /** The service operation a failure or deferral is about. */
-export type Operation = 'sync' | 'rotate';
+/** `rotate-read`: the PUT a requested rotation reads the current token with, part of the rotation. */
+export type Operation = 'sync' | 'rotate' | 'rotate-read';
 
 const describeRotation = (rotation: Rotation): string =>
   rotation.scheduled ? `its schedule (the token had reached spec.rotation.maxTokenAge)` : `rotation request "${rotation.value}"`;
 
-const request = (operation: Operation): string => (operation === 'sync' ? 'PUT /api/user' : 'POST /api/user (rotate)');
+const REQUEST: Readonly<Record<Operation, string>> = {
+  sync: 'PUT /api/user',
+  rotate: 'POST /api/user (rotate)',
+  'rotate-read': 'PUT /api/user (reading the token to rotate)',
+};
+const request = (operation: Operation): string => REQUEST[operation];
 
 export const Events = {
   /** A condition the user must fix; the note is the condition's message. */

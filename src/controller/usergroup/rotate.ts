@@ -73,8 +73,8 @@ async function rotate(
   if (!rotation.scheduled && progress.group === undefined) {
     const current = await ctx.calls.upsert(connection, plan.request);
     // The rotation is what did not happen: reported and counted as a rotation that failed.
-    if (isDeferral(current)) return end(deferred(current, 'rotate', connection));
-    if (!current.ok) return end(rotationFailed(ctx, triggerOf(rotation), current.failure, connection));
+    if (isDeferral(current)) return end(deferred(current, 'rotate-read', connection));
+    if (!current.ok) return end(rotationFailed(ctx, triggerOf(rotation), current.failure, connection, 'rotate-read'));
     before = { ...progress, group: current.group, token: current.group.token };
     readAt = iso(ctx.ports.clock.now());
   }
