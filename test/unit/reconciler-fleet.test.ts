@@ -42,6 +42,10 @@ describe('a requested rotation on a follower: followed with PUTs, never a POST',
     expect(h.calls).toContain('Event Normal RotationLeftToPrimary');
     expect(h.statuses.at(-1)?.rotation?.lastHandledRequest).toBeUndefined();
     expect(h.statuses.at(-1)?.rotation?.following?.request).toBe('r1');
+    // Ready says so: the token is current, the rotation not done here.
+    const ready = h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'True', reason: 'Synced' });
+    expect(ready?.message).toMatch(/rotation request "r1" is left to the fleet's primary cluster/);
     // Seen 10 s ago, looked now: next a quarter of that later, at least FOLLOW_MIN_INTERVAL_MS.
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5_000 });
   });
@@ -60,6 +64,7 @@ describe('a requested rotation on a follower: followed with PUTs, never a POST',
     await h.reconcile();
     expect(posts(h)).toBe(0);
     expect(h.statuses.at(-1)?.rotation?.following).toBeUndefined();
+    expect(h.statuses.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.message).not.toMatch(/primary/);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-primary', annotations: { [ROTATION_HANDLED_ANNOTATION]: 'r1' } });
     expect(h.calls).toContain('Event Normal TokenRotatedElsewhere');
     expect(h.statuses.at(-1)?.rotation).toMatchObject({ lastHandledRequest: 'r1', lastRevoked: { request: 'r1', by: 'AnotherHolder' } });

@@ -177,6 +177,9 @@ export const Events = {
 export const Messages = {
   suspended: 'spec.suspend is true: the operator makes no call to the service',
   synced: (secret: string): string => `user group synced; token in Secret ${secret}`,
+  /** Synced, and a fleet follower waiting for the primary's rotation: what `kubectl get` shows of it. */
+  syncedFollowing: (secret: string, rotation: Rotation): string =>
+    `user group synced; token in Secret ${secret}; ${describeRotation(rotation)} is left to the fleet's primary cluster (this cluster is a follower and never rotates): the new token is stored once the primary has rotated`,
   secretConflict: (secretKey: string): string =>
     `Secret ${secretKey} exists and is not owned by this UserGroup; the operator never modifies it. Delete it, or set spec.tokenSecret.name to another name`,
   secretWriteFailed: (secret: string, error: string): string => `the apiserver refused to write token Secret ${secret}: ${error}`,

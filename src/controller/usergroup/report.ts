@@ -10,7 +10,7 @@ import { iso } from './context.js';
 import { Messages } from './event-messages.js';
 import { DONE, failed, type Outcome, type StatusReport } from './outcome.js';
 import { tokenSchedule, type Plan } from './plan.js';
-import { issuedAtNow, wakeAfterSync, type Progress } from './progress.js';
+import { issuedAtNow, waitsForSlot, wakeAfterSync, type Progress } from './progress.js';
 
 /**
  * The one status write of a reconcile, from its outcome: only when the status would differ from what the
@@ -67,5 +67,8 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
   const wake = wakeAfterSync({ resyncAt: nextResyncAt(lastSyncTime, ctx.ug.metadata.uid, ctx.settings.resyncPeriodMs), schedule, slot: progress.wake });
   const failure = progress.restarts?.failure;
   const result: ReconcileResult = failure ? failed(failure) : wake ? { kind: 'done', wake } : DONE;
-  return { report: { status: 'True', reason: Reason.Synced, message: Messages.synced(plan.spec.tokenSecret.name), fields }, result };
+  // A follower still waiting for the primary's rotation says so in Ready's message: the token is current, but not new.
+  const following = plan.rotation.kind === 'follow' && waitsForSlot(progress, 'follow') ? plan.rotation : undefined;
+  const message = following ? Messages.syncedFollowing(plan.spec.tokenSecret.name, following) : Messages.synced(plan.spec.tokenSecret.name);
+  return { report: { status: 'True', reason: Reason.Synced, message, fields }, result };
 }
