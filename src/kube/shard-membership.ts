@@ -127,7 +127,10 @@ export class ShardMembership {
     this.pause.cut();
   }
 
-  /** Leaves the group: the Lease is deleted, so the others take our namespaces over without waiting it out. */
+  /**
+   * Leaves the group: the Lease is deleted, so the others take our namespaces over without waiting it out. Renewed
+   * once first: what it carries now (the request budgets spent since the last renewal) is what the others keep of it.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.pause.cut();
@@ -135,8 +138,10 @@ export class ShardMembership {
     if (this.deadline) clearTimeout(this.deadline);
     await this.leases.stop();
     if (this.ownVersion === undefined) return;
+    const version = await this.lastRenewal();
+    if (version === undefined) return;
     const res = await call(this.options.client, 'DELETE', paths.lease(this.options.namespace, this.leaseName), {
-      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion: this.ownVersion } },
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion: version } },
       timeoutMs: 5_000,
     }).catch((err: unknown) => ({ ok: false as const, error: err }));
     if (res.ok) this.options.log.info({ lease: this.leaseName }, 'left the shard group');
@@ -200,6 +205,12 @@ export class ShardMembership {
     this.ownVersion = written?.metadata.resourceVersion;
     this.published = acknowledged;
     return written !== undefined;
+  }
+
+  /** One more renewal, with what the Lease carries now; the version to delete (undefined: lost to another write). */
+  private async lastRenewal(): Promise<string | undefined> {
+    if (this.options.annotations) await this.renew().catch(() => false);
+    return this.ownVersion;
   }
 
   private async readOwnVersion(): Promise<string | undefined> {

@@ -236,3 +236,51 @@ describe("two controllers at twice the account's rate (the simulator enforcing 3
     }
   }, 300_000);
 });
+
+describe('maxTokenAge in a fleet: the primary rotates at the schedule every cluster derives, the follower follows', () => {
+  let fleet: Fleet;
+  const NAMES = ['s0', 's1', 's2'];
+  afterAll(async () => {
+    await fleet.close();
+  });
+
+  it('each due time: one POST fleet-wide, none by the follower, and the follower holds the new token seconds later', async () => {
+    fleet = await startFleet('fleetsched', { roles: { a: 'Primary', b: 'Follower' } });
+    const args = ['--min-token-age', '1s', '--scheduled-rotations-per-minute', '600', ...ARGS];
+    await fleet.a.startController(args);
+    const follower = await fleet.b.startController(args);
+    const spec = (n: string): Record<string, unknown> => specOf(n, { rotation: { maxTokenAge: '20s' } });
+    for (const n of NAMES) await fleet.a.env.createUserGroup(n, spec(n));
+    for (const n of NAMES) await fleet.a.env.waitForReady(n);
+    for (const n of NAMES) await fleet.b.env.createUserGroup(n, spec(n));
+    for (const n of NAMES) await fleet.b.env.waitForReady(n);
+    // Both clusters show rotation times of the fleet schedule: the id's, maxTokenAge apart (the same one, unless a
+    // token was obtained on either side of one of them: the follower's join a moment after the primary's sync).
+    for (const n of NAMES) {
+      const [a, b] = await Promise.all([fleet.a.env.getUserGroup(n), fleet.b.env.getUserGroup(n)]);
+      const apart = Date.parse(b.status?.rotation?.nextRotationTime ?? '') - Date.parse(a.status?.rotation?.nextRotationTime ?? '');
+      expect(Number.isInteger(apart / 20_000)).toBe(true);
+    }
+    const follows: number[] = [];
+    for (const n of NAMES) {
+      let rotatedAt = 0;
+      await eventually(
+        `${n}: rotated by its schedule, and the follower holds the new token`,
+        async () => {
+          if ((fleet.rotations()[`fleet-${n}`] ?? 0) < 1) return undefined;
+          rotatedAt ||= Date.now();
+          const sha = fleet.serviceTokenSha(`fleet-${n}`);
+          return (await secretTokenSha(fleet.b.env, n)) === sha ? true : undefined;
+        },
+        60_000,
+        250,
+      );
+      follows.push(Date.now() - rotatedAt);
+    }
+    process.stderr.write(`[fleet] scheduled rotation: the follower held the new token ${follows.join(', ')} ms after the primary's POST was seen\n`);
+    const { rotate } = fleet.sim.stats(fleet.apiKey).operations;
+    // Every POST rotated (none refused: no two clusters rotated against each other), and the follower made none.
+    expect(Object.values(rotate).reduce((x, y) => x + y, 0)).toBe(Object.values(fleet.rotations()).reduce((x, y) => x + y, 0));
+    expect(follower.logs.filter((l) => l.json?.['msg'] === 'token rotated')).toEqual([]);
+  }, 180_000);
+});
