@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
 import { startFleet, secretTokenSha, type Fleet } from '../support/fleet.js';
 import { eventually } from '../support/kube.js';
-import { createUserGroupAs, readSecretAs, tenantIdentity } from '../support/tenancy.js';
+import { createUserGroupAs, readSecretAs, readyOf, tenantIdentity, userGroupIn } from '../support/tenancy.js';
 
 const GROUPS = Array.from({ length: 5 }, (_, i) => `g${i}`);
 const specOf = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ userGroupId: `fleet-${name}`, name, ...extra });
@@ -129,25 +129,13 @@ describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () 
   });
 
   it('a tenant of the follower asking for an id the rules do not give its namespace gets nothing and causes no call', async () => {
-    const kc = fleet.b.env.kc;
-    await kc.makeApiClient((await import('@kubernetes/client-node')).CoreV1Api).createNamespace({ body: { metadata: { name: evil } } });
-    const tenant = await tenantIdentity(evil, kc);
+    await fleet.b.env.core.createNamespace({ body: { metadata: { name: evil } } });
+    const tenant = await tenantIdentity(evil, fleet.b.env.kc);
     const before = calls(fleet);
     await createUserGroupAs(tenant, 'steal', { userGroupId: 'fleet-g2', name: 'steal' });
     await eventually(
       'refused',
-      async () => {
-        const ug = (await fleet.b.env.custom.getNamespacedCustomObject({
-          group: 'usergroup.dev',
-          version: 'v1',
-          namespace: evil,
-          plural: 'usergroups',
-          name: 'steal',
-        })) as {
-          status?: { conditions?: { type: string; reason: string }[] };
-        };
-        return ug.status?.conditions?.find((c) => c.type === 'Ready')?.reason === 'UserGroupIdNotAllowed' ? true : undefined;
-      },
+      async () => (readyOf(await userGroupIn(fleet.b, evil, 'steal'))?.reason === 'UserGroupIdNotAllowed' ? true : undefined),
       30_000,
     );
     expect(calls(fleet)).toEqual(before);
@@ -162,26 +150,12 @@ describe('two clusters on one account (ClusterUserGroupService spec.fleet)', () 
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     expect(calls(fleet)).toEqual(before);
     const shas = GROUPS.map((name) => fleet.serviceTokenSha(`fleet-${name}`));
-    for (const name of [...GROUPS, 'early'])
-      await fleet.a.env.custom.deleteNamespacedCustomObject({
-        group: 'usergroup.dev',
-        version: 'v1',
-        namespace: fleet.a.env.namespace,
-        plural: 'usergroups',
-        name,
-      });
+    for (const name of [...GROUPS, 'early']) await fleet.a.env.deleteUserGroup(name);
     await eventually(
       'cluster a decommissioned its UserGroups',
       async () => {
-        const list = (await fleet.a.env.custom.listNamespacedCustomObject({
-          group: 'usergroup.dev',
-          version: 'v1',
-          namespace: fleet.a.env.namespace,
-          plural: 'usergroups',
-        })) as {
-          items: unknown[];
-        };
-        return list.items.length === 0 ? true : undefined;
+        const left = await Promise.all([...GROUPS, 'early'].map((name) => userGroupIn(fleet.a, fleet.a.env.namespace, name)));
+        return left.every((ug) => ug === undefined) ? true : undefined;
       },
       60_000,
     );

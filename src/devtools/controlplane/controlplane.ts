@@ -58,6 +58,19 @@ export class ControlPlane {
   ) {}
 
   static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    // freePorts releases its ports before etcd and kube-apiserver bind them; in that gap any process on the machine
+    // may take one (an outgoing connection's local port comes from the same range), so a lost race starts afresh.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await ControlPlane.startOnce(options);
+      } catch (err) {
+        if (attempt >= 3 || !(err instanceof Error) || !err.message.includes('address already in use')) throw err;
+        options.progress?.(`a port was taken before it was bound; starting again (attempt ${attempt + 1})`);
+      }
+    }
+  }
+
+  private static async startOnce(options: ControlPlaneOptions): Promise<ControlPlane> {
     const progress = options.progress ?? (() => undefined);
     const binaries = ensureBinaries();
     const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'usergroup-operator-cp-'));
