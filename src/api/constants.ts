@@ -71,3 +71,10 @@ export const FIELD_MANAGER = 'usergroup-operator';
 export const RESTART_CONSENT_ANNOTATION = 'usergroup.dev/restart-on-token-change';
 /** Pod-template annotation prefix: `restart.usergroup.dev/<UserGroup name>` = the issue time of the token it restarted for. */
 export const RESTARTED_FOR_PREFIX = 'restart.usergroup.dev/';
+/**
+ * Pod label prefix: `refresh.usergroup.dev/<UserGroup name>` on a Pod (from its template) is its owner's consent to
+ * be prompted when that UserGroup's token changes, so that the kubelet rewrites the mounted token at once.
+ */
+export const REFRESH_CONSENT_PREFIX = 'refresh.usergroup.dev/';
+/** Pod annotation prefix: `refreshed.usergroup.dev/<UserGroup name>` = the issue time of the token it was prompted for. */
+export const REFRESHED_FOR_PREFIX = 'refreshed.usergroup.dev/';

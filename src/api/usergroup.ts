@@ -81,6 +81,8 @@ export interface UserGroupStatus {
   };
   /** spec.rolloutRestartTargets: the token the targets were restarted for (or found current when first listed). */
   readonly rolloutRestarts?: { readonly tokenIssuedTime?: string; readonly lastRestartTime?: string };
+  /** Prompts of the consenting Pods' kubelets to rewrite the mounted token (--mounted-token-refreshes-per-minute). */
+  readonly podPrompts?: { readonly tokenIssuedTime?: string; readonly lastPromptTime?: string; readonly pods?: number };
   /** Set when the first sync found the group already at the service and this UserGroup adopted it. */
   readonly adoption?: { readonly adoptedAt: string; readonly tokenRotated: boolean };
 }
@@ -426,6 +428,13 @@ function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
   const restarts = isRecord(raw['rolloutRestarts'])
     ? dropUndefined({ tokenIssuedTime: str(raw['rolloutRestarts']['tokenIssuedTime']), lastRestartTime: str(raw['rolloutRestarts']['lastRestartTime']) })
     : undefined;
+  const prompts = isRecord(raw['podPrompts'])
+    ? dropUndefined({
+        tokenIssuedTime: str(raw['podPrompts']['tokenIssuedTime']),
+        lastPromptTime: str(raw['podPrompts']['lastPromptTime']),
+        pods: num(raw['podPrompts']['pods']),
+      })
+    : undefined;
   const adoption =
     isRecord(raw['adoption']) && typeof raw['adoption']['adoptedAt'] === 'string'
       ? { adoptedAt: raw['adoption']['adoptedAt'], tokenRotated: raw['adoption']['tokenRotated'] === true }
@@ -443,6 +452,7 @@ function parseStatus(raw: unknown, held: readonly string[]): UserGroupStatus {
     lastHandledSyncRequest: str(raw['lastHandledSyncRequest']),
     rotation: rotation && dropUndefined(rotation),
     rolloutRestarts: restarts,
+    podPrompts: prompts,
     adoption,
   });
 }

@@ -143,6 +143,13 @@ export const FLAGS = {
     'restart spec.rolloutRestartTargets after a token change, at most this many workloads per minute, evenly spaced; 0: never (needs get and patch on apps deployments, statefulsets, daemonsets)',
     int(0),
   ),
+  mountedTokenRefreshesPerMinute: defaulted(
+    'mounted-token-refreshes-per-minute',
+    'USERGROUP_MOUNTED_TOKEN_REFRESHES_PER_MINUTE',
+    '0',
+    "after a token change, prompt the kubelet of each Pod labelled refresh.usergroup.dev/<UserGroup name> to rewrite the mounted token at once (an annotation; no restart), at most this many Pods per minute, evenly spaced; 0: never (needs list and patch on pods, and the chart's admission policy that allows only that annotation)",
+    int(0),
+  ),
   deletionRotationTimeout: defaulted(
     'deletion-rotation-timeout',
     'USERGROUP_DELETION_ROTATION_TIMEOUT',
@@ -340,6 +347,7 @@ export function parseRunConfig(argv: readonly string[], env: Readonly<Record<str
     scheduledRotationsPerMinute: read(FLAGS.scheduledRotationsPerMinute),
     minTokenAgeMs: read(FLAGS.minTokenAge),
     workloadRestartsPerMinute: read(FLAGS.workloadRestartsPerMinute),
+    podPromptsPerMinute: read(FLAGS.mountedTokenRefreshesPerMinute),
     deletionRotationTimeoutMs: read(FLAGS.deletionRotationTimeout),
     rotateOnDelete: read(FLAGS.rotateOnDelete),
     requestBudgets: {

@@ -12,6 +12,7 @@ import { FinalizerWriter } from '../kube/finalizer-writer.js';
 import { SecretWriter } from '../kube/secret-writer.js';
 import { StatusWriter } from '../kube/status-writer.js';
 import { WorkloadRestarter } from '../kube/workload-restarter.js';
+import { PodPrompter } from '../kube/pod-prompter.js';
 import type { WorkQueueMetrics } from '../kube/workqueue.js';
 import type { ServiceClientOptions } from '../service/client.js';
 import { parseEgressPolicy, type EgressPolicy } from '../service/egress-policy.js';
@@ -108,7 +109,14 @@ export class Controller {
     this.budgets = requestBudgets(settings.requestBudgets);
     const ports = (this.ports = reconcilePorts({
       caches,
-      writers: { secrets, claims: new ClaimWriter(client), status: new StatusWriter(client), workloads: new WorkloadRestarter(client), finalizers },
+      writers: {
+        secrets,
+        claims: new ClaimWriter(client),
+        status: new StatusWriter(client),
+        workloads: new WorkloadRestarter(client),
+        pods: new PodPrompter(client),
+        finalizers,
+      },
       connections: this.connections,
       recorder: this.recorder,
       metrics: {
@@ -129,6 +137,7 @@ export class Controller {
       resyncPeriodMs: settings.resyncPeriodMs,
       minTokenAgeMs: settings.minTokenAgeMs,
       workloadRestarts: settings.workloadRestartsPerMinute > 0,
+      podPrompts: settings.podPromptsPerMinute > 0,
       deletionRotationTimeoutMs: settings.deletionRotationTimeoutMs,
       rotateOnDelete: settings.rotateOnDelete,
       seesAllNamespaces: settings.namespaces.length === 0 && deps.owns === undefined,

@@ -55,17 +55,20 @@ const ABANDONED_AFTER_MS = 60_000;
 
 /**
  * The caps of one replica from its share of the rates (settings.ts shareOf): fractions stay fractions, so one
- * restart a minute over three replicas is one every three minutes on each. No cap on restarts where they are off.
+ * restart a minute over three replicas is one every three minutes on each. No cap on restarts or prompts where they
+ * are off.
  */
 export function rateCaps(
-  share: { readonly scheduledRotationsPerMinute: number; readonly workloadRestartsPerMinute: number },
+  share: { readonly scheduledRotationsPerMinute: number; readonly workloadRestartsPerMinute: number; readonly podPromptsPerMinute: number },
   now?: () => number,
 ): {
   readonly rotations: RateCap;
   readonly restarts: RateCap | undefined;
+  readonly prompts: RateCap | undefined;
 } {
   return {
     rotations: new RateCap(share.scheduledRotationsPerMinute, now),
     restarts: share.workloadRestartsPerMinute > 0 ? new RateCap(share.workloadRestartsPerMinute, now) : undefined,
+    prompts: share.podPromptsPerMinute > 0 ? new RateCap(share.podPromptsPerMinute, now) : undefined,
   };
 }

@@ -7,6 +7,7 @@ import type { EventRecorder, EventRegarding } from '../kube/event-recorder.js';
 import type { SecretWriter } from '../kube/secret-writer.js';
 import type { StatusWriter } from '../kube/status-writer.js';
 import type { WorkloadRestarter } from '../kube/workload-restarter.js';
+import type { PodPrompter } from '../kube/pod-prompter.js';
 import { SecretValue } from '../service/secret-value.js';
 import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
@@ -21,6 +22,7 @@ import type {
   TokenSecretApplyPort,
   TokenSecretCacheView,
   WorkloadsPort,
+  PodsPort,
 } from './usergroup/ports.js';
 import { API_VERSION, ROTATE_ON_DELETE_FINALIZER, USERGROUP_KIND } from '../api/constants.js';
 import type { FinalizerWriter } from '../kube/finalizer-writer.js';
@@ -32,6 +34,7 @@ export interface Writers {
   readonly claims: ClaimWriter;
   readonly status: StatusWriter;
   readonly workloads: WorkloadRestarter;
+  readonly pods: PodPrompter;
   readonly finalizers: FinalizerWriter;
 }
 
@@ -41,8 +44,13 @@ export interface PortDeps {
   readonly connections: Connections;
   readonly recorder: EventRecorder;
   readonly metrics: MetricsPort;
-  /** The caps on scheduled rotations and on workload restarts (undefined: restarts are off), and the request budgets. */
-  readonly caps: { readonly rotations: RateCap; readonly restarts: RateCap | undefined; readonly requests: RequestBudgets };
+  /** The caps on scheduled rotations, workload restarts and Pod prompts (undefined: off), and the request budgets. */
+  readonly caps: {
+    readonly rotations: RateCap;
+    readonly restarts: RateCap | undefined;
+    readonly prompts: RateCap | undefined;
+    readonly requests: RequestBudgets;
+  };
   /** Throws when this replica may no longer act (its Lease not renewed by the clock): runs before every write. */
   readonly fence: () => void;
   /** A status write's answer, newer than the cache may be: the controller decides whether it calls for a reconcile. */
@@ -68,12 +76,14 @@ export function reconcilePorts(deps: PortDeps): ReconcilePorts {
       clusterServices: () => caches.clusterServices.list(),
     },
     workloads: workloadsPort(deps),
+    pods: podsPort(deps),
     events: { emit: (ug, event) => deps.recorder.emit(regarding(ug), event.type, event.reason, event.action, event.note) },
     metrics: deps.metrics,
     caps: {
       rotation: (key) => caps.rotations.take(key),
       // Restarts off: the step never asks (it reports them disabled instead).
       restart: (key) => caps.restarts?.take(key) ?? 0,
+      prompt: (key) => caps.prompts?.take(key) ?? 0,
       request: (kind, namespace, key) => caps.requests[kind].take(namespace, key),
       requestSpent: (kind, namespace, key) => caps.requests[kind].spent(namespace, key),
     },
@@ -208,6 +218,16 @@ function workloadsPort({ writers, fence }: PortDeps): WorkloadsPort {
     restart: (ns, target, rv, userGroupName, value) => {
       fence();
       return writers.workloads.restart(ns, target, rv, userGroupName, value);
+    },
+  };
+}
+
+function podsPort({ writers, fence }: PortDeps): PodsPort {
+  return {
+    consenting: (ns, userGroupName) => writers.pods.consenting(ns, userGroupName),
+    prompt: (ns, pod, userGroupName, issuedAt) => {
+      fence();
+      return writers.pods.prompt(ns, pod, userGroupName, issuedAt);
     },
   };
 }

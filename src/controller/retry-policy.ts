@@ -46,7 +46,9 @@ export type FailureCause =
   /** The connection cannot be resolved yet (its API-key Secret is missing: not watched). */
   | 'connection-unresolved'
   /** The apiserver refused to restart a spec.rolloutRestartTargets workload (RBAC, validation, an outage). */
-  | 'restart-refused';
+  | 'restart-refused'
+  /** The apiserver refused to list or prompt the consenting Pods (RBAC, the chart's admission policy, an outage). */
+  | 'prompt-refused';
 
 /** The retry of each cause: which backoff counts it, and a floor under the delay. */
 export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: RetryClass; readonly atLeastMs: number }>> = {
@@ -61,6 +63,7 @@ export const RETRY_TABLE: Readonly<Record<FailureCause, { readonly retryClass: R
   'connection-unresolved': { retryClass: 'transient', atLeastMs: 10_000 },
   // Nothing watched says when RBAC or the workload is fixed: the persistent backoff, up to 5 minutes.
   'restart-refused': { retryClass: 'persistent', atLeastMs: 0 },
+  'prompt-refused': { retryClass: 'persistent', atLeastMs: 0 },
 };
 
 /** A wake-up due by the clock comes no sooner than this: clocks differ, and a schedule is never early. */

@@ -15,6 +15,8 @@ export interface ControllerSettings {
   readonly minTokenAgeMs: number;
   /** The cap on restarts of spec.rolloutRestartTargets (--workload-restarts-per-minute), cluster-wide; 0: restarts are off. */
   readonly workloadRestartsPerMinute: number;
+  /** The cap on prompts of consenting Pods (--mounted-token-refreshes-per-minute), cluster-wide; 0: prompts are off. */
+  readonly podPromptsPerMinute: number;
   /**
    * What each namespace's sync and rotation requests may cost (--sync-request-burst, --sync-requests-per-minute,
    * --rotation-request-burst, --rotation-requests-per-minute). Per namespace, so never divided among shard replicas:
@@ -45,7 +47,7 @@ export interface ControllerSettings {
 /** The rates that are the operator's as a whole, shared out among the replicas at work. */
 export type OperatorRates = Pick<
   ControllerSettings,
-  'serviceQps' | 'serviceBurst' | 'serviceShare' | 'scheduledRotationsPerMinute' | 'workloadRestartsPerMinute'
+  'serviceQps' | 'serviceBurst' | 'serviceShare' | 'scheduledRotationsPerMinute' | 'workloadRestartsPerMinute' | 'podPromptsPerMinute'
 >;
 
 /**
@@ -62,5 +64,6 @@ export function shareOf<S extends OperatorRates>(settings: S, members: number): 
     serviceShare: part,
     scheduledRotationsPerMinute: settings.scheduledRotationsPerMinute / members,
     workloadRestartsPerMinute: settings.workloadRestartsPerMinute / members,
+    podPromptsPerMinute: settings.podPromptsPerMinute / members,
   };
 }

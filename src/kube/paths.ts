@@ -23,6 +23,8 @@ export const paths = {
   /** Deployments, StatefulSets and DaemonSets (apps/v1), by kind. */
   workload: (namespace: string, kind: RestartKind, name: string): string =>
     `/apis/apps/v1${ns(namespace)}/${WORKLOAD_PLURALS[kind]}/${encodeURIComponent(name)}`,
+  pods: (namespace: string): string => `/api/v1${ns(namespace)}/pods`,
+  pod: (namespace: string, name: string): string => `${paths.pods(namespace)}/${encodeURIComponent(name)}`,
   leases: (namespace: string): string => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases`,
   lease: (namespace: string, name: string): string => `${paths.leases(namespace)}/${encodeURIComponent(name)}`,
 };

@@ -71,6 +71,7 @@ describe('Helm chart', () => {
       ['metrics.prometheusRule.enabled=true', 'metrics.dashboard.enabled=true', 'metrics.dashboard.namespace=monitoring'],
       ['networkPolicy.enabled=true', 'metrics.auth=false', 'namespacedServices.allowedHosts={analytics.example.com}'],
       ['sharding.enabled=true', 'replicaCount=4', 'leaderElection.enabled=false'],
+      ['mountedTokenRefresh.enabled=true', 'rolloutRestart.enabled=true', 'watchNamespaces={a}'],
     ]) {
       const res = await helm(['lint', CHART_DIR, '--strict', ...sets.flatMap((s) => ['--set', s])]);
       expect(res.stdout + res.stderr, sets.join(' ')).not.toMatch(/\[(ERROR|WARNING)\]/);
@@ -234,6 +235,33 @@ describe('Helm chart', () => {
     expect(apiKeys?.['rules']).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }]);
     expect(only(objects, 'RoleBinding')).toHaveLength(4);
     expect(envOf(deploymentOf(objects).pod).get('USERGROUP_NAMESPACES')).toBe('team-a,team-b');
+  });
+
+  it('mountedTokenRefresh: off, no access to Pods and no guard; on, list and patch on Pods (in watchNamespaces only) and the admission policy that narrows the patch', async () => {
+    const podRules = (objects: K8sObject[]): { where: string; verbs: string[] }[] =>
+      [...only(objects, 'ClusterRole'), ...only(objects, 'Role')].flatMap((r) =>
+        (r['rules'] as Rule[])
+          .filter((rule) => (rule.resources as string[] | undefined)?.some((x) => x.startsWith('pods')) === true)
+          .map((rule) => ({ where: r.metadata.namespace ?? 'cluster', verbs: rule.verbs })),
+      );
+    const off = await template('watchNamespaces={team-a}');
+    expect(podRules(off)).toEqual([]);
+    expect(only(off, 'ValidatingAdmissionPolicy').map((p) => p.metadata.name)).not.toContain('ugo-usergroup-operator-pod-prompt-guard');
+    expect(envOf(deploymentOf(off).pod).get('USERGROUP_MOUNTED_TOKEN_REFRESHES_PER_MINUTE')).toBe('0');
+    const on = await template('watchNamespaces={team-a}', 'mountedTokenRefresh.enabled=true', 'mountedTokenRefresh.perMinute=120');
+    expect(podRules(on)).toEqual([{ where: 'team-a', verbs: ['list', 'patch'] }]);
+    const guard = only(on, 'ValidatingAdmissionPolicy').find((p) => p.metadata.name === 'ugo-usergroup-operator-pod-prompt-guard');
+    expect(guard?.['spec']).toMatchObject({
+      failurePolicy: 'Fail',
+      matchConditions: [{ name: 'the-controller', expression: "request.userInfo.username == 'system:serviceaccount:ugo-system:ugo-usergroup-operator'" }],
+    });
+    expect(only(on, 'ValidatingAdmissionPolicyBinding').find((b) => b.metadata.name === 'ugo-usergroup-operator-pod-prompt-guard')?.['spec']).toEqual({
+      policyName: 'ugo-usergroup-operator-pod-prompt-guard',
+      validationActions: ['Deny'],
+    });
+    expect(envOf(deploymentOf(on).pod).get('USERGROUP_MOUNTED_TOKEN_REFRESHES_PER_MINUTE')).toBe('120');
+    const cluster = await template('mountedTokenRefresh.enabled=true');
+    expect(podRules(cluster)).toEqual([{ where: 'cluster', verbs: ['list', 'patch'] }]);
   });
 
   it("with a connection: a ClusterUserGroupService named after the release as the default, its API key read from the chart's Secret or yours, deny by default", async () => {

@@ -1,9 +1,6 @@
 import { createHash } from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
 import { ControlPlane, freePorts } from '../../src/devtools/controlplane/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
@@ -11,6 +8,7 @@ import { httpGet, type HttpAnswer } from '../support/http-get.js';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
 import { CHART_DIR } from '../support/manifests.js';
 import { TestEnv } from '../support/operator.js';
+import { serviceAccountKubeconfig as serviceAccountAccess, type ServiceAccountAccess } from '../support/service-account.js';
 import { ifAssigned } from '../support/teardown.js';
 
 const ROTATE_ON_DELETE = 'usergroup.dev/rotate-on-delete';
@@ -42,30 +40,8 @@ describe("RBAC: the chart's ServiceAccount token is enough, and no more", () => 
   const helm = (args: readonly string[]): Promise<CommandResult> => run(cp.binaries.helm, ['--kubeconfig', cp.kubeconfigPath, ...args], { timeoutMs: 120_000 });
 
   /** A kubeconfig holding nothing but a token for the ServiceAccount, issued through the TokenRequest API. */
-  async function serviceAccountKubeconfig(
-    namespace: string,
-    serviceAccount: string,
-  ): Promise<{ path: string; as: (args: readonly string[], input?: string) => Promise<CommandResult> }> {
-    const token = await admin(['create', 'token', serviceAccount, '-n', namespace, '--duration=1h']);
-    expect(token.code, token.stderr).toBe(0);
-    const adminConfig = parseYaml(fs.readFileSync(cp.kubeconfigPath, 'utf8')) as { clusters: { name: string; cluster: Record<string, unknown> }[] };
-    const cluster = adminConfig.clusters[0];
-    if (!cluster) throw new Error('admin kubeconfig has no cluster');
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ug-sa-kc-')), 'kubeconfig');
-    fs.writeFileSync(
-      file,
-      stringifyYaml({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [cluster],
-        users: [{ name: serviceAccount, user: { token: token.stdout.trim() } }],
-        contexts: [{ name: serviceAccount, context: { cluster: cluster.name, user: serviceAccount } }],
-        'current-context': serviceAccount,
-      }),
-      { mode: 0o600 },
-    );
-    return { path: file, as: (args, input) => run(cp.binaries.kubectl, ['--kubeconfig', file, ...args], input === undefined ? {} : { input }) };
-  }
+  const serviceAccountKubeconfig = (namespace: string, serviceAccount: string): Promise<ServiceAccountAccess> =>
+    serviceAccountAccess(cp, namespace, serviceAccount);
 
   async function expectForbidden(
     as: (args: readonly string[], input?: string) => Promise<CommandResult>,

@@ -55,6 +55,7 @@ export interface UserGroupObject {
     lastHandledSyncRequest?: string;
     rotation?: { lastHandledRequest?: string; lastRotationTime?: string; tokenIssuedTime?: string; nextRotationTime?: string };
     rolloutRestarts?: { tokenIssuedTime?: string; lastRestartTime?: string };
+    podPrompts?: { tokenIssuedTime?: string; lastPromptTime?: string; pods?: number };
   };
 }
 

@@ -166,6 +166,14 @@ export interface World {
   workloadRestarts?: boolean;
   /** What the global cap on workload restarts answers (default 0). */
   restartCapWaitMs?: number;
+  /** --mounted-token-refreshes-per-minute > 0 (default false). */
+  podPrompts?: boolean;
+  /** The namespace's Pods that consent to prompts for the UserGroup (name → the token they were prompted for). */
+  pods?: Map<string, string | undefined>;
+  /** What the global cap on Pod prompts answers (default 0). */
+  promptCapWaitMs?: number;
+  /** Listing or prompting Pods the apiserver refuses with this error. */
+  promptRefusal?: ApiError;
   /** What the namespace's sync-request budget answers (default: a slot now). */
   syncSlot?: RequestSlot;
   /** What the namespace's rotation-request budget answers (default: a slot now). */
@@ -348,6 +356,19 @@ export function harness(world: World): Harness {
         return { kind: 'restarted' };
       },
     },
+    pods: {
+      consenting: async () => {
+        calls.push('LIST consenting Pods');
+        if (world.promptRefusal) return { kind: 'refused', error: world.promptRefusal };
+        return { kind: 'listed', pods: [...(world.pods ?? new Map<string, string | undefined>())].map(([name, promptedFor]) => ({ name, promptedFor })) };
+      },
+      prompt: async (_ns, pod, _userGroupName, issuedAt) => {
+        calls.push(`prompt Pod/${pod}`);
+        if (!world.pods?.has(pod)) return { kind: 'gone' };
+        world.pods.set(pod, issuedAt);
+        return { kind: 'prompted' };
+      },
+    },
     events: { emit: (_ug, event) => calls.push(`Event ${event.type} ${event.reason}`) },
     metrics: {
       tokenRotated: () => undefined,
@@ -363,6 +384,10 @@ export function harness(world: World): Harness {
       restart: () => {
         calls.push('restart cap');
         return world.restartCapWaitMs ?? 0;
+      },
+      prompt: () => {
+        calls.push('prompt cap');
+        return world.promptCapWaitMs ?? 0;
       },
       request: (kind) => {
         calls.push(`${kind} budget`);
@@ -387,6 +412,7 @@ export function harness(world: World): Harness {
     resyncPeriodMs: 3_600_000,
     minTokenAgeMs: 1_000,
     workloadRestarts: world.workloadRestarts ?? true,
+    podPrompts: world.podPrompts ?? false,
     deletionRotationTimeoutMs: 300_000,
     rotateOnDelete: world.rotateOnDelete ?? true,
     seesAllNamespaces: world.seesAllNamespaces ?? false,
@@ -437,6 +463,12 @@ export function sealedSecret(token: string, book: { handled?: string; pending?: 
 }
 
 /** The status of `acme` after its first sync (written by a reconcile of the harness). */
+/** A UserGroup synced before: its sealed token tok-1 (issued at `issuedAt`) cached and live, the service holding it. */
+export function syncedHarness(ug: UserGroup, issuedAt: string, now: number, rest: Partial<World> = {}): Harness {
+  const stored = sealedSecret('tok-1', { issuedAt });
+  return harness({ ug, cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1', now, ...rest });
+}
+
 export async function syncedStatus(): Promise<UserGroupStatus> {
   const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
   await h.reconcile();

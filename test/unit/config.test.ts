@@ -24,6 +24,7 @@ describe('parseRunConfig defaults', () => {
       scheduledRotationsPerMinute: 60,
       minTokenAgeMs: 3_600_000,
       workloadRestartsPerMinute: 0,
+      podPromptsPerMinute: 0,
       deletionRotationTimeoutMs: 300_000,
       rotateOnDelete: true,
       requestBudgets: { sync: { burst: 10, perMinute: 10 }, rotation: { burst: 10, perMinute: 10 } },

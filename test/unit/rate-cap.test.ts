@@ -73,7 +73,7 @@ describe('RateCap: a global cap, evenly spaced, each waiting key with a slot of 
 });
 
 describe('the caps shared among replicas (settings.ts shareOf, then rateCaps): cluster-wide however many replicas work', () => {
-  const rates = { serviceQps: 10, serviceBurst: 20, serviceShare: 1, scheduledRotationsPerMinute: 60, workloadRestartsPerMinute: 1 };
+  const rates = { serviceQps: 10, serviceBurst: 20, serviceShare: 1, scheduledRotationsPerMinute: 60, workloadRestartsPerMinute: 1, podPromptsPerMinute: 600 };
 
   /** Replicas that each always have a restart waiting, asking every second for `minutes`: when each restart happened. */
   function saturate(replicas: number, minutes: number): number[] {

@@ -3,7 +3,7 @@ import { ROTATE_ANNOTATION } from '../../src/api/constants.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import { ApiError } from '../../src/kube/api-error.js';
-import { harness, REQUESTED_ROTATION, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
+import { REQUESTED_ROTATION, sealedSecret, syncedHarness, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
 
 /**
  * spec.rolloutRestartTargets through the reconciler's ports: a workload is restarted once per new token, after
@@ -35,17 +35,7 @@ async function world(
     status: { ...synced, ...(restartedFor !== undefined ? { rolloutRestarts: { tokenIssuedTime: restartedFor } } : {}), ...status },
     ...(rotate === false ? {} : { annotations: { [ROTATE_ANNOTATION]: 'r1' } }),
   });
-  const stored = sealedSecret('tok-1', { issuedAt: ISSUED });
-  return harness({
-    ug,
-    cached: stored,
-    live: stored,
-    otherKnown: false,
-    serviceToken: 'tok-1',
-    now: NOW,
-    workloads: new Map(Object.entries(workloads ?? { 'Deployment/web': workload() })),
-    ...rest,
-  });
+  return syncedHarness(ug, ISSUED, NOW, { workloads: new Map(Object.entries(workloads ?? { 'Deployment/web': workload() })), ...rest });
 }
 
 describe('restart targets: once per new token, through the ports', () => {

@@ -59,6 +59,7 @@ describe('the retry policy: one table from what a reconcile came to, to what the
       'crashed',
       'key-refused',
       'lost-race',
+      'prompt-refused',
       'request-refused',
       'restart-refused',
       'secret-taken',

@@ -12,6 +12,8 @@ export interface ReconcileSettings {
   readonly minTokenAgeMs: number;
   /** Whether the operator restarts spec.rolloutRestartTargets (the chart's opt-in, which also grants the RBAC). */
   readonly workloadRestarts: boolean;
+  /** Whether the operator prompts consenting Pods after a new token (the chart's mountedTokenRefresh, which grants the RBAC). */
+  readonly podPrompts: boolean;
   /** The longest a deletion with spec.deletionPolicy Rotate is held, from its deletionTimestamp (--deletion-rotation-timeout). */
   readonly deletionRotationTimeoutMs: number;
   /** spec.deletionPolicy Rotate is in force (--rotate-on-delete); false: every rotate-on-delete finalizer is removed and none added. */

@@ -140,6 +140,18 @@ export const Events = {
     action: 'Restart',
     note: `restarted ${target} for the new token (issued ${issuedAt})`,
   }),
+  podsPrompted: (pods: number, issuedAt: string): UserGroupEvent => ({
+    type: 'Normal',
+    reason: 'PodsPrompted',
+    action: 'Prompt',
+    note: `prompted the kubelet of ${pods} consenting Pod${pods === 1 ? '' : 's'} to rewrite the mounted token now (issued ${issuedAt})`,
+  }),
+  podPromptFailed: (error: string): UserGroupEvent => ({
+    type: 'Warning',
+    reason: 'PodPromptFailed',
+    action: 'Prompt',
+    note: `could not prompt the consenting Pods for the new token (their kubelets rewrite it at their next sync): ${error}`,
+  }),
   restartFailed: (target: string, error: string): UserGroupEvent => ({
     type: 'Warning',
     reason: 'RestartFailed',

@@ -10,6 +10,7 @@ import type { ClaimWriteResult } from '../../kube/claim-writer.js';
 import type { EventType } from '../../kube/event-recorder.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
 import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
+import type { PodList, PromptResult } from '../../kube/pod-prompter.js';
 import type { RequestKind, RequestSlot } from '../request-budget.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { Connection, Resolution } from '../connections.js';
@@ -26,6 +27,7 @@ export interface ReconcilePorts {
   readonly status: StatusPort;
   readonly connections: ConnectionsPort;
   readonly workloads: WorkloadsPort;
+  readonly pods: PodsPort;
   readonly events: EventsPort;
   readonly metrics: MetricsPort;
   readonly caps: CapsPort;
@@ -116,6 +118,12 @@ export interface WorkloadsPort {
   restart(namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string): Promise<RestartResult>;
 }
 
+/** The namespace's Pods that consented to prompts for a UserGroup, as metadata. */
+export interface PodsPort {
+  consenting(namespace: string, userGroupName: string): Promise<PodList>;
+  prompt(namespace: string, pod: string, userGroupName: string, issuedAt: string): Promise<PromptResult>;
+}
+
 /** An Event about a UserGroup; every text and reason is in event-messages.ts. */
 export interface UserGroupEvent {
   readonly type: EventType;
@@ -155,6 +163,8 @@ export interface CapsPort {
   rotation(key: string): number;
   /** Workload restarts (--workload-restarts-per-minute): 0 now, else the wait. */
   restart(key: string): number;
+  /** Pod prompts (--mounted-token-refreshes-per-minute): 0 now, else the wait. */
+  prompt(key: string): number;
   /** A sync or rotation request: a slot of that kind's budget of the UserGroup's namespace. */
   request(kind: RequestKind, namespace: string, key: string): RequestSlot;
   /** The request's call went out: its slot is used up (a deferred one keeps it). */

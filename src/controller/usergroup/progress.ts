@@ -39,15 +39,17 @@ export interface Progress {
   readonly wake?: SlotWake;
   /** From the restart step. */
   readonly restarts?: RestartProgress;
+  /** From the Pod prompt step. */
+  readonly prompts?: PromptProgress;
 }
 
 /**
  * What waits for a slot: a rotation (rotation-slot.ts: a due scheduled one for the global cap's, a requested one
  * for its namespace's budget's), a sync request (sync-on-request.ts: its namespace's budget's), workload restarts
- * (restart-consumers.ts: the restart cap's); on a fleet's follower, the next look for the primary's rotation
+ * (restart-consumers.ts: the restart cap's), Pod prompts (prompt-pods.ts: the prompt cap's); on a fleet's follower, the next look for the primary's rotation
  * (rotate.ts).
  */
-export type SlotFor = 'rotation' | 'sync-request' | 'restart' | 'follow';
+export type SlotFor = 'rotation' | 'sync-request' | 'restart' | 'prompt' | 'follow';
 
 /** The slots this reconcile's work waits for, as one value. */
 export interface SlotWake {
@@ -69,6 +71,13 @@ export function waitsForSlot(progress: Pick<Progress, 'wake'>, why: SlotFor): bo
 }
 
 export type RevokedToken = NonNullable<NonNullable<UserGroupStatus['rotation']>['lastRevoked']>;
+
+export interface PromptProgress {
+  /** status.podPrompts as the step leaves it. */
+  readonly status: UserGroupStatus['podPrompts'];
+  /** Why a Pod was not prompted (a retry with backoff; Ready stays True: the token itself is stored). */
+  readonly failure?: 'prompt-refused';
+}
 
 export interface RestartProgress {
   /** status.rolloutRestarts as the step leaves it. */

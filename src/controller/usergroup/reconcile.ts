@@ -16,6 +16,7 @@ import { plan, type Held, type Plan } from './plan.js';
 import type { ReconcilePorts } from './ports.js';
 import { startingPoint, type Progress } from './progress.js';
 import { report, synced } from './report.js';
+import { promptPods } from './prompt-pods.js';
 import { restartConsumers } from './restart-consumers.js';
 import { rotateIfAsked } from './rotate.js';
 import { awaitRotationSlot } from './rotation-slot.js';
@@ -37,7 +38,7 @@ type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => P
  * Sync at the service (or on request) → adopt what was there → a slot for the rotation, if one is due → rotate →
  * store the token → restart its consumers.
  */
-const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, awaitRotationSlot, rotateIfAsked, storeToken, restartConsumers];
+const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, awaitRotationSlot, rotateIfAsked, storeToken, promptPods, restartConsumers];
 
 /**
  * Brings one UserGroup's world in line with its spec: the group at the service, its token in the Secret, and its

@@ -63,9 +63,10 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
     ...(Object.keys(rotation).length > 0 ? { rotation } : {}),
     ...(progress.adopted ? { adoption: progress.adopted } : {}),
     rolloutRestarts: progress.restarts?.status,
+    podPrompts: progress.prompts?.status,
   };
   const wake = wakeAfterSync({ resyncAt: nextResyncAt(lastSyncTime, ctx.ug.metadata.uid, ctx.settings.resyncPeriodMs), schedule, slot: progress.wake });
-  const failure = progress.restarts?.failure;
+  const failure = progress.restarts?.failure ?? progress.prompts?.failure;
   const result: ReconcileResult = failure ? failed(failure) : wake ? { kind: 'done', wake } : DONE;
   // A follower still waiting for the primary's rotation says so in Ready's message: the token is current, but not new.
   const following = plan.rotation.kind === 'follow' && waitsForSlot(progress, 'follow') ? plan.rotation : undefined;

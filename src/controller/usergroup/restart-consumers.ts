@@ -31,7 +31,7 @@ export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progre
       return leave({ status: spec.rolloutRestartTargets.length === 0 ? undefined : before });
     case 'record':
       return leave({ status: recorded });
-    case 'restart':
+    case 'do':
       break;
   }
   if (!ctx.settings.workloadRestarts) {

@@ -17,9 +17,9 @@ describe('decideRestarts: once per token, named by its issue time', () => {
   });
 
   it('a new token since the last restart: restart, even one a few hundred milliseconds newer', () => {
-    expect(decideRestarts({ targets: TARGETS, restartedFor: T1, foundIssuedAt: T1, issuedAt: T2 })).toEqual({ kind: 'restart', issuedAt: T2 });
+    expect(decideRestarts({ targets: TARGETS, restartedFor: T1, foundIssuedAt: T1, issuedAt: T2 })).toEqual({ kind: 'do', issuedAt: T2 });
     // The token changed in an earlier reconcile whose restarts did not finish: still owed.
-    expect(decideRestarts({ targets: TARGETS, restartedFor: T1, foundIssuedAt: T2, issuedAt: T2 })).toEqual({ kind: 'restart', issuedAt: T2 });
+    expect(decideRestarts({ targets: TARGETS, restartedFor: T1, foundIssuedAt: T2, issuedAt: T2 })).toEqual({ kind: 'do', issuedAt: T2 });
   });
 
   it('targets listed for the first time: their pods run this token; record it, restart nothing', () => {
@@ -32,7 +32,7 @@ describe('decideRestarts: once per token, named by its issue time', () => {
   });
 
   it('targets listed in the same change as a rotation: the rotation restarts them', () => {
-    expect(decideRestarts({ targets: TARGETS, restartedFor: undefined, foundIssuedAt: T1, issuedAt: T2 })).toEqual({ kind: 'restart', issuedAt: T2 });
+    expect(decideRestarts({ targets: TARGETS, restartedFor: undefined, foundIssuedAt: T1, issuedAt: T2 })).toEqual({ kind: 'do', issuedAt: T2 });
   });
 });
 

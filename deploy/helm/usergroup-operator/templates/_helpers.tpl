@@ -135,6 +135,13 @@ app.kubernetes.io/part-of: usergroup-operator
   resources: [deployments, statefulsets, daemonsets]
   verbs: [get, patch]
 {{- end }}
+{{- if .Values.mountedTokenRefresh.enabled }}
+# mountedTokenRefresh.enabled: list a namespace's Pods labelled refresh.usergroup.dev/<UserGroup name> (as metadata)
+# and set one annotation on each; the chart's pod-prompt-guard admission policy refuses any other write to a Pod.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, patch]
+{{- end }}
 {{- end }}
 
 {{/*
