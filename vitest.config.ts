@@ -23,7 +23,7 @@ export default defineConfig({
           isolate: false,
           // The integration project's: vitest runs non-isolated projects of one group on one pool.
           maxWorkers: 3,
-          // Argo CD's own Lua engine for the deploy/argocd tests (test/argocd/build.sh, cached).
+          // Argo CD's own Lua engine for the deploy/argocd tests (devtools/argocd/build.sh, cached).
           globalSetup: ['test/support/argocd-global-setup.ts'],
         },
       },
@@ -38,7 +38,7 @@ export default defineConfig({
             'test/support/global-setup.ts',
             'test/support/argocd-global-setup.ts',
             'test/support/promtool-global-setup.ts',
-            // krew, to install the kubectl plugin's release as its users do (test/krew/build.sh, cached).
+            // krew, to install the kubectl plugin's release as its users do (devtools/krew/build.sh, cached).
             'test/support/krew-global-setup.ts',
           ],
           testTimeout: 120_000,
@@ -64,7 +64,7 @@ export default defineConfig({
         },
       },
       // The chart on a one-node cluster (issue 19): only under `npm run test:e2e`, whose launcher
-      // (src/devtools/node/run-in-node.ts, root) makes the node's namespaces and sets UGO_E2E_NODE; a plain
+      // (devtools/node/run-in-node.ts, root) makes the node's namespaces and sets UGO_E2E_NODE; a plain
       // `vitest run` (npm test) does not see this project.
       ...(process.env['UGO_E2E_NODE']
         ? [

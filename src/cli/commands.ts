@@ -6,7 +6,6 @@ const usage = `usage: usergroup-operator <command> [flags]
 commands:
   run       run the controller against a cluster (kubeconfig or in-cluster) and the service
   sim       run the service simulator (usergroup-operator sim --port <p> --api-key <k>)
-  dev       local control plane + simulator + controller + examples, with a live view
   version   print the version
   help      show this help
 
@@ -21,12 +20,10 @@ export async function runCommand(argv: readonly string[], io: Output): Promise<n
   switch (command) {
     case 'run':
       return runController(rest, io);
-    // Developer tooling (src/devtools/), loaded on demand: the controller's process should not carry the
-    // simulator or the local control plane (test/unit/import-graph.test.ts checks that `run` never loads them).
+    // Loaded on demand: the controller's process should not carry the simulator (test/unit/import-graph.test.ts
+    // checks that `run` never loads it).
     case 'sim':
-      return (await import('../devtools/sim/command.js')).simCommand(rest, { out: io.out, err: io.err });
-    case 'dev':
-      return (await import('../devtools/dev.js')).devCommand(rest, io);
+      return (await import('../sim/command.js')).simCommand(rest, { out: io.out, err: io.err });
     case 'version':
     case '--version':
       io.out(`usergroup-operator ${packageVersion()}\n`);

@@ -3,13 +3,13 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, AuthenticationV1Api, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 import { adminKubeConfig, tokenKubeConfig } from '../support/kube.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { getJson, helm, kubectl, leaderPod, podReady, pods, waitFor, type LeaseView, type PodView } from './support/cluster.js';
 
 // The Helm chart's pods on a real node (issue 19): kubelet, containerd, runc, the CNI bridge and kube-proxy of
-// src/devtools/node, the operator image built without Docker from the Dockerfile's stages (src/devtools/image).
+// devtools/node, the operator image built without Docker from the Dockerfile's stages (devtools/image).
 // The controller in the Pods talks to the apiserver through the default/kubernetes Service and to the service simulator on
 // the node's address.
 

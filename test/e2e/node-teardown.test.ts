@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { GiveUp, run } from '../../src/devtools/node/exec.js';
-import { LAYOUT_ENV } from '../../src/devtools/node/layout.js';
-import { CLUSTER_FILE, type ClusterFile } from '../../src/devtools/node/cluster.js';
+import { repoRoot } from '../support/repo-root.js';
+import { GiveUp, run } from '../../devtools/node/exec.js';
+import { LAYOUT_ENV } from '../../devtools/node/layout.js';
+import { CLUSTER_FILE, type ClusterFile } from '../../devtools/node/cluster.js';
 import { kubectl, waitFor } from './support/cluster.js';
 
 // The harness leaves nothing behind when what runs the tests is SIGKILLed (issue 19): a second, nested node
@@ -13,8 +13,8 @@ import { kubectl, waitFor } from './support/cluster.js';
 // SIGKILL to the process serving it (as to vitest) or to the launcher itself; afterwards no process of it, no
 // network namespace, no cgroup, no mount and no work dir may remain, and this run's own node is untouched.
 
-const runInNode = path.join(repoRoot, 'src/devtools/node/run-in-node.ts');
-const serveCli = path.join(repoRoot, 'src/devtools/node/serve-cli.ts');
+const runInNode = path.join(repoRoot, 'devtools/node/run-in-node.ts');
+const serveCli = path.join(repoRoot, 'devtools/node/serve-cli.ts');
 
 interface NestedNode {
   readonly launcher: ChildProcess;

@@ -14,9 +14,9 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'yaml';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { seededRandom } from '../../src/devtools/sim/random.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { repoRoot } from '../support/repo-root.js';
+import { seededRandom } from '../../src/sim/random.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { getJson, helm, kubectl, waitFor } from './support/cluster.js';
 import { summary, tokenWindows, type Issued, type PodTimeline, type TokenWindow } from './support/token-window.js';
 

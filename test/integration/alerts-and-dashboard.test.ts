@@ -5,12 +5,12 @@ import { describe, expect, inject, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { Metrics } from '../../src/observability/metrics.js';
 import { run } from '../support/kube.js';
-import { CHART_DIR } from '../support/manifests.js';
+import { CHART_DIR } from '../../devtools/manifests.js';
 import { metricNamesIn } from '../support/promtool.js';
 
 /*
  * The chart's optional PrometheusRule and Grafana dashboard, as `helm template` renders them: the alert rules pass
- * Prometheus' own `promtool check rules` and rule unit tests (test/promtool/alerts.test.yaml, promtool built from
+ * Prometheus' own `promtool check rules` and rule unit tests (test/fixtures/alerts.test.yaml, promtool built from
  * Prometheus' Go module), and every metric an alert or a dashboard panel reads is one the operator exports.
  */
 
@@ -60,7 +60,7 @@ describe("the chart's alert rules and dashboard", () => {
     try {
       // What promtool reads is what the chart ships: the PrometheusRule's spec is a rule file.
       fs.writeFileSync(path.join(dir, 'alerts.yaml'), JSON.stringify(rule['spec']));
-      fs.copyFileSync(path.resolve('test/promtool/alerts.test.yaml'), path.join(dir, 'alerts.test.yaml'));
+      fs.copyFileSync(path.resolve('test/fixtures/alerts.test.yaml'), path.join(dir, 'alerts.test.yaml'));
       const check = await run(inject('promtool'), ['check', 'rules', path.join(dir, 'alerts.yaml')], { timeoutMs: 60_000 });
       expect(check.code, check.stdout + check.stderr).toBe(0);
       expect(check.stdout).toMatch(/SUCCESS: 5 rules found/);
@@ -79,7 +79,7 @@ describe("the chart's alert rules and dashboard", () => {
     try {
       const spec = JSON.stringify(rule['spec']).replace('> usergroup_token_max_age_seconds', '> 2 * usergroup_token_max_age_seconds');
       fs.writeFileSync(path.join(dir, 'alerts.yaml'), spec);
-      fs.copyFileSync(path.resolve('test/promtool/alerts.test.yaml'), path.join(dir, 'alerts.test.yaml'));
+      fs.copyFileSync(path.resolve('test/fixtures/alerts.test.yaml'), path.join(dir, 'alerts.test.yaml'));
       const tests = await run(inject('promtool'), ['test', 'rules', path.join(dir, 'alerts.test.yaml')], { timeoutMs: 60_000 });
       expect(tests.code).not.toBe(0);
       expect(tests.stdout + tests.stderr).toMatch(/UserGroupTokenTooOld/);

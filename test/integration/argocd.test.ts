@@ -309,7 +309,7 @@ describe('Argo CD sync action on a real UserGroup', () => {
 
 /**
  * "Manifests in Git written against v1alpha1 keep applying unchanged (Argo CD sync shows no diff loop)", judged by
- * Argo CD's own comparison (argocd-lua diff, test/argocd/diff.go: the application controller's cluster cache,
+ * Argo CD's own comparison (argocd-lua diff, devtools/argocd/diff.go: the application controller's cluster cache,
  * GetManagedLiveObjs with its version conversion, sync.Reconcile and argodiff.StateDiffs, default client-side
  * diff) against this apiserver, after the real controller synced the group. Applied the way Argo CD's sync
  * applies: client-side kubectl apply of the manifest plus Argo CD's tracking annotation.

@@ -7,10 +7,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
+import { ControlPlane } from '../../devtools/controlplane/controlplane.js';
 import { extractPreviousRelease } from '../e2e/support/previous-release.js';
 import { eventually, run, type CommandResult } from '../support/kube.js';
-import { CHART_DIR, CRDS_DIR, crdFiles } from '../support/manifests.js';
+import { CHART_DIR, CRDS_DIR, crdFiles } from '../../devtools/manifests.js';
 import { PREVIOUS_RELEASE } from '../support/previous-release.js';
 import { ifAssigned } from '../support/teardown.js';
 

@@ -8,7 +8,7 @@ import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';

@@ -11,7 +11,8 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { pinnedKubernetesVersion, repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { pinnedKubernetesVersion } from '../../devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually, kubectl, tokenKubeConfig } from '../support/kube.js';
 
 const group = 'usergroup.dev';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { ApiException, CoordinationV1Api, PatchStrategy, setHeaderOptions, type V1ManagedFieldsEntry, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, TestEnv, version, type OperatorHandle } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';

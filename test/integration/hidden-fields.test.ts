@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { HiddenFieldNames } from '../../src/devtools/sim/responses.js';
+import type { HiddenFieldNames } from '../../src/sim/responses.js';
 import { TestEnv, type OperatorHandle } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 

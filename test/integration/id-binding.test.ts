@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
+import { repoRoot } from '../support/repo-root.js';
+import { ControlPlane } from '../../devtools/controlplane/controlplane.js';
 import { createNamespace, eventually } from '../support/kube.js';
 import { TestEnv, type OperatorHandle } from '../support/operator.js';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';

@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { buildImage, type BuiltImage } from '../../src/devtools/image/build.js';
-import { imageEnv, parseDockerfile } from '../../src/devtools/image/dockerfile.js';
+import { repoRoot } from '../support/repo-root.js';
+import { buildImage, type BuiltImage } from '../../devtools/image/build.js';
+import { imageEnv, parseDockerfile } from '../../devtools/image/dockerfile.js';
 import { run } from '../support/kube.js';
 
 interface OciConfig {
@@ -13,7 +13,7 @@ interface OciConfig {
 }
 
 /**
- * The image built without a daemon (src/devtools/image/build.ts) from the Dockerfile's own stages, on a stand-in
+ * The image built without a daemon (devtools/image/build.ts) from the Dockerfile's own stages, on a stand-in
  * for the distroless Node base made from Debian packages: it must carry exactly what the Dockerfile declares (a
  * test that reads the Dockerfile on its own, so a builder that made something up fails here), and it must run as
  * the image runs: uid 65532, a read-only root, /app, the image's environment only.

@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { parseCopy, parseDockerfile } from '../../src/devtools/image/dockerfile.js';
+import { repoRoot } from '../support/repo-root.js';
+import { parseCopy, parseDockerfile } from '../../devtools/image/dockerfile.js';
 import { createNamespace, deleteNamespace, eventually, run } from '../support/kube.js';
 
 // Without a Docker engine, the runtime stage is rebuilt as a directory: the files its COPY lines name,
@@ -58,7 +58,7 @@ describe("the image's runtime stage, as a directory", () => {
     const runHelp = await image([...cmd, '--help']);
     expect(runHelp.code, runHelp.stderr).toBe(0);
     expect(runHelp.stdout).toContain('usage: usergroup-operator run');
-    // The image ships the simulator (src/devtools/sim, loaded on demand) for demos against a cluster.
+    // The image ships the simulator (src/sim, loaded on demand) for demos against a cluster.
     const simHelp = await image(['sim', '--help']);
     expect(simHelp.code, simHelp.stderr).toBe(0);
     expect(simHelp.stdout).toContain('usage: usergroup-operator sim');

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { createNamespace, deleteNamespace, eventually, kubectl, run, type CommandResult } from '../support/kube.js';
-import { CHART_DIR, MANIFESTS_DIR, renderManifests } from '../support/manifests.js';
+import { CHART_DIR, MANIFESTS_DIR, renderManifests } from '../../devtools/manifests.js';
 
 /** The real helm (built with the control plane), against the shared test cluster. */
 function helm(args: readonly string[]): Promise<CommandResult> {

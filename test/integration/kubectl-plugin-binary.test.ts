@@ -6,17 +6,17 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { usage } from '../../src/cli/kubectl/usage.js';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { platformNode } from '../../src/devtools/platform-node.js';
-import { PLUGIN_PLATFORMS, platformKey, tarballName } from '../../src/devtools/kubectl-plugin/platforms.js';
-import { buildPluginRelease, KREW_TEMPLATE, type PlatformTarball, type PluginRelease } from '../../src/devtools/kubectl-plugin/release.js';
+import { repoRoot } from '../support/repo-root.js';
+import { platformNode } from '../../devtools/platform-node.js';
+import { PLUGIN_PLATFORMS, platformKey, tarballName } from '../../devtools/kubectl-plugin/platforms.js';
+import { buildPluginRelease, KREW_TEMPLATE, type PlatformTarball, type PluginRelease } from '../../devtools/kubectl-plugin/release.js';
 import type { CommandResult } from '../support/kube.js';
 import { emptyKrewIndex } from '../support/krew.js';
 import { TestEnv } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 
 /**
- * The plugin as kubectl users install it: the real krew (test/krew, built from its Go module) installs the
+ * The plugin as kubectl users install it: the real krew (devtools/krew, built from its Go module) installs the
  * release tarball with the filled krew manifest, `kubectl krew install --manifest --archive`, the way a release
  * is tried before it is published; krew reads both exactly as it would the published ones, only the download
  * is replaced by the local file. The plugin then runs from krew's bin directory with a PATH that holds that

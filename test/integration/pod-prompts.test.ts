@@ -4,12 +4,12 @@
 // prompt a Pod that did not consent, nor causes a service call beyond the rotation it asked for.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
+import { repoRoot } from '../support/repo-root.js';
+import { ControlPlane } from '../../devtools/controlplane/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
-import { CHART_DIR } from '../support/manifests.js';
+import { CHART_DIR } from '../../devtools/manifests.js';
 import { TestEnv } from '../support/operator.js';
 import { serviceAccountKubeconfig, type ServiceAccountAccess } from '../support/service-account.js';
 import { annotateUserGroupAs, createUserGroupAs, tenantIdentity, type Tenant } from '../support/tenancy.js';

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { ControlPlane, freePorts } from '../../src/devtools/controlplane/controlplane.js';
+import { repoRoot } from '../support/repo-root.js';
+import { ControlPlane, freePorts } from '../../devtools/controlplane/controlplane.js';
 import { killAllControllers, msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from '../support/controller-process.js';
-import { httpGet, type HttpAnswer } from '../support/http-get.js';
+import { httpGet, type HttpAnswer } from '../../devtools/http-get.js';
 import { adminKubeConfig, createNamespace, eventually, run, type CommandResult } from '../support/kube.js';
-import { CHART_DIR } from '../support/manifests.js';
+import { CHART_DIR } from '../../devtools/manifests.js';
 import { TestEnv } from '../support/operator.js';
 import { serviceAccountKubeconfig as serviceAccountAccess, type ServiceAccountAccess } from '../support/service-account.js';
 import { ifAssigned } from '../support/teardown.js';

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Faults } from '../../src/devtools/sim/faults.js';
+import type { Faults } from '../../src/sim/faults.js';
 import { eventually } from '../support/kube.js';
 import { TestEnv, type OperatorHandle, type UserGroupObject } from '../support/operator.js';
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProcWatcher } from '../bench/proc.js';
-import { imageEnv, imageNodeFlags } from '../../src/devtools/image/dockerfile.js';
+import { ProcWatcher } from '../../devtools/bench/proc.js';
+import { imageEnv, imageNodeFlags } from '../../devtools/image/dockerfile.js';
 import { killAllControllers, msgIs, spawnController, UNBUDGETED_ARGS, waitLog, type ControllerProcess } from '../support/controller-process.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 import { tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';

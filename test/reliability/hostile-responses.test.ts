@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Faults, InjectedFault } from '../../src/devtools/sim/faults.js';
+import type { Faults, InjectedFault } from '../../src/sim/faults.js';
 import { eventually } from '../support/kube.js';
 import { killAllControllers, msgIs, waitLog, type ControllerProcess, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { TestEnv } from '../support/operator.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Faults } from '../../src/devtools/sim/faults.js';
-import { seededRandom } from '../../src/devtools/sim/random.js';
+import type { Faults } from '../../src/sim/faults.js';
+import { seededRandom } from '../../src/sim/random.js';
 import { killAllControllers, msgIs, waitLog, UNBUDGETED_ARGS } from '../support/controller-process.js';
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { callsOf, fmt, injectedByKind, injectedTotal, processHealth } from './support/faults-support.js';

@@ -7,5 +7,5 @@ declare module 'vitest' {
   }
 }
 
-/** Builds argocd-lua (Argo CD's own Lua VM and diff, test/argocd) once per run; a cold build takes about 11 minutes on 2 cores. */
+/** Builds argocd-lua (Argo CD's own Lua VM and diff, devtools/argocd) once per run; a cold build takes about 11 minutes on 2 cores. */
 export default provideGoTool('argocdLua', 'argocd-lua', buildArgoCdLua);

@@ -2,11 +2,11 @@ import { buildGoTool } from './go-tool.js';
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from './repo-root.js';
 
 /**
- * deploy/argocd's scripts judged by Argo CD's own code: test/argocd/argocd-lua (built from Argo CD's Go
- * module by test/argocd/build.sh) loads argocd-cm.yaml through Argo CD's settings manager and answers with
+ * deploy/argocd's scripts judged by Argo CD's own code: devtools/argocd/argocd-lua (built from Argo CD's Go
+ * module by devtools/argocd/build.sh) loads argocd-cm.yaml through Argo CD's settings manager and answers with
  * the functions Argo CD's application controller (health) and API server (action discovery, actions and
  * the merge patch it sends) call. No Lua stand-in: what passes here is what Argo CD does.
  */
@@ -52,12 +52,12 @@ interface Answer {
 
 /** Builds argocd-lua (or finds it in the cache) and returns its path; build progress goes to stderr. */
 export function buildArgoCdLua(): string {
-  return buildGoTool('argocd-lua', 'test/argocd/build.sh');
+  return buildGoTool('argocd-lua', 'devtools/argocd/build.sh');
 }
 
 export class ArgoCdError extends Error {}
 
-/** Argo CD's comparison of one Git manifest with the cluster (argocd-lua diff; test/argocd/diff.go). */
+/** Argo CD's comparison of one Git manifest with the cluster (argocd-lua diff; devtools/argocd/diff.go). */
 export interface ArgoCdDiff {
   /** What the app shows as OutOfSync for this resource. */
   readonly modified: boolean;

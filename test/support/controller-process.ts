@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from './repo-root.js';
 import { eventually } from './kube.js';
 
 /** `usergroup-operator run` as built by `npm run build` (npm test builds dist first). */

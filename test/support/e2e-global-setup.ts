@@ -1,8 +1,8 @@
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startOneNodeCluster } from '../../src/devtools/node/cluster.js';
-import { operatorImageTarball, OPERATOR_IMAGE } from '../../src/devtools/node/images.js';
-import { layoutFromEnv } from '../../src/devtools/node/layout.js';
+import { startOneNodeCluster } from '../../devtools/node/cluster.js';
+import { operatorImageTarball, OPERATOR_IMAGE } from '../../devtools/node/images.js';
+import { layoutFromEnv } from '../../devtools/node/layout.js';
 import { PREVIOUS_OPERATOR_IMAGE_ENV } from '../e2e/support/previous-release.js';
 
 declare module 'vitest' {
@@ -21,7 +21,7 @@ declare module 'vitest' {
 
 /**
  * One node and its control plane for the whole e2e run (`npm run test:e2e`): this process already runs inside
- * the node's namespaces (src/devtools/node/run-in-node.ts made them), so the control plane, the node's daemons,
+ * the node's namespaces (devtools/node/run-in-node.ts made them), so the control plane, the node's daemons,
  * the tests, kubectl and helm share one network in which nothing leaves.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -3,9 +3,9 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { inject } from 'vitest';
-import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/devtools/sim/server.js';
+import { ControlPlane } from '../../devtools/controlplane/controlplane.js';
+import { repoRoot } from './repo-root.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
 import { sha256Hex } from '../../src/controller/hash.js';
 import { msgIs, signalAndWait, spawnController, waitLog, type ControllerProcess } from './controller-process.js';
 import { TestEnv, type TenantRuleObject } from './operator.js';

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { ControlPlane } from '../../src/devtools/controlplane/controlplane.js';
+import { repoRoot } from './repo-root.js';
+import { ControlPlane } from '../../devtools/controlplane/controlplane.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

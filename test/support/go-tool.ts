@@ -1,5 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { buildGoTool } from '../../src/devtools/go-tool.js';
+import { buildGoTool } from '../../devtools/go-tool.js';
 
 export { buildGoTool };
 

@@ -7,5 +7,5 @@ declare module 'vitest' {
   }
 }
 
-/** Builds krew (the kubectl plugin manager, test/krew) once per run, for the plugin's install test; about a minute cold. */
+/** Builds krew (the kubectl plugin manager, devtools/krew) once per run, for the plugin's install test; about a minute cold. */
 export default provideGoTool('krew', 'krew', buildKrew);

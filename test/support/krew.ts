@@ -5,7 +5,7 @@ import path from 'node:path';
 
 /** Builds krew from its Go module (or finds it in the cache) and returns its path; progress goes to stderr. */
 export function buildKrew(): string {
-  return buildGoTool('krew', 'test/krew/build.sh');
+  return buildGoTool('krew', 'devtools/krew/build.sh');
 }
 
 /**

@@ -17,7 +17,7 @@ import { parseRunConfig } from '../../src/cli/config.js';
 import { startOperator, type RunningOperator } from '../../src/cli/run.js';
 import { kubeAccessFromKubeConfig } from '../../src/kube/kubeconfig.js';
 import { createLogger } from '../../src/observability/log.js';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/devtools/sim/server.js';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/sim/server.js';
 import { msgIs, signalAndWait, spawnController, TEST_EGRESS_ARGS, waitLog, type ControllerProcess, type SpawnControllerOptions } from './controller-process.js';
 import { adminKubeConfig, createNamespace, deleteNamespace, eventually } from './kube.js';
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from './repo-root.js';
 
 /**
  * The release before this one, as users run it: the upgrade tests (test/e2e/upgrade.test.ts on the node,

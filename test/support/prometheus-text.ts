@@ -1,5 +1,5 @@
 // A small parser of the Prometheus text exposition format (0.0.4): strict, for tests of what /metrics serves.
-// Free of vitest, so that scripts run outside it can use it too. (test/bench/controller.ts keeps a lenient
+// Free of vitest, so that scripts run outside it can use it too. (devtools/bench/controller.ts keeps a lenient
 // parser of its own: it reads samples whatever their family, and must not fail a long run on one odd line.)
 
 export interface Sample {

@@ -7,5 +7,5 @@ declare module 'vitest' {
   }
 }
 
-/** Builds promtool (Prometheus' own rule tester, test/promtool) once per run; a cold build takes a few minutes. */
+/** Builds promtool (Prometheus' own rule tester, devtools/promtool) once per run; a cold build takes a few minutes. */
 export default provideGoTool('promtool', 'promtool', buildPromtool);

@@ -2,7 +2,7 @@ import { buildGoTool } from './go-tool.js';
 
 /** Builds promtool from Prometheus' Go module (or finds it in the cache) and returns its path; progress goes to stderr. */
 export function buildPromtool(): string {
-  return buildGoTool('promtool', 'test/promtool/build.sh');
+  return buildGoTool('promtool', 'devtools/promtool/build.sh');
 }
 
 /**

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from './repo-root.js';
 
 const WORKFLOW = path.join(repoRoot, '.github/workflows/release.yaml');
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 import { tsSources } from '../support/import-graph.js';
 
 // docs/architecture.md is how a newcomer finds each step of the flow by its file: it must name only files that

@@ -9,7 +9,7 @@ import { Reason } from '../../src/controller/policies/conditions.js';
 import { ArgoCd, ArgoCdError, type ArgoCdActionRun } from '../support/argocd.js';
 
 /**
- * deploy/argocd judged by Argo CD's own code (test/support/argocd.ts, test/argocd): the resource
+ * deploy/argocd judged by Argo CD's own code (test/support/argocd.ts, devtools/argocd): the resource
  * customizations loaded from argocd-cm.yaml by Argo CD's settings manager, health through the
  * application controller's path, discovery and actions through the API server's, and the merge patch
  * the API server computes from an action's result.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { operatorRequests } from '../bench/apiserver-requests.js';
-import { parsePrometheus } from '../bench/controller.js';
-import { parseBenchOptions } from '../bench/options.js';
+import { operatorRequests } from '../../devtools/bench/apiserver-requests.js';
+import { parsePrometheus } from '../../devtools/bench/controller.js';
+import { parseBenchOptions } from '../../devtools/bench/options.js';
 import {
   PEER_CHART_FILES,
   peerCharts,
@@ -12,7 +12,7 @@ import {
   type PeerOrder,
   type PeerResult,
   type PeerRun,
-} from '../bench/peer-report.js';
+} from '../../devtools/bench/peer-report.js';
 
 const MiB = 1024 * 1024;
 

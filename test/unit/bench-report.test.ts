@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { deltaBy, parsePrometheus } from '../bench/controller.js';
-import { DEFAULTS, parseBenchOptions, QUICK } from '../bench/options.js';
-import { parseStatTicks, parseStatusMemory } from '../bench/proc.js';
-import { coldRatio, evaluateTargets, renderMarkdown, type BenchResults, type ColdResult, type ControllerFigures } from '../bench/report.js';
-import { forEachBounded, percentile } from '../bench/stats.js';
+import { deltaBy, parsePrometheus } from '../../devtools/bench/controller.js';
+import { DEFAULTS, parseBenchOptions, QUICK } from '../../devtools/bench/options.js';
+import { parseStatTicks, parseStatusMemory } from '../../devtools/bench/proc.js';
+import { coldRatio, evaluateTargets, renderMarkdown, type BenchResults, type ColdResult, type ControllerFigures } from '../../devtools/bench/report.js';
+import { forEachBounded, percentile } from '../../devtools/bench/stats.js';
 
 const MiB = 1024 * 1024;
 const figures = (over: Partial<ControllerFigures> = {}): ControllerFigures => ({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { openRequests, operatorRequests, storedObjects } from '../bench/apiserver-requests.js';
-import { controllerFlags, parsePrometheus } from '../bench/controller.js';
+import { openRequests, operatorRequests, storedObjects } from '../../devtools/bench/apiserver-requests.js';
+import { controllerFlags, parsePrometheus } from '../../devtools/bench/controller.js';
 import {
   DEFAULTS,
   etcdQuotaBytes,
@@ -10,9 +10,9 @@ import {
   scaleNamespaceCount,
   scaleTimeoutMs,
   type BenchOptions,
-} from '../bench/options.js';
-import { combined, kubeByVerbAndResource } from '../bench/phases/scale-sharded.js';
-import type { ColdResult, ControllerFigures } from '../bench/report.js';
+} from '../../devtools/bench/options.js';
+import { combined, kubeByVerbAndResource } from '../../devtools/bench/phases/scale-sharded.js';
+import type { ColdResult, ControllerFigures } from '../../devtools/bench/report.js';
 import {
   controllerPeak,
   evaluateScaleTargets,
@@ -26,8 +26,8 @@ import {
   type ScaleResult,
   type ShardedScale,
   type ShardFigures,
-} from '../bench/scale-report.js';
-import { groupsIn, placeOf, rotationTargets } from '../bench/spread.js';
+} from '../../devtools/bench/scale-report.js';
+import { groupsIn, placeOf, rotationTargets } from '../../devtools/bench/spread.js';
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { scheduledRotation } from '../../src/controller/policies/rotation.js';
-import { parseBenchOptions } from '../bench/options.js';
-import { renderMarkdown, type BenchResults, type ScheduledResult } from '../bench/report.js';
-import { capSlotMs, defaultLeadMs, maxAgeForDue, summarizeDueToDone } from '../bench/scheduled-plan.js';
+import { parseBenchOptions } from '../../devtools/bench/options.js';
+import { renderMarkdown, type BenchResults, type ScheduledResult } from '../../devtools/bench/report.js';
+import { capSlotMs, defaultLeadMs, maxAgeForDue, summarizeDueToDone } from '../../devtools/bench/scheduled-plan.js';
 
 describe('bench: scheduled rotation arithmetic', () => {
   it('finds the maxTokenAge that makes each token fall due at the same millisecond, by the controller’s own formula', () => {

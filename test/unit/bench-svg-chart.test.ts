@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { escapeXml, niceTicks, renderLineChart, type LineChart } from '../bench/svg-chart.js';
+import { escapeXml, niceTicks, renderLineChart, type LineChart } from '../../devtools/bench/svg-chart.js';
 
 const chart = (over: Partial<LineChart> = {}): LineChart => ({
   title: 'Ready over time',

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
-import { ensureBinaries } from '../../src/devtools/controlplane/binaries.js';
-import { CHART_DIR, CRDS_DIR, crdFiles } from '../support/manifests.js';
+import { ensureBinaries } from '../../devtools/controlplane/binaries.js';
+import { CHART_DIR, CRDS_DIR, crdFiles } from '../../devtools/manifests.js';
 
 // Helm installs what is in the chart's crds/ (and, with crds.enabled, renders the same files as templates);
 // everything else (tests, `npm start`, kubectl users) uses the top-level crds/. A CRD changed in one place only would

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
-import { ensureBinaries } from '../../src/devtools/controlplane/binaries.js';
-import { CHART_DIR } from '../support/manifests.js';
+import { ensureBinaries } from '../../devtools/controlplane/binaries.js';
+import { CHART_DIR } from '../../devtools/manifests.js';
 
 // The README installs a release pinned by digest (image.digest, from the verified release.json): the Deployment must
 // then name repository@digest, whatever the tag says, and a malformed digest must fail the install, not reach the kubelet.

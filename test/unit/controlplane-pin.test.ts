@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { pinnedKubernetesVersion, repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { pinnedKubernetesVersion } from '../../devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 
 const gomod = (module: string): string => fs.readFileSync(path.join(repoRoot, 'devtools/controlplane', module, 'go.mod'), 'utf8');
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 
 // The README and docs/ are where a user finds every setting; a link or a file path in them that leads nowhere is a
 // setting they cannot find. This keeps every relative link (its file or folder, and its #anchor under GitHub's

@@ -1,16 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import {
-  dockerIgnored,
-  imageEnv,
-  imageNodeFlags,
-  parseCopy,
-  parseDockerfile,
-  readDockerignore,
-  type Instruction,
-} from '../../src/devtools/image/dockerfile.js';
+import { repoRoot } from '../support/repo-root.js';
+import { dockerIgnored, imageEnv, imageNodeFlags, parseCopy, parseDockerfile, readDockerignore, type Instruction } from '../../devtools/image/dockerfile.js';
 
 // No Docker engine here: these check what can be checked without one. The image's entry point itself is
 // started from a copy of the runtime stage's files in test/integration/image.test.ts.
@@ -79,15 +71,8 @@ describe('Dockerfile', () => {
   it('keeps secrets, build output and dependencies of the host out of the context', () => {
     for (const p of ['node_modules', 'dist', '.git', '.controlplane', 'node_modules/got/package.json', 'dist/cli/main.js', 'devtools/controlplane/build.sh'])
       expect(dockerIgnored(ignore, p), p).toBe(true);
-    // The image ships the simulator (src/devtools/sim); only the top-level Go modules of the control plane stay out.
-    for (const p of [
-      'src/cli/main.ts',
-      'src/devtools/sim/command.ts',
-      'package.json',
-      'package-lock.json',
-      'crds/usergroup.dev_usergroups.yaml',
-      'tsconfig.json',
-    ])
+    // The image ships the simulator (src/sim); only the top-level Go modules of the control plane stay out.
+    for (const p of ['src/cli/main.ts', 'src/sim/command.ts', 'package.json', 'package-lock.json', 'crds/usergroup.dev_usergroups.yaml', 'tsconfig.json'])
       expect(dockerIgnored(ignore, p), p).toBe(false);
   });
 

@@ -1,9 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { buildImage } from '../../src/devtools/image/build.js';
-import type { Platform } from '../../src/devtools/platform-node.js';
+import { repoRoot } from '../support/repo-root.js';
+import { buildImage } from '../../devtools/image/build.js';
+import type { Platform } from '../../devtools/platform-node.js';
 
 // Refused before any stage runs (these return in milliseconds): a layout the caller did not ask for is never written.
 describe('buildImage: the platforms it is asked for', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseDockerfile } from '../../src/devtools/image/dockerfile.js';
-import { DISTROLESS_NODEJS_NONROOT, envPairs, stagesOf, type RunConfig } from '../../src/devtools/image/image-config.js';
+import { parseDockerfile } from '../../devtools/image/dockerfile.js';
+import { DISTROLESS_NODEJS_NONROOT, envPairs, stagesOf, type RunConfig } from '../../devtools/image/image-config.js';
 
 const base: RunConfig = { entrypoint: ['/base'], cmd: ['base-cmd'], user: 'root', workingDir: '/', env: ['PATH=/bin', 'A=1'] };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { absentPackages, aptOptions, debianArchOf, parseControlFields, parsePrintUris } from '../../src/devtools/image/debian-packages.js';
+import { absentPackages, aptOptions, debianArchOf, parseControlFields, parsePrintUris } from '../../devtools/image/debian-packages.js';
 
 describe('Debian packages for an image platform', () => {
   it("names the platform's architecture as Debian does, Linux only", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DISTROLESS_NODEJS_NONROOT } from '../../src/devtools/image/image-config.js';
-import { imageConfig, imageIndex, imageManifest, jsonBlob, layoutIndex, MEDIA_TYPE, sha256, type LayerRef } from '../../src/devtools/image/oci-layout.js';
+import { DISTROLESS_NODEJS_NONROOT } from '../../devtools/image/image-config.js';
+import { imageConfig, imageIndex, imageManifest, jsonBlob, layoutIndex, MEDIA_TYPE, sha256, type LayerRef } from '../../devtools/image/oci-layout.js';
 
 const layer = (n: number, createdBy: string): LayerRef => ({
   digest: `sha256:${String(n).repeat(64)}`,

@@ -1,14 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 import { chainTo, importsOf, resolveRelative, staticGraph, stringLiteralsOf, tsSources } from '../support/import-graph.js';
 
 const src = path.join(repoRoot, 'src');
 const testDir = path.join(repoRoot, 'test');
-const devtools = path.join(src, 'devtools');
+const devtools = path.join(repoRoot, 'devtools');
+const sim = path.join(src, 'sim');
 // The controller's process: `usergroup-operator run` starts here, and commands.ts reaches run.ts statically
-// while sim and dev are dynamic imports, so the static closure of main.ts is what `run` loads at start.
+// while sim is a dynamic import, so the static closure of main.ts is what `run` loads at start.
 const entry = path.join(src, 'cli/main.ts');
 
 // An ES import of any of these builds node:http's module namespace, which loads undici, http2 and zlib
@@ -37,10 +38,10 @@ describe("the controller's static import graph (src/cli/main.ts → run)", () =>
     expect(offenders(isHttpModule), 'ES import of an HTTP module on the controller path; the import chain').toEqual([]);
   });
 
-  it('does not load the developer tooling (src/devtools: simulator, local control plane, dev)', () => {
-    // Only where the graph enters src/devtools: what that module imports in turn adds nothing to the message.
-    const entersDevtools = (id: string): boolean => within(devtools, id) && !within(devtools, graph.get(id)?.via?.from ?? '');
-    expect(offenders(entersDevtools), 'developer tooling on the controller path; the import chain').toEqual([]);
+  it('does not load the simulator (src/sim, a command of its own)', () => {
+    // Only where the graph enters src/sim: what that module imports in turn adds nothing to the message.
+    const entersSim = (id: string): boolean => within(sim, id) && !within(sim, graph.get(id)?.via?.from ?? '');
+    expect(offenders(entersSim), 'the simulator on the controller path; the import chain').toEqual([]);
   });
 
   it('does not load got at start (the service client imports it at the first call)', () => {
@@ -56,7 +57,7 @@ describe("the controller's static import graph (src/cli/main.ts → run)", () =>
 });
 
 describe('layers point down: what the controller is made of never imports what is built on it', () => {
-  // Lower first; a layer may import itself and any layer before it, types included. src/cli and src/devtools sit on
+  // Lower first; a layer may import itself and any layer before it, types included. src/cli and src/sim sit on
   // top of all of them.
   const LAYERS = ['platform', 'api', 'kube|service', 'observability', 'controller'] as const;
   const rank = (dir: string): number => LAYERS.findIndex((layer) => layer.split('|').includes(dir));
@@ -130,24 +131,48 @@ describe('src/controller has no import cycle', () => {
   });
 });
 
-describe('src/ does not depend on test/', () => {
-  it('imports nothing from test/ and names no path under it', () => {
+describe('what ships stands alone: src/ depends on neither the tools nor the tests, the tools not on the tests', () => {
+  // What ships must not read the tools' or the tests' files either, so a string naming a path under them counts too.
+  const namesUnder = (dir: string, text: string): boolean => text === dir || new RegExp(`(^|/)${dir}/`).test(text);
+  const offending = (root: string, banned: Record<string, string>, strings: boolean): string[] => {
     const found: string[] = [];
-    for (const file of tsSources(src)) {
+    for (const file of tsSources(root)) {
       const text = fs.readFileSync(file, 'utf8');
       const rel = path.relative(repoRoot, file);
       const refs = importsOf(file, text);
       for (const ref of refs) {
         const target = resolveRelative(file, ref.specifier);
-        if (target && within(testDir, target)) found.push(`${rel}:${ref.line} imports ${ref.specifier}`);
+        for (const dir of Object.values(banned)) if (target && within(dir, target)) found.push(`${rel}:${ref.line} imports ${ref.specifier}`);
       }
-      // What ships must not read the tests' files either (the control plane's build script was under test/ once).
+      if (!strings) continue;
       for (const s of stringLiteralsOf(file, text)) {
         if (refs.some((r) => r.line === s.line && r.specifier === s.text)) continue; // reported above
-        if (s.text === 'test' || /(^|\/)test\//.test(s.text)) found.push(`${rel}:${s.line} names "${s.text}"`);
+        for (const name of Object.keys(banned)) if (namesUnder(name, s.text)) found.push(`${rel}:${s.line} names "${s.text}"`);
       }
     }
-    expect(found).toEqual([]);
+    return found;
+  };
+
+  it('src/ imports nothing from devtools/ or test/ and names no path under them', () => {
+    expect(offending(src, { devtools, test: testDir }, true)).toEqual([]);
+  });
+
+  it('devtools/ imports nothing from test/', () => {
+    expect(offending(devtools, { test: testDir }, false)).toEqual([]);
+  });
+
+  it('the checks see a tool import and a named path (they can fail)', () => {
+    const dir = fs.mkdtempSync(path.join(repoRoot, 'src/.import-graph-probe-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'probe.ts'), "import '../../devtools/repo-root.js';\nexport const where = 'test/unit';\n");
+      const found = offending(dir, { devtools, test: testDir }, true);
+      expect(found).toEqual([
+        `${path.relative(repoRoot, dir)}/probe.ts:1 imports ../../devtools/repo-root.js`,
+        `${path.relative(repoRoot, dir)}/probe.ts:2 names "test/unit"`,
+      ]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

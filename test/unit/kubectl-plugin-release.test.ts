@@ -2,11 +2,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { fillKrewManifest } from '../../src/devtools/kubectl-plugin/krew-manifest.js';
-import { PLUGIN_PLATFORMS, platformKey, tarballName } from '../../src/devtools/kubectl-plugin/platforms.js';
-import { KREW_TEMPLATE } from '../../src/devtools/kubectl-plugin/release.js';
-import { NODE_MAJOR, pluginScript } from '../../src/devtools/kubectl-plugin/script.js';
+import { repoRoot } from '../support/repo-root.js';
+import { fillKrewManifest } from '../../devtools/kubectl-plugin/krew-manifest.js';
+import { PLUGIN_PLATFORMS, platformKey, tarballName } from '../../devtools/kubectl-plugin/platforms.js';
+import { KREW_TEMPLATE } from '../../devtools/kubectl-plugin/release.js';
+import { NODE_MAJOR, pluginScript } from '../../devtools/kubectl-plugin/script.js';
 
 const template = fs.readFileSync(path.join(repoRoot, KREW_TEMPLATE), 'utf8');
 // A distinct digest per platform, so a manifest entry with another platform's sha256 shows.

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 
 interface Observed {
   /** Intl.ListFormat instances built while got loaded and served a request (the first loads ICU's locale data). */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Reason } from '../../src/controller/policies/conditions.js';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../support/repo-root.js';
 
 // Users meet a reason in `kubectl get ug`; the README must tell them what it means and what to do.
 describe('README troubleshooting table', () => {

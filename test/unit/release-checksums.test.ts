@@ -3,9 +3,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { checksummedFiles, CRDS_FILE, SUMS_FILE, SUMS_SIGNATURE_FILE } from '../../src/devtools/release/assets.js';
-import { sha256sums } from '../../src/devtools/release/checksums.js';
-import type { ReleaseManifest } from '../../src/devtools/release/release.js';
+import { checksummedFiles, CRDS_FILE, SUMS_FILE, SUMS_SIGNATURE_FILE } from '../../devtools/release/assets.js';
+import { sha256sums } from '../../devtools/release/checksums.js';
+import type { ReleaseManifest } from '../../devtools/release/release.js';
 import { workflowUploads } from '../support/release-workflow.js';
 
 // A downloaded GitHub release is one flat directory: SHA256SUMS must name exactly what the workflow uploads (its

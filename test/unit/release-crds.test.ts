@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { crdBundle } from '../../src/devtools/release/crds.js';
+import { repoRoot } from '../support/repo-root.js';
+import { crdBundle } from '../../devtools/release/crds.js';
 
 // usergroup-operator-crds.yaml, the release asset a user applies before upgrading: every CRD of crds/, nothing else.
 describe('the release CRD file', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chartSbom, imageSbom, onlyProduction, parseNpmSbom, pluginSbom, productionPackages } from '../../src/devtools/release/sbom.js';
+import { chartSbom, imageSbom, onlyProduction, parseNpmSbom, pluginSbom, productionPackages } from '../../devtools/release/sbom.js';
 
 const npmOutput = JSON.stringify({
   bomFormat: 'CycloneDX',

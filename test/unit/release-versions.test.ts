@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../src/devtools/controlplane/binaries.js';
-import { versionMismatches } from '../../src/devtools/release/versions.js';
+import { repoRoot } from '../support/repo-root.js';
+import { versionMismatches } from '../../devtools/release/versions.js';
 
 const chart = (version: string, appVersion: string, tag: string, prerelease = 'false'): string => `
 apiVersion: v2

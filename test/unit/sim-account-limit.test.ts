@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { AccountRateLimit } from '../../src/devtools/sim/account-limit.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { AccountRateLimit } from '../../src/sim/account-limit.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 
 /**
  * The simulator's per-account rate limit: at most N calls of one API key's team in any 60 s, a 429 with the

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
-import { sha256Hex } from '../../src/devtools/sim/token.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
+import { sha256Hex } from '../../src/sim/token.js';
 
 const KEY = 'admin-key';
 const OTHER_KEY = 'admin-key-2';

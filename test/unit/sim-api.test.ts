@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 
 const KEY = 'key-one';
 const OTHER_KEY = 'key-two';

@@ -2,8 +2,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { simCommand, type SimCommandDeps } from '../../src/devtools/sim/command.js';
-import type { Simulator } from '../../src/devtools/sim/server.js';
+import { simCommand, type SimCommandDeps } from '../../src/sim/command.js';
+import type { Simulator } from '../../src/sim/server.js';
 
 interface Run {
   readonly code: number;

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { NO_FAULTS, parseFaults, planCall, type Faults } from '../../src/devtools/sim/faults.js';
-import { DRIP_INTERVAL_MS } from '../../src/devtools/sim/inject.js';
-import { seededRandom } from '../../src/devtools/sim/random.js';
-import { startSimulator, type Simulator } from '../../src/devtools/sim/server.js';
+import { NO_FAULTS, parseFaults, planCall, type Faults } from '../../src/sim/faults.js';
+import { DRIP_INTERVAL_MS } from '../../src/sim/inject.js';
+import { seededRandom } from '../../src/sim/random.js';
+import { startSimulator, type Simulator } from '../../src/sim/server.js';
 
 const KEY = 'fault-key';
 const HEADERS = { authorization: `Token ${KEY}`, 'content-type': 'application/json' };

@@ -2,10 +2,10 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startSimulator } from '../../src/devtools/sim/server.js';
-import { DebouncedStateWriter, parseState, serializeState } from '../../src/devtools/sim/state-file.js';
-import { teamIdForKey } from '../../src/devtools/sim/teams.js';
-import { newToken } from '../../src/devtools/sim/token.js';
+import { startSimulator } from '../../src/sim/server.js';
+import { DebouncedStateWriter, parseState, serializeState } from '../../src/sim/state-file.js';
+import { teamIdForKey } from '../../src/sim/teams.js';
+import { newToken } from '../../src/sim/token.js';
 
 const KEY = 'persist-key';
 const HEADERS = { authorization: `Token ${KEY}`, 'content-type': 'application/json' };

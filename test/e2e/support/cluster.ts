@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { inject } from 'vitest';
-import { run } from '../../../src/devtools/node/exec.js';
+import { run } from '../../../devtools/node/exec.js';
 
-export { waitFor } from '../../../src/devtools/node/exec.js';
+export { waitFor } from '../../../devtools/node/exec.js';
 
 /** kubectl of the control plane's build against the e2e node's cluster. */
 export function kubectl(args: readonly string[], input?: string, timeoutMs = 120_000): Promise<string> {

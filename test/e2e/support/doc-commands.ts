@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
+import { repoRoot } from '../../support/repo-root.js';
 
 /**
  * The shell commands of the first ```sh block under a heading of one of the project's Markdown files, as a user

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
-import { buildImage } from '../../../src/devtools/image/build.js';
+import { repoRoot } from '../../support/repo-root.js';
+import { buildImage } from '../../../devtools/image/build.js';
 import { extractPreviousRelease, PREVIOUS_OPERATOR_IMAGE, PREVIOUS_RELEASE } from './previous-release.js';
 
 // `tsx test/e2e/support/previous-release-image-cli.ts OUT.tar`: the previous release's operator image, built like
-// this tree's (src/devtools/image) from that release's own source: its Dockerfile's stages, its package-lock (npm ci
+// this tree's (devtools/image) from that release's own source: its Dockerfile's stages, its package-lock (npm ci
 // from the npm cache this tree's build has just filled: the two locks differ only in the version), its tsc build.
 // The Node of the build stage and the base is this tree's pinned one, checked to be the pin of that release too.
 const [out = 'usergroup-operator-previous.tar'] = process.argv.slice(2);

@@ -1,8 +1,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
-import { OPERATOR_IMAGE } from '../../../src/devtools/node/images.js';
+import { repoRoot } from '../../support/repo-root.js';
+import { OPERATOR_IMAGE } from '../../../devtools/node/images.js';
 import { PREVIOUS_RELEASE } from '../../support/previous-release.js';
 
 // The release this tree upgrades from is named once, in test/support/previous-release.ts.

@@ -2,10 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
-import { buildGoTool } from '../../../src/devtools/go-tool.js';
-import { NODE_ADDRESS } from '../../../src/devtools/node/layout.js';
-import { release } from '../../../src/devtools/release/release.js';
+import { repoRoot } from '../../support/repo-root.js';
+import { buildGoTool } from '../../../devtools/go-tool.js';
+import { NODE_ADDRESS } from '../../../devtools/node/layout.js';
+import { release } from '../../../devtools/release/release.js';
 import { E2E_REGISTRY } from './release.js';
 
 // `tsx test/e2e/support/release-cli.ts DIR`: this tree's release, as `npm run release` makes it, for

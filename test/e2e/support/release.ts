@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import type { ReleaseManifest } from '../../../src/devtools/release/release.js';
+import type { ReleaseManifest } from '../../../devtools/release/release.js';
 
 /** The registry test/e2e/release.test.ts runs on the node's address; the release is made for it (release-cli.ts). */
 export const E2E_REGISTRY = { port: 5000 } as const;

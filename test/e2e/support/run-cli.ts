@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { repoRoot } from '../../../src/devtools/controlplane/binaries.js';
-import { OPERATOR_IMAGE, OPERATOR_IMAGE_ENV } from '../../../src/devtools/node/images.js';
+import { repoRoot } from '../../support/repo-root.js';
+import { OPERATOR_IMAGE, OPERATOR_IMAGE_ENV } from '../../../devtools/node/images.js';
 import { PREVIOUS_OPERATOR_IMAGE_ENV } from './previous-release.js';
 import { RELEASE_DIR_ENV } from './release.js';
 
@@ -62,12 +62,12 @@ async function chain(...steps: (() => Promise<number>)[]): Promise<number> {
 const started = Date.now();
 const minutes = (): string => `${((Date.now() - started) / 60_000).toFixed(1)} min`;
 const vitestArgs = process.argv.slice(2);
-const inNode = (files: readonly string[]): string[] => ['tsx', 'src/devtools/node/run-in-node.ts', '--', 'vitest', 'run', '--project', 'e2e', ...files];
+const inNode = (files: readonly string[]): string[] => ['tsx', 'devtools/node/run-in-node.ts', '--', 'vitest', 'run', '--project', 'e2e', ...files];
 const imageEnv = { [OPERATOR_IMAGE_ENV]: operatorImage };
 const allEnv = { ...imageEnv, [PREVIOUS_OPERATOR_IMAGE_ENV]: previousImage, [RELEASE_DIR_ENV]: releaseDir };
 
 const buildOperator = (): Promise<number> =>
-  run('image', ['tsx', 'src/devtools/image/build-cli.ts', operatorImage, `${OPERATOR_IMAGE.repository}:${OPERATOR_IMAGE.tag}`]);
+  run('image', ['tsx', 'devtools/image/build-cli.ts', operatorImage, `${OPERATOR_IMAGE.repository}:${OPERATOR_IMAGE.tag}`]);
 const buildRest = (): Promise<number> =>
   chain(
     () => run('image 0.2.0', ['tsx', 'test/e2e/support/previous-release-image-cli.ts', previousImage]),

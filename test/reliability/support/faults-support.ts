@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { SimStats } from '../../../src/devtools/sim/stats.js';
-import { INJECTED_FAULTS, type InjectedFault } from '../../../src/devtools/sim/faults.js';
+import type { SimStats } from '../../../src/sim/stats.js';
+import { INJECTED_FAULTS, type InjectedFault } from '../../../src/sim/faults.js';
 import type { ControllerProcess } from '../../support/controller-process.js';
 
 /** Helpers of the service-fault scenarios (1. service faults, 6. hostile service responses). */

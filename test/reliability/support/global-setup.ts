@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { pinnedKubernetesVersion, repoRoot } from '../../../src/devtools/controlplane/binaries.js';
+import { pinnedKubernetesVersion } from '../../../devtools/controlplane/binaries.js';
+import { repoRoot } from '../../support/repo-root.js';
 import { readRows, renderReport, renderTable, reportPath } from './report.js';
 import { SCALE } from './scale.js';
 

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds promtool, Prometheus' own rule checker and rule unit-test runner, from its Go module (the tool pinned in
+# go.mod beside this script), for the tests of the chart's alert rules. Cached and printed as
+# devtools/build-go-tool.sh says.
+#
+# Prometheus v0.316.0 (3.16, the newest release on 2026-11-26). Its whole dependency graph resolves from the module
+# proxy with Go 1.26 (3.16's Nomad API client, which the proxy had refused with a 403 and kept this at 3.15, is
+# served now: github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a).
+#
+#   USERGROUP_OPERATOR_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/usergroup-operator)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../build-go-tool.sh
+source "$here/../build-go-tool.sh"
+build_go_tool promtool github.com/prometheus/prometheus github.com/prometheus/prometheus/cmd/promtool '-s -w' "$here"

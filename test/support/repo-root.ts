@@ -1,0 +1,5 @@
+// The checkout's root, for tests that read its files (two levels above this directory).
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
