@@ -1,24 +1,25 @@
-// The service connections: which account a UserGroup uses, through which gates (egress, tenancy, breaker, bucket).
-import { createHmac } from 'node:crypto';
+// The service connections: which account a UserGroup uses (its service object, API key and tenant rule); the call gates are the endpoint's (service/).
 import type { Logger } from 'pino';
 import type { Adoption, ClusterUserGroupService, FleetRole } from '../api/clusterusergroupservice.js';
 import { objectKey } from '../api/meta.js';
 import { secretValue, type ObservedSecret } from '../api/secret.js';
 import type { ServiceRef } from '../api/usergroup.js';
 import type { UserGroupService } from '../api/usergroupservice.js';
-import { CircuitBreaker, type Admission, type CircuitBreakerOptions } from '../service/circuit-breaker.js';
-import { ServiceClient, type ServiceClientOptions } from '../service/client.js';
-import { validateServiceUrl } from '../service/connection.js';
+import type { CallContext, CallResult, Deferral } from '../service/call-gates.js';
+import type { CircuitBreakerOptions } from '../service/circuit-breaker.js';
+import type { ServiceClientOptions } from '../service/client.js';
 import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
+import { EndpointPool } from '../service/endpoint-pool.js';
+import { validateServiceUrl } from '../service/endpoint-url.js';
 import { SecretValue } from '../service/secret-value.js';
-import { TokenBucket } from '../platform/token-bucket.js';
-import type { ServiceCallResult, ServiceFailure, ServiceResult, UpsertRequest } from '../service/types.js';
+import type { UpsertRequest } from '../service/types.js';
 import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './policies/conditions.js';
 import { sha256Hex } from './hash.js';
 import { jittered, THROTTLED_SPREAD_MS } from './retry-policy.js';
 import { admit } from './policies/tenancy.js';
 import { adoptionIn } from './policies/adoption.js';
+import { recordSeal, type Seal } from './policies/token-secret.js';
 
 /** A resolved way to reach the service for one UserGroup: one account (URL + API key), rate-limited as a whole. */
 export interface Connection {
@@ -39,44 +40,13 @@ export interface Connection {
   readonly fleet: FleetRole | undefined;
   /** The Secret the API key came from, "namespace/name" (to forget it after a 401). */
   readonly apiKeySecret: string;
-  /** MAC of a token record under a key derived from this account's API key (see policies/token-secret.ts). */
-  readonly seal: (message: string) => string;
+  /** MAC of a token record under a key derived from this account's API key (policies/token-secret.ts recordSeal). */
+  readonly seal: Seal;
   upsert(request: UpsertRequest, context: CallContext): Promise<CallResult>;
   rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
   /** A deferral when no call could go out now (the connection is paused or trying one call at a time). */
   unavailable(context: CallContext): Deferral | undefined;
 }
-
-/** Who is calling: one reconcile of one UserGroup. */
-export interface CallContext {
-  /** The UserGroup's key: a token reserved for it waits for it, and a turned-away caller is woken by it. */
-  readonly key: string;
-  /** A later call of a reconcile that already made one: it is never deferred (that would strand the first). */
-  readonly followUp: boolean;
-  /**
-   * Aborted when the worker must stop (shutdown, lost leadership). No call starts after it, one in flight is
-   * cut off (its connection closed), and either way the call throws the signal's reason: an answer that comes
-   * after it is not acted on, since another leader may already be acting on the same groups.
-   */
-  readonly signal?: AbortSignal | undefined;
-  /** Queues the key again; run when a deferred call may go out. */
-  readonly wake: () => void;
-}
-
-/**
- * A call not made, and why: `throttled` (the account's token bucket reserved a later slot for this key),
- * `busy` (this failing connection is trying one call at a time) or `paused` (its breaker is open after
- * failures in a row). None of them holds a worker: the key comes back when woken, or after `afterMs`.
- */
-export interface Deferral {
-  readonly why: 'throttled' | 'busy' | 'paused';
-  readonly afterMs: number;
-  readonly message: string;
-  /** For `paused`: the connection's last failure, which is what the user needs to know. */
-  readonly lastFailure?: ServiceFailure | undefined;
-}
-
-export type CallResult = ServiceResult | { readonly ok: false; readonly deferred: Deferral };
 
 export type ResolutionFailureReason =
   | typeof Reason.ConnectionNotFound
@@ -105,58 +75,44 @@ export interface ConnectionsOptions {
   readonly breaker?: CircuitBreakerOptions;
   /** Runs before every call goes out; throws when the work must stop (a lease lost by the clock). */
   readonly beforeCall?: () => void;
-  /** When 429s are reported instead of waited out (default PERSISTENT_RATE_LIMIT). */
+  /** When 429s are reported instead of waited out (default service/call-gates.ts PERSISTENT_RATE_LIMIT). */
   readonly persistentRateLimit?: { readonly ms: number; readonly answers: number };
 }
 
 /** The Secret type that lets a Secret serve as a UserGroupService's API key (see docs/tenancy.md). */
 export const API_KEY_SECRET_TYPE = 'usergroup.dev/api-key';
 
-/** Per-URL-and-key state. Idle ones are dropped after a while, so tenants cannot grow it without bound. */
-interface Endpoint {
-  readonly client: ServiceClient;
-  readonly bucket: TokenBucket;
-  readonly breaker: CircuitBreaker;
-  readonly account: string;
-  readonly recordKey: Buffer;
-  /** Key → when the bucket token reserved for it exists (ms, performance.now()). */
-  readonly prepaid: Map<string, number>;
-  /** The service asked everyone to wait (429 with Retry-After) until then. */
-  pausedUntil: number;
-  /** Since when every answer has been a 429 with Retry-After, and how many (undefined: the last answer was not one). */
-  limited: { readonly since: number; answers: number } | undefined;
-  /** The last connection-level failure, reported to those whose calls its breaker holds back. */
-  lastFailure: ServiceFailure | undefined;
-  lastUsed: number;
-}
-
-const ENDPOINT_IDLE_MS = 15 * 60_000;
 /** How long an API-key Secret read is reused (a 401 drops it sooner). */
 const API_KEY_SECRET_TTL_MS = 30_000;
-const SWEEP_EVERY_MS = 60_000;
-/** Reserved tokens whose key never came back (deleted meanwhile) are forgotten this long after their slot. */
-const PREPAID_GRACE_MS = 60_000;
-/**
- * 429s with Retry-After are the account's rate limit, shared with every other cluster and shard on it: a call
- * they turn away waits (deferred, no failure on the UserGroup) unless nothing but 429s came back for this long and
- * this many times: then it is reported (RateLimited), since no share of the rate is left to this cluster.
- */
-export const PERSISTENT_RATE_LIMIT = { ms: 30_000, answers: 3 } as const;
+/** How often expired API-key reads are dropped from the cache. */
+const API_KEY_PRUNE_EVERY_MS = 60_000;
 
 /**
  * Resolves a UserGroup's connection: a shared ClusterUserGroupService (named in spec.serviceRef, or the
  * operator's default) whose tenant rules must admit the UserGroup's namespace and userGroupId, or a
  * UserGroupService in the UserGroup's own namespace whose API key comes from a Secret in that same namespace.
- * Clients and token buckets are shared per URL and key.
+ * Clients and call gates are the endpoint's (service/endpoint-pool.ts), shared per URL and key.
  */
 export class Connections {
-  private readonly endpoints = new Map<string, Endpoint>();
+  private readonly endpoints: EndpointPool;
   private readonly apiKeys = new Map<string, { readonly secret: ObservedSecret | undefined; readonly at: number }>();
   /** API-key Secrets being read now: the workers that need one at the same moment (a start) share one GET. */
   private readonly apiKeyReads = new Map<string, Promise<ObservedSecret | undefined>>();
-  private lastSweep = performance.now();
+  private lastApiKeyPrune = performance.now();
 
-  constructor(private readonly options: ConnectionsOptions) {}
+  constructor(private readonly options: ConnectionsOptions) {
+    this.endpoints = new EndpointPool({
+      clientOptions: options.clientOptions,
+      gates: {
+        qps: options.qps,
+        burst: options.burst,
+        breaker: options.breaker,
+        beforeCall: options.beforeCall,
+        persistentRateLimit: options.persistentRateLimit,
+        spreadThrottled: (afterMs) => jittered(afterMs, THROTTLED_SPREAD_MS),
+      },
+    });
+  }
 
   async resolve(namespace: string, ref: ServiceRef | undefined, userGroupId: string): Promise<Resolution> {
     if (!ref) {
@@ -266,155 +222,28 @@ export class Connections {
   ): Resolution {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
     if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
-    const id = sha256Hex(`${checked.url}\n${apiKey.reveal()}`).slice(0, 32);
-    const now = performance.now();
-    this.sweep(now);
-    let endpoint = this.endpoints.get(id);
-    if (!endpoint) {
-      endpoint = {
-        client: new ServiceClient({ url: checked.url, apiKey }, this.options.clientOptions),
-        bucket: new TokenBucket(this.options.qps, this.options.burst),
-        breaker: new CircuitBreaker(this.options.breaker),
-        account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32),
-        recordKey: createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest(),
-        prepaid: new Map(),
-        pausedUntil: 0,
-        limited: undefined,
-        lastFailure: undefined,
-        lastUsed: now,
-      };
-      this.endpoints.set(id, endpoint);
-    }
-    endpoint.lastUsed = now;
-    const { client, account, recordKey } = endpoint;
-    const at = endpoint;
+    this.pruneApiKeys();
+    const { id, client, gates } = this.endpoints.endpoint(checked.url, apiKey);
+    const { description } = about;
     return {
       ok: true,
       connection: {
         id,
-        account,
+        account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32),
         ...about,
-        seal: (message) => createHmac('sha256', recordKey).update(message).digest('hex'),
-        upsert: (request, context) => this.call(at, about.description, context, (signal) => client.upsert(request, { signal })),
-        unavailable: (context) => {
-          const turned = at.breaker.wouldTurnAway(context.key, context.wake);
-          return turned && !turned.ok ? this.deferral(turned, at, about.description) : undefined;
-        },
-        rotate: (token, context) => this.call(at, about.description, context, (signal) => client.rotate(token, { signal })),
+        seal: recordSeal(apiKey),
+        upsert: (request, context) => gates.call(description, context, (signal) => client.upsert(request, { signal })),
+        unavailable: (context) => gates.unavailable(description, context),
+        rotate: (token, context) => gates.call(description, context, (signal) => client.rotate(token, { signal })),
       },
     };
   }
 
-  /**
-   * One call through the connection's gates: its breaker (is the service there?), then its token bucket
-   * (may this account call now?). A caller that may not go now is deferred, never kept waiting.
-   */
-  private async call(
-    endpoint: Endpoint,
-    description: string,
-    context: CallContext,
-    send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>,
-  ): Promise<CallResult> {
-    this.options.beforeCall?.();
-    const { signal } = context;
-    signal?.throwIfAborted();
+  /** Drops expired API-key reads, at most once a minute, so a Secret nothing names does not stay cached. */
+  private pruneApiKeys(): void {
     const now = performance.now();
-    endpoint.lastUsed = now;
-    if (!context.followUp && now < endpoint.pausedUntil) {
-      return {
-        ok: false,
-        deferred: {
-          why: 'throttled',
-          afterMs: jittered(endpoint.pausedUntil - now, THROTTLED_SPREAD_MS),
-          message: `${description}: the service asked to wait (HTTP 429)`,
-        },
-      };
-    }
-    const admission = endpoint.breaker.admit(context.key, context.wake, context.followUp);
-    if (!admission.ok) return { ok: false, deferred: this.deferral(admission, endpoint, description) };
-    if (!context.followUp) {
-      const wait = this.reservation(endpoint, context.key, now);
-      if (wait > 0) {
-        endpoint.breaker.release();
-        return { ok: false, deferred: { why: 'throttled', afterMs: wait, message: `${description}: waiting for the account's rate limit` } };
-      }
-    } else {
-      // A follow-up goes now and is charged to the bucket: later first calls wait for it.
-      endpoint.bucket.reserve();
-    }
-    let result: ServiceCallResult;
-    try {
-      result = await send(signal);
-    } catch (err) {
-      endpoint.breaker.record('failure');
-      throw err;
-    }
-    if ('aborted' in result) {
-      // Withdrawn by us, not failed by the service: its slot is freed without a verdict.
-      endpoint.breaker.release();
-      throw withdrawn(signal);
-    }
-    const failed = connectionLevelFailure(result);
-    endpoint.breaker.record(failed ? 'failure' : 'success');
-    if (failed && !result.ok) endpoint.lastFailure = result.failure;
-    const retryAfterMs = !result.ok && result.failure.kind === 'rate-limited' ? result.failure.retryAfterMs : undefined;
-    if (retryAfterMs === undefined) {
-      endpoint.limited = undefined;
-      // An answer that raced the abort is the service's truth (recorded above) but no longer ours to act on.
-      signal?.throwIfAborted();
-      return result;
-    }
-    // The account is limited, not this key: every caller of the connection waits.
-    const answeredAt = performance.now();
-    endpoint.pausedUntil = Math.max(endpoint.pausedUntil, answeredAt + retryAfterMs);
-    endpoint.limited ??= { since: answeredAt, answers: 0 };
-    endpoint.limited.answers += 1;
-    signal?.throwIfAborted();
-    const { since, answers } = endpoint.limited;
-    const persistent = this.options.persistentRateLimit ?? PERSISTENT_RATE_LIMIT;
-    if (answeredAt - since >= persistent.ms && answers >= persistent.answers) return result;
-    const message = `${description}: the service asked to wait (HTTP 429)`;
-    return { ok: false, deferred: { why: 'throttled', afterMs: jittered(retryAfterMs, THROTTLED_SPREAD_MS), message } };
-  }
-
-  private deferral(admission: Exclude<Admission, { ok: true }>, endpoint: Endpoint, description: string): Deferral {
-    return admission.why === 'open'
-      ? // No counts or times in the message: it goes into status, and an unchanged status is not written again.
-        {
-          why: 'paused',
-          afterMs: admission.afterMs,
-          message:
-            'not sent: calls are paused after failures in a row (one call probes the service from time to time; every UserGroup resumes once one succeeds)',
-          lastFailure: endpoint.lastFailure,
-        }
-      : { why: 'busy', afterMs: admission.afterMs, message: `${description} is failing; one call at a time until one succeeds` };
-  }
-
-  /** 0 when the key may call now (a token now, or one it reserved earlier that is due); else ms to wait. */
-  private reservation(endpoint: Endpoint, key: string, now: number): number {
-    const due = endpoint.prepaid.get(key);
-    if (due !== undefined) {
-      // Woken or re-queued early: the slot it holds is still ahead; no second reservation.
-      if (due > now + 5) return due - now;
-      endpoint.prepaid.delete(key);
-      return 0;
-    }
-    const wait = endpoint.bucket.reserve();
-    if (wait > 0) endpoint.prepaid.set(key, now + wait);
-    return wait;
-  }
-
-  /** Drops idle endpoints and forgotten reservations, at most once a minute. */
-  private sweep(now: number): void {
-    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
-    this.lastSweep = now;
-    for (const [id, endpoint] of this.endpoints) {
-      for (const [key, due] of endpoint.prepaid) if (due + PREPAID_GRACE_MS < now) endpoint.prepaid.delete(key);
-      if (now - endpoint.lastUsed > ENDPOINT_IDLE_MS && endpoint.breaker.idle && endpoint.prepaid.size === 0) {
-        endpoint.breaker.dispose();
-        this.endpoints.delete(id);
-      }
-    }
+    if (now - this.lastApiKeyPrune < API_KEY_PRUNE_EVERY_MS) return;
+    this.lastApiKeyPrune = now;
     const wall = Date.now();
     for (const [key, cached] of this.apiKeys) if (wall - cached.at >= API_KEY_SECRET_TTL_MS) this.apiKeys.delete(key);
   }
@@ -435,29 +264,5 @@ export class Connections {
     } finally {
       this.apiKeyReads.delete(key);
     }
-  }
-}
-
-/** The signal's reason, as throwIfAborted would throw it; a call is only aborted through its signal. */
-function withdrawn(signal: AbortSignal | undefined): unknown {
-  return signal?.reason ?? new DOMException('service call withdrawn', 'AbortError');
-}
-
-/**
- * Failures that say something about the service as a whole (no answer, 5xx, garbage, a 429 without a
- * Retry-After) rather than about this request: they feed the breaker. A refusal (4xx, success 0, 401) is
- * an answer: the service is there.
- */
-function connectionLevelFailure(result: ServiceResult): boolean {
-  if (result.ok) return false;
-  switch (result.failure.kind) {
-    case 'unavailable':
-    case 'invalid-response':
-      return true;
-    case 'rate-limited':
-      return result.failure.retryAfterMs === undefined;
-    case 'rejected':
-    case 'unauthorized':
-      return false;
   }
 }

@@ -38,7 +38,7 @@ export type ReconcileResult =
   | { readonly kind: 'done'; readonly wake?: Wake }
   /** Not now: the connection said when (its rate limit, its breaker). Not a failure of the key. */
   | { readonly kind: 'wait'; readonly afterMs: number }
-  /** The service answered 429 with Retry-After: the whole account waits that long (connections.ts). */
+  /** The service answered 429 with Retry-After: the whole account waits that long (service/call-gates.ts). */
   | { readonly kind: 'retry-after'; readonly afterMs: number }
   | { readonly kind: 'failed'; readonly cause: FailureCause };
 

@@ -49,7 +49,7 @@ interface NamespaceEntry {
  * A token bucket per namespace with slots kept per key, as rate-cap.ts keeps them: a key that must wait is told
  * its own time, comes back then and goes, so waiting keys neither race for one token nor reconcile in a loop.
  * A slot stays the key's until `spent` (its call went out) or until it is abandoned: a call deferred by the
- * account's rate limit (connections.ts) comes back to the slot it paid for.
+ * account's rate limit (service/call-gates.ts) comes back to the slot it paid for.
  *
  * The budget outlives a leader change through `owed`/`owe` (request-budget-record.ts writes it on the Lease): what
  * was spent, never what is only reserved, so the keys that wait reserve their slots again on the new leader.

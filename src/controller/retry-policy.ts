@@ -73,7 +73,7 @@ export const CLOCK_WAKE_FLOOR_MS = 1_000;
  * defers (THROTTLED_SPREAD_MS): else the key that met the 429 would take every next slot before them.
  */
 export const RETRY_AFTER_SPREAD_MS = 1_000;
-/** Calls a connection defers while its account waits out a 429 come back at its end plus up to this much (connections.ts). */
+/** Calls a connection defers while its account waits out a 429 come back at its end plus up to this much (service/call-gates.ts). */
 export const THROTTLED_SPREAD_MS = 1_000;
 /** How long to wait before trying a failed deletion rotation again (capped by what is left of the limit). */
 export const DELETION_RETRY_MS = 5_000;

@@ -1,5 +1,5 @@
 // Token-Secret policy: what an observed token Secret is worth (its sealed record checked) and what it must be (pure).
-import { timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import {
   API_VERSION,
@@ -27,6 +27,15 @@ import { canonicalJson, sha256Hex } from '../hash.js';
  * MAC over all of them, and over the UserGroup and Secret they belong to, is the operator's own.
  */
 export type Seal = (message: string) => string;
+
+/**
+ * The seal of one account: records are MACed under a key derived from its API key (labelled for token records), so
+ * only who holds that key can make one, and a record made on one account does not pass on another.
+ */
+export function recordSeal(apiKey: SecretValue): Seal {
+  const recordKey = createHmac('sha256', apiKey.reveal()).update('usergroup-operator token record v1').digest();
+  return (message) => createHmac('sha256', recordKey).update(message).digest('hex');
+}
 
 /** What the token Secret tells us, judged against the UserGroup that should own it. */
 export type SecretInspection =

@@ -1,7 +1,8 @@
 // A service call that did not go out or failed, classified: its condition reason, message, Event and retry.
 import type { ServiceFailure } from '../../service/types.js';
 import { Reason } from '../policies/conditions.js';
-import type { Connection, Deferral } from '../connections.js';
+import type { Deferral } from '../../service/call-gates.js';
+import type { Connection } from '../connections.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
 import { Events, Messages, type Operation } from './event-messages.js';
@@ -33,7 +34,7 @@ export function serviceFailed(ctx: ReconcileContext, operation: Operation, failu
   if (failure.kind === 'unauthorized') ctx.ports.connections.invalidate(connection);
   const result: ReconcileResult =
     failure.kind === 'rate-limited' && failure.retryAfterMs !== undefined
-      ? // The account waits as a whole (connections.ts); the queue spreads the keys out (retry-policy.ts).
+      ? // The account waits as a whole (service/call-gates.ts); the queue spreads the keys out (retry-policy.ts).
         { kind: 'retry-after', afterMs: failure.retryAfterMs }
       : failed(failure.kind === 'unauthorized' ? 'key-refused' : failure.kind === 'rejected' ? 'request-refused' : 'call-failed');
   return { report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };

@@ -1,7 +1,8 @@
 // The service calls of one reconcile: the first may be deferred, follow-ups of work begun always go out.
 import type { SecretValue } from '../../service/secret-value.js';
 import type { ServiceResult, UpsertRequest } from '../../service/types.js';
-import type { CallContext, CallResult, Connection, Deferral } from '../connections.js';
+import type { CallContext, CallResult, Deferral } from '../../service/call-gates.js';
+import type { Connection } from '../connections.js';
 
 /**
  * The service calls of one reconcile. The first may be deferred (the account's rate limit, a failing connection);

@@ -1,3 +1,4 @@
+// A service endpoint's base URL, checked (https, no credentials, query or fragment) and normalised before anything is sent.
 export type ServiceUrlCheck = { ok: true; url: string } | { ok: false; message: string };
 
 /**

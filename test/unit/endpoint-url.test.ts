@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { validateServiceUrl } from '../../src/service/connection.js';
+import { validateServiceUrl } from '../../src/service/endpoint-url.js';
 
 describe('validateServiceUrl', () => {
   it.each<[string, boolean, string]>([
