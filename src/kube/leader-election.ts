@@ -1,11 +1,9 @@
 // Leader election over a coordination.k8s.io Lease, like client-go's leaderelection.
 import type { Logger } from 'pino';
-import { isRecord, stringValues } from '../platform/json-value.js';
 import { microTime } from './event-recorder.js';
-import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';
 import { call, type KubeClient } from './http.js';
+import { HeldLease, leaseManifest, type LeaseContent, type LeaseObject, type LeaseSpec, type LeaseWrite } from './lease.js';
 import { paths } from './paths.js';
-import { Pause } from '../platform/sleep.js';
 
 export interface LeaderElectionOptions {
   readonly client: KubeClient;
@@ -37,44 +35,42 @@ export interface LeaderElectionOptions {
   readonly state?: () => Readonly<Record<string, string>>;
 }
 
-interface LeaseRecord {
-  readonly holderIdentity: string;
-  readonly leaseDurationSeconds: number;
-  readonly acquireTime: string | undefined;
-  readonly renewTime: string | undefined;
-  readonly leaseTransitions: number;
-}
-
-interface ObservedLease {
-  readonly resourceVersion: string;
-  readonly record: LeaseRecord;
-  readonly annotations: Readonly<Record<string, string>>;
-}
-
 /**
- * Leader election on a coordination.k8s.io Lease, with client-go's semantics:
- * a candidate takes the Lease only when its holder has not renewed it for
- * leaseDuration — measured on our own clock from when we last saw the record
- * change, so clock skew between nodes does not matter; a leader renews every
- * retryPeriod and, if it cannot renew within renewDeadline, stops leading at
- * once; concurrent writers are serialised by resourceVersion (409 = lost race).
+ * Leader election on a coordination.k8s.io Lease (lease.ts holds it: the fast path, the renew deadline, the fence),
+ * with client-go's semantics: a candidate takes the Lease only when its holder has not renewed it for leaseDuration —
+ * measured on our own clock from when we last saw the record change, so clock skew between nodes does not matter; a
+ * leader renews every retryPeriod and, if it cannot renew within renewDeadline, stops leading at once.
  */
 export class LeaderElector {
   private leading = false;
+  /** The holder's record as last seen, and when it changed by our clock: a holder is gone leaseDuration after. */
   private observed: { key: string; at: number } | undefined;
-  private lastRenew = 0;
-  /** Fires renewDeadline after the last successful renew, even while a renew request hangs. */
-  private deadline: NodeJS.Timeout | undefined;
-  private current: ObservedLease | undefined;
   private readonly now: () => number;
-  private stopped = false;
-  private readonly pause = new Pause();
-  private loop: Promise<void> | undefined;
+  private readonly lease: HeldLease;
   /** The annotations of the Lease as this candidate last found it before writing it (before taking it over). */
   private taken: Readonly<Record<string, string>> = {};
 
   constructor(private readonly options: LeaderElectionOptions) {
     this.now = options.now ?? Date.now;
+    this.lease = new HeldLease({
+      ...options,
+      standbyJitter: 0.2,
+      content: {
+        renewal: (mine) => ({ annotations: this.ownAnnotations(), spec: { ...mine.spec, ...this.duration(), renewTime: microTime(this.now()) } }),
+        over: (found, now) => this.over(found, now),
+        creation: (now) => ({
+          annotations: this.ownAnnotations(),
+          spec: { holderIdentity: options.identity, ...this.duration(), acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+        }),
+      },
+      onWritten: (write) => this.written(write),
+      onHeld: () => {
+        options.log.info({ lease: options.name, identity: options.identity }, 'became leader');
+        this.setLeading(true);
+      },
+      onLost: () => this.setLeading(false),
+      messages: { failed: 'leader election: lease request failed', lost: 'lease not renewed within the renew deadline; stopping work' },
+    });
   }
 
   get isLeader(): boolean {
@@ -82,70 +78,25 @@ export class LeaderElector {
   }
 
   start(): void {
-    this.loop ??= this.run();
+    this.lease.start();
   }
 
   /** Stops campaigning; a leader gives the Lease up so a standby can take over at once. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.pause.cut();
-    await this.loop;
-    if (this.leading) {
-      this.setLeading(false);
-    }
+    await this.lease.stop();
+    if (this.leading) this.setLeading(false);
     await this.release();
   }
 
-  private async run(): Promise<void> {
-    const { log, retryPeriodMs, renewDeadlineMs } = this.options;
-    while (!this.stopped) {
-      let ok = false;
-      try {
-        ok = await this.tryAcquireOrRenew();
-      } catch (err) {
-        log.warn({ lease: this.options.name, err: String(err) }, 'leader election: lease request failed');
-      }
-      const now = this.now();
-      if (ok) {
-        this.lastRenew = now;
-        this.armDeadline();
-        if (!this.leading) {
-          log.info({ lease: this.options.name, identity: this.options.identity }, 'became leader');
-          this.setLeading(true);
-        }
-      } else if (this.leading && now - this.lastRenew >= renewDeadlineMs) {
-        log.error({ lease: this.options.name, sinceRenewMs: now - this.lastRenew }, 'could not renew the lease within the renew deadline; stopping work');
-        this.setLeading(false);
-      }
-      await this.pause.for(this.leading ? retryPeriodMs : retryPeriodMs * (1 + Math.random() * 0.2));
-    }
-  }
-
   /**
-   * Whether this process may still act as the leader, judged by its own clock now. A process frozen past its
-   * renew deadline (SIGSTOP, a long pause) resumes in the event loop's poll phase: I/O callbacks of work begun
-   * before the freeze run before the deadline timer can. Checked before every effect, this steps down at once.
+   * Whether this process may still act as the leader, judged by its own clock now (lease.ts holds()): checked before
+   * every effect, a leader frozen past its renew deadline steps down at once.
    */
   holdsLease(): boolean {
-    if (this.leading && this.now() - this.lastRenew >= this.options.renewDeadlineMs) this.renewDeadlinePassed();
-    return this.leading;
-  }
-
-  private armDeadline(): void {
-    if (this.deadline) clearTimeout(this.deadline);
-    this.deadline = setTimeout(() => {
-      if (this.leading) this.renewDeadlinePassed();
-    }, this.options.renewDeadlineMs);
-    this.deadline.unref();
-  }
-
-  private renewDeadlinePassed(): void {
-    this.options.log.error({ lease: this.options.name }, 'lease not renewed within the renew deadline; stopping work');
-    this.setLeading(false);
+    return this.leading && this.lease.holds();
   }
 
   private setLeading(leading: boolean): void {
-    if (!leading && this.deadline) clearTimeout(this.deadline);
     if (this.leading === leading) return;
     this.leading = leading;
     if (leading) {
@@ -155,154 +106,60 @@ export class LeaderElector {
     }
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
-    const { client, namespace, name, identity, leaseDurationMs } = this.options;
-    const now = this.now();
-    if (await this.renewOptimistically(now)) return true;
-    const res = await call(client, 'GET', paths.lease(namespace, name), { timeoutMs: this.options.renewDeadlineMs });
-    if (!res.ok) {
-      if (!isNotFound(res.error)) throw res.error;
-      const created = await call(client, 'POST', paths.leases(namespace), {
-        body: this.leaseBody(undefined, this.ownAnnotations(), {
-          holderIdentity: identity,
-          leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-          acquireTime: microTime(now),
-          renewTime: microTime(now),
-          leaseTransitions: 0,
-        }),
-        timeoutMs: this.options.renewDeadlineMs,
-      });
-      if (created.ok) {
-        this.taken = {};
-        this.remember(parseLease(created.body), now);
-        return true;
-      }
-      // Another candidate created it first and leads; any other refusal is worth a log line (run() writes it).
-      if (isAlreadyExists(created.error)) return false;
-      throw created.error;
-    }
-    const lease = parseLease(res.body);
-    if (!lease) throw new Error(`lease ${namespace}/${name} cannot be parsed`);
-    const key = JSON.stringify(lease.record);
+  /** What to write over the Lease as read: nothing while another holder renews it within its leaseDuration. */
+  private over(found: LeaseObject, now: number): LeaseContent | undefined {
+    const { identity } = this.options;
+    const key = JSON.stringify(found.spec);
     if (this.observed?.key !== key) this.observed = { key, at: now };
-    this.current = lease;
-
-    const held = lease.record.holderIdentity !== '' && lease.record.holderIdentity !== identity;
-    const expired = this.observed.at + lease.record.leaseDurationSeconds * 1000 <= now;
-    if (held && !expired) return false;
-
-    const takingOver = lease.record.holderIdentity !== identity;
-    const record: LeaseRecord = {
+    const holder = found.spec.holderIdentity;
+    const expired = this.observed.at + (found.spec.leaseDurationSeconds ?? 15) * 1000 <= now;
+    if (holder !== '' && holder !== identity && !expired) return undefined;
+    const takingOver = holder !== identity;
+    const transitions = found.spec.leaseTransitions ?? 0;
+    const spec: LeaseSpec = {
       holderIdentity: identity,
-      leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
-      acquireTime: takingOver ? microTime(now) : (lease.record.acquireTime ?? microTime(now)),
+      ...this.duration(),
+      acquireTime: takingOver ? microTime(now) : (found.spec.acquireTime ?? microTime(now)),
       renewTime: microTime(now),
-      leaseTransitions: takingOver && lease.record.holderIdentity !== '' ? lease.record.leaseTransitions + 1 : lease.record.leaseTransitions,
+      leaseTransitions: takingOver && holder !== '' ? transitions + 1 : transitions,
     };
     // Taking over, the last holder's annotations are written back as they are: should this process die before its
     // first renewal, the next leader still finds them.
-    const updated = await call(client, 'PUT', paths.lease(namespace, name), {
-      body: this.leaseBody(lease.resourceVersion, takingOver ? { ...lease.annotations, ...this.options.state?.() } : this.ownAnnotations(), record),
-      timeoutMs: this.options.renewDeadlineMs,
-    });
-    if (!updated.ok) {
-      // Another candidate wrote the Lease since we read it: it won this round.
-      if (isConflict(updated.error)) return false;
-      throw updated.error;
-    }
-    this.taken = lease.annotations;
-    this.remember(parseLease(updated.body), now);
-    return true;
+    return { annotations: takingOver ? { ...found.annotations, ...this.options.state?.() } : this.ownAnnotations(), spec };
   }
 
-  /**
-   * client-go's fast path: a leader whose lease is still valid writes its renewal on the version it last wrote, without
-   * reading the Lease first. One request per renewal instead of two, so an apiserver slowed by load has twice the time
-   * to answer within the renew deadline. The resourceVersion still fences it: if anyone wrote the Lease since (another
-   * candidate took it, an admin edited it), the apiserver refuses (409) and the read-then-write path below decides.
-   */
-  private async renewOptimistically(now: number): Promise<boolean> {
-    const { client, namespace, name, identity, leaseDurationMs, renewDeadlineMs } = this.options;
-    const lease = this.current;
-    const valid = this.observed !== undefined && now - this.observed.at < leaseDurationMs;
-    if (!this.leading || !valid || lease?.record.holderIdentity !== identity) return false;
-    const record: LeaseRecord = { ...lease.record, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), renewTime: microTime(now) };
-    const updated = await call(client, 'PUT', paths.lease(namespace, name), {
-      body: this.leaseBody(lease.resourceVersion, this.ownAnnotations(), record),
-      timeoutMs: renewDeadlineMs,
-    }).catch(() => undefined);
-    if (!updated?.ok) return false;
-    this.remember(parseLease(updated.body), now);
-    return true;
+  private written(write: LeaseWrite): void {
+    if (write.how === 'created') this.taken = {};
+    if (write.how === 'replaced') this.taken = write.found.annotations;
+    this.observed = { key: JSON.stringify(write.lease.spec), at: this.now() };
   }
 
   /** client-go's ReleaseOnCancel: clear the holder so a standby need not wait out the lease. */
   private async release(): Promise<void> {
-    const lease = this.current;
-    if (lease?.record.holderIdentity !== this.options.identity) return;
-    const now = this.now();
+    const lease = this.lease.current();
+    if (lease?.spec.holderIdentity !== this.options.identity) return;
+    const { client, namespace, name, log } = this.options;
+    const content = {
+      annotations: this.ownAnnotations(),
+      spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(this.now()) },
+    };
     try {
-      const res = await call(this.options.client, 'PUT', paths.lease(this.options.namespace, this.options.name), {
-        body: this.leaseBody(lease.resourceVersion, this.ownAnnotations(), {
-          ...lease.record,
-          holderIdentity: '',
-          leaseDurationSeconds: 1,
-          renewTime: microTime(now),
-        }),
+      const res = await call(client, 'PUT', paths.lease(namespace, name), {
+        body: leaseManifest(namespace, name, lease.resourceVersion, content),
         timeoutMs: 5_000,
       });
-      if (res.ok) this.options.log.info({ lease: this.options.name }, 'released the lease');
-      else this.options.log.warn({ err: res.error.message }, 'could not release the lease');
+      if (res.ok) log.info({ lease: name }, 'released the lease');
+      else log.warn({ err: res.error.message }, 'could not release the lease');
     } catch (err) {
-      this.options.log.warn({ err: String(err) }, 'could not release the lease');
+      log.warn({ err: String(err) }, 'could not release the lease');
     }
   }
 
-  private remember(lease: ObservedLease | undefined, now: number): void {
-    if (!lease) return;
-    this.current = lease;
-    this.observed = { key: JSON.stringify(lease.record), at: now };
+  private duration(): { leaseDurationSeconds: number } {
+    return { leaseDurationSeconds: Math.ceil(this.options.leaseDurationMs / 1000) };
   }
 
   private ownAnnotations(): Readonly<Record<string, string>> {
     return { ...this.options.annotations?.(), ...this.options.state?.() };
   }
-
-  private leaseBody(resourceVersion: string | undefined, annotations: Readonly<Record<string, string>>, record: LeaseRecord): Record<string, unknown> {
-    return {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: this.options.name,
-        namespace: this.options.namespace,
-        ...(resourceVersion ? { resourceVersion } : {}),
-        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
-      },
-      spec: {
-        holderIdentity: record.holderIdentity,
-        leaseDurationSeconds: record.leaseDurationSeconds,
-        ...(record.acquireTime ? { acquireTime: record.acquireTime } : {}),
-        ...(record.renewTime ? { renewTime: record.renewTime } : {}),
-        leaseTransitions: record.leaseTransitions,
-      },
-    };
-  }
-}
-
-function parseLease(body: unknown): ObservedLease | undefined {
-  if (!isRecord(body) || !isRecord(body['metadata'])) return undefined;
-  const rv = body['metadata']['resourceVersion'];
-  const spec = isRecord(body['spec']) ? body['spec'] : {};
-  if (typeof rv !== 'string') return undefined;
-  return {
-    resourceVersion: rv,
-    annotations: stringValues(body['metadata']['annotations']),
-    record: {
-      holderIdentity: typeof spec['holderIdentity'] === 'string' ? spec['holderIdentity'] : '',
-      leaseDurationSeconds: typeof spec['leaseDurationSeconds'] === 'number' ? spec['leaseDurationSeconds'] : 15,
-      acquireTime: typeof spec['acquireTime'] === 'string' ? spec['acquireTime'] : undefined,
-      renewTime: typeof spec['renewTime'] === 'string' ? spec['renewTime'] : undefined,
-      leaseTransitions: typeof spec['leaseTransitions'] === 'number' ? spec['leaseTransitions'] : 0,
-    },
-  };
 }

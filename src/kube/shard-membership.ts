@@ -1,13 +1,12 @@
 // Shard membership: one Lease per replica, renewed, and the live members read back (for --shard-by-namespace).
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isRecord, stringValues } from '../platform/json-value.js';
 import { isConflict, isNotFound } from './api-error.js';
 import { microTime } from './event-recorder.js';
 import { call, type KubeClient } from './http.js';
 import { Informer } from './informer.js';
+import { HeldLease, parseLease, type LeaseContent } from './lease.js';
 import { paths } from './paths.js';
-import { Pause } from '../platform/sleep.js';
 
 /** On a member's Lease: which shard group it belongs to (--leader-election-id), for the members' watch. */
 export const SHARD_GROUP_LABEL = 'usergroup.dev/shard-group';
@@ -53,29 +52,25 @@ interface MemberLease {
 const DEPARTED_KEPT = 8;
 
 /**
- * This replica's Lease among its shard group's: renewed every retryPeriod (carrying the view it acknowledges),
- * the others' watched. A member is live while its Lease changed within its leaseDuration, judged on our own clock
- * from when we saw it change (client-go's rule, so clock skew does not matter). Before a member is taken for gone,
- * its Lease is read again: a watch that fell behind must not hand a live member's namespaces to another.
- * A member that cannot renew within renewDeadline (shorter than leaseDuration) stops acting before anyone else
- * takes its namespaces over.
+ * This replica's Lease among its shard group's (lease.ts holds it: the fast path, the renew deadline, the fence):
+ * renewed every retryPeriod (carrying the view it acknowledges), the others' watched. A member is live while its
+ * Lease changed within its leaseDuration, judged on our own clock from when we saw it change (client-go's rule, so
+ * clock skew does not matter). Before a member is taken for gone, its Lease is read again: a watch that fell behind
+ * must not hand a live member's namespaces to another. A member that cannot renew within renewDeadline (shorter than
+ * leaseDuration) stops acting before anyone else takes its namespaces over.
  */
 export class ShardMembership {
   private readonly leases: Informer<MemberLease>;
   private readonly leaseName: string;
   private readonly now: () => number;
+  private readonly lease: HeldLease;
   /** Lease name → resourceVersion and when we saw it change. */
   private readonly seen = new Map<string, { rv: string; at: number }>();
-  private ownVersion: string | undefined;
-  private lastRenew = 0;
-  private deadline: NodeJS.Timeout | undefined;
   /** What our Lease says we acknowledge, and what it should say. */
   private published: string | undefined;
   private wanted: string | undefined;
   private lastEmitted = '';
   private stopped = false;
-  private readonly pause = new Pause();
-  private loop: Promise<void> | undefined;
   private evaluating: Promise<void> | undefined;
   private evaluateAgain = false;
   /** What departed members' Leases last carried, by Lease name, oldest first. */
@@ -96,6 +91,24 @@ export class ShardMembership {
       if (type === 'deleted' && lease.metadata.name !== this.leaseName) this.depart(lease);
       this.evaluate();
     });
+    const content = (): LeaseContent => this.content();
+    this.lease = new HeldLease({
+      ...options,
+      name: this.leaseName,
+      // Our own Lease, whoever wrote it since (an admin's edit; another member's delete): ours to write again, but
+      // not to bring back once we leave.
+      content: { renewal: content, over: content, creation: () => (this.stopped ? undefined : this.content()) },
+      onWritten: (write) => {
+        this.published = write.lease.annotations[SHARD_VIEW_ANNOTATION];
+      },
+      onLost: () => {
+        options.onLost();
+        this.lastEmitted = '';
+        this.evaluate();
+      },
+      afterAttempt: () => this.evaluate(),
+      messages: { failed: 'shard Lease request failed', lost: 'shard Lease not renewed within the renew deadline; stopping work' },
+    });
   }
 
   /**
@@ -110,21 +123,21 @@ export class ShardMembership {
     return [...live, ...this.departed.values()];
   }
 
-  /** This member's Lease is renewed within the renew deadline, by our clock now. */
+  /** This member's Lease is renewed within the renew deadline, by our clock now (lease.ts holds(): it fences). */
   holdsLease(): boolean {
-    return this.lastRenew > 0 && this.now() - this.lastRenew < this.options.renewDeadlineMs;
+    return this.lease.holds();
   }
 
   start(): void {
     this.leases.start();
-    this.loop ??= this.run();
+    this.lease.start();
   }
 
   /** Publishes that this member acts within `viewId` now; renewed at once. */
   acknowledge(viewId: string): void {
     if (this.wanted === viewId) return;
     this.wanted = viewId;
-    this.pause.cut();
+    this.lease.renewSoon();
   }
 
   /**
@@ -133,12 +146,12 @@ export class ShardMembership {
    */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.pause.cut();
-    await this.loop;
-    if (this.deadline) clearTimeout(this.deadline);
+    await this.lease.stop();
     await this.leases.stop();
-    if (this.ownVersion === undefined) return;
-    const version = await this.lastRenewal();
+    if (this.lease.current() === undefined) return;
+    if (this.options.annotations) await this.lease.renewOnce().catch(() => undefined);
+    // The version to delete: ours as last written or read; none once read gone.
+    const version = this.lease.current()?.resourceVersion;
     if (version === undefined) return;
     const res = await call(this.options.client, 'DELETE', paths.lease(this.options.namespace, this.leaseName), {
       body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { resourceVersion: version } },
@@ -157,76 +170,14 @@ export class ShardMembership {
     }
   }
 
-  private async run(): Promise<void> {
-    while (!this.stopped) {
-      try {
-        // The deadline counts from before the request: the apiserver may have written it at any moment since.
-        const asked = this.now();
-        if (await this.renew()) {
-          this.lastRenew = asked;
-          this.armDeadline();
-        }
-      } catch (err) {
-        this.options.log.warn({ lease: this.leaseName, err: String(err) }, 'shard Lease request failed');
-      }
-      this.evaluate();
-      await this.pause.for(this.options.retryPeriodMs);
-    }
-  }
-
-  /** Creates or renews our Lease; false when someone else wrote it since (read again next time). */
-  private async renew(): Promise<boolean> {
-    const { client, namespace, identity, leaseDurationMs, renewDeadlineMs } = this.options;
+  /** Our Lease: the group's label, what the annotations option carries and the view we acknowledge. */
+  private content(): LeaseContent {
     const acknowledged = this.wanted;
-    const body = {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: {
-        name: this.leaseName,
-        namespace,
-        labels: { [SHARD_GROUP_LABEL]: this.options.group },
-        annotations: { ...this.options.annotations?.(), ...(acknowledged ? { [SHARD_VIEW_ANNOTATION]: acknowledged } : {}) },
-        ...(this.ownVersion ? { resourceVersion: this.ownVersion } : {}),
-      },
-      spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000), renewTime: microTime(this.now()) },
+    return {
+      labels: { [SHARD_GROUP_LABEL]: this.options.group },
+      annotations: { ...this.options.annotations?.(), ...(acknowledged ? { [SHARD_VIEW_ANNOTATION]: acknowledged } : {}) },
+      spec: { holderIdentity: this.options.identity, leaseDurationSeconds: Math.ceil(this.options.leaseDurationMs / 1000), renewTime: microTime(this.now()) },
     };
-    const res = this.ownVersion
-      ? await call(client, 'PUT', paths.lease(namespace, this.leaseName), { body, timeoutMs: renewDeadlineMs })
-      : await call(client, 'POST', paths.leases(namespace), { body, timeoutMs: renewDeadlineMs });
-    if (!res.ok) {
-      // Deleted (by another member that took us for gone) or written by someone else: start from what is there.
-      if (isNotFound(res.error) || isConflict(res.error)) {
-        this.ownVersion = await this.readOwnVersion();
-        return false;
-      }
-      throw res.error;
-    }
-    const written = parseMemberLease(res.body);
-    this.ownVersion = written?.metadata.resourceVersion;
-    this.published = acknowledged;
-    return written !== undefined;
-  }
-
-  /** One more renewal, with what the Lease carries now; the version to delete (undefined: lost to another write). */
-  private async lastRenewal(): Promise<string | undefined> {
-    if (this.options.annotations) await this.renew().catch(() => false);
-    return this.ownVersion;
-  }
-
-  private async readOwnVersion(): Promise<string | undefined> {
-    const res = await call(this.options.client, 'GET', paths.lease(this.options.namespace, this.leaseName), { timeoutMs: this.options.renewDeadlineMs });
-    return res.ok ? parseMemberLease(res.body)?.metadata.resourceVersion : undefined;
-  }
-
-  private armDeadline(): void {
-    if (this.deadline) clearTimeout(this.deadline);
-    this.deadline = setTimeout(() => {
-      this.options.log.error({ lease: this.leaseName }, 'shard Lease not renewed within the renew deadline; stopping work');
-      this.options.onLost();
-      this.lastEmitted = '';
-      this.evaluate();
-    }, this.options.renewDeadlineMs);
-    this.deadline.unref();
   }
 
   /** Works out the live members (one evaluation at a time: a confirmation read may be under way). */
@@ -299,19 +250,15 @@ export class ShardMembership {
 }
 
 function parseMemberLease(raw: unknown): MemberLease | undefined {
-  if (!isRecord(raw) || !isRecord(raw['metadata'])) return undefined;
-  const m = raw['metadata'];
-  const spec = isRecord(raw['spec']) ? raw['spec'] : {};
-  if (typeof m['name'] !== 'string' || typeof m['namespace'] !== 'string' || typeof m['resourceVersion'] !== 'string') return undefined;
-  const identity = spec['holderIdentity'];
-  const seconds = spec['leaseDurationSeconds'];
-  if (typeof identity !== 'string' || identity === '') return undefined;
-  const { [SHARD_VIEW_ANNOTATION]: view, ...carried } = stringValues(m['annotations']);
+  const lease = parseLease(raw);
+  if (!lease || lease.spec.holderIdentity === '') return undefined;
+  const seconds = lease.spec.leaseDurationSeconds;
+  const { [SHARD_VIEW_ANNOTATION]: view, ...carried } = lease.annotations;
   return {
-    metadata: { namespace: m['namespace'], name: m['name'], resourceVersion: m['resourceVersion'] },
-    identity,
+    metadata: { namespace: lease.namespace, name: lease.name, resourceVersion: lease.resourceVersion },
+    identity: lease.spec.holderIdentity,
     acknowledged: view,
-    durationMs: (typeof seconds === 'number' && seconds > 0 ? seconds : 15) * 1000,
+    durationMs: (seconds !== undefined && seconds > 0 ? seconds : 15) * 1000,
     carried,
   };
 }
