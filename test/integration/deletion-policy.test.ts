@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoordinationV1Api, PatchStrategy, setHeaderOptions, type V1ManagedFieldsEntry, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
 import { group, TestEnv, version, type OperatorHandle } from '../support/operator.js';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.js';
+import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.js';
 import { createUserGroupAs, deleteUserGroupAs, rewriteSecretAs, secretIn as secretInAsAdmin, sha256, tenantIdentity, type Tenant } from '../support/tenancy.js';
 import { ifAssigned } from '../support/teardown.js';
 
@@ -20,6 +21,8 @@ import { ifAssigned } from '../support/teardown.js';
 const FINALIZER = 'usergroup.dev/rotate-on-delete';
 /** --deletion-rotation-timeout, short for the test. */
 const LIMIT_S = 10;
+/** How long the simulator holds a call before it answers (the window in which a test deletes a UserGroup). */
+const HOLD_MS = 3_000;
 /** How long after its first pass the namespace controller looks again at content held by finalizers (finalizerEstimateSeconds 15 → 15/2+1 s), plus slack. */
 const NAMESPACE_RECHECK_MS = 8_000 + 3_000;
 const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -212,6 +215,101 @@ describe('spec.deletionPolicy', () => {
     await eventually('the rotated deletion counted', async () => ((await deletions('rotated')) === rotated + 1 ? true : undefined), 5_000);
     await eventually('the Event', async () => ((await reasons(a.namespace, 'rot')).includes('Normal TokenRotatedOnDelete') ? true : undefined), 10_000);
     await eventually('the token Secret garbage-collected', async () => ((await secretIn(a.namespace, 'rot')) ? undefined : true), 60_000);
+  });
+
+  // --- Deleted between the first PUT and the token Secret ----------------------------------------------
+
+  /** The token in a recorded answer of the service (user_group.token), if it has one. */
+  const answerToken = (r: RecordedRequest): string | undefined => {
+    try {
+      const token = (JSON.parse(r.response ?? '') as { user_group?: { token?: unknown } }).user_group?.token;
+      return typeof token === 'string' ? token : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  /**
+   * After a Rotate UserGroup deleted before its Secret held a token: the token the PUTs handed out (every PUT
+   * answers with the same one) is rotated exactly once, and neither it nor the rotation's new token is in any Secret
+   * of the namespace or in a log line of the controllers.
+   */
+  async function expectRotatedOnce(ns: string, name: string, id: string, postsBefore: number, logs: readonly string[]): Promise<void> {
+    const handed = [...new Set(proxy.putsFor(id).map(answerToken))].filter((t) => t !== undefined);
+    expect(handed, 'the token the PUTs answered with').toHaveLength(1);
+    const token = handed[0] ?? '';
+    expect(env.sim.stats(env.apiKey).rotationsByUserGroupId[id]).toBe(1);
+    expect(postsWith(token)).toBe(1);
+    expect(posts() - postsBefore).toBe(1);
+    expect(valid(id, token)).toBe(false);
+    const fresh = proxy.postsWith(token).map(answerToken)[0];
+    expect(fresh, 'the rotation answered with the new token').toBeDefined();
+    expect(valid(id, fresh ?? '')).toBe(true);
+    await eventually('the Event', async () => ((await reasons(ns, name)).includes('Normal TokenRotatedOnDelete') ? true : undefined), 10_000);
+    await eventually('no token Secret left', async () => ((await secretIn(ns, name)) ? undefined : true), 60_000);
+    const stored = (await env.core.listNamespacedSecret({ namespace: ns })).items.flatMap((x) =>
+      Object.values(x.data ?? {}).map((v) => Buffer.from(v, 'base64').toString('utf8')),
+    );
+    for (const value of [token, fresh ?? '']) {
+      expect(stored.some((v) => v.includes(value))).toBe(false);
+      expect(logs.some((l) => l.includes(value))).toBe(false);
+    }
+  }
+
+  it('Rotate, deleted while its first PUT is on its way: the finalizer was on before the PUT, the token it handed out rotated once, never stored or logged after', async () => {
+    const id = `${a.namespace}.held`;
+    const before = posts();
+    // The simulator holds every call HOLD_MS before it applies and answers it.
+    env.sim.setFaults({ latencyMs: HOLD_MS });
+    try {
+      await createUserGroupAs(a, 'held', { userGroupId: id, name: 'Held', deletionPolicy: 'Rotate' });
+      await eventually('the first PUT on its way', async () => (proxy.putsFor(id).length > 0 ? true : undefined), 30_000, 20);
+      // Read while that PUT is held: a finalizer written after the sync could not be there yet.
+      expect((await ugIn(a.namespace, 'held'))?.metadata.finalizers).toContain(FINALIZER);
+      await deleteUserGroupAs(a, 'held');
+    } finally {
+      env.sim.setFaults({});
+    }
+    expect(proxy.putsFor(id)[0]?.response, 'the deletion came before the PUT was answered').toBeUndefined();
+    await waitGone(a.namespace, 'held');
+    await expectRotatedOnce(a.namespace, 'held', id, before, operator.logs);
+  });
+
+  it('Rotate, the controller stopped between its first PUT and its Secret, the UserGroup deleted meanwhile: the restarted controller learns the token with a PUT and rotates it once', async () => {
+    const id = `${a.namespace}.crash`;
+    const args = ['--namespaces', namespaces.join(','), '--deletion-rotation-timeout', `${LIMIT_S}s`];
+    await operator.stop();
+    // No grace period: the stop cuts the PUT off in flight, and nothing after it is written.
+    const stopped = await env.startOperator({ args: [...args, '--shutdown-grace-period', '0s'] });
+    operator = stopped;
+    const before = posts();
+    env.sim.setFaults({ latencyMs: HOLD_MS });
+    try {
+      await createUserGroupAs(a, 'crash', { userGroupId: id, name: 'Crash', deletionPolicy: 'Rotate' });
+      await eventually('the first PUT on its way', async () => (proxy.putsFor(id).length > 0 ? true : undefined), 30_000, 20);
+      // The PUT reached the proxy whole; a moment more and the simulator has read it too (it then applies it after
+      // HOLD_MS even with its client gone, as a service whose answer is lost on the way back).
+      await sleep(300);
+      await stopped.stop();
+      await eventually(
+        'the group created at the service',
+        async () => (env.sim.groups(env.apiKey).some((g) => g.userGroupId === id) ? true : undefined),
+        HOLD_MS + 10_000,
+      );
+    } finally {
+      env.sim.setFaults({});
+    }
+    expect(proxy.putsFor(id)).toHaveLength(1);
+    expect(proxy.putsFor(id)[0]?.clientClosedAt, 'the controller gone before the answer').toBeDefined();
+    expect(await secretIn(a.namespace, 'crash')).toBeUndefined();
+    expect((await ugIn(a.namespace, 'crash'))?.metadata.finalizers).toContain(FINALIZER);
+    await deleteUserGroupAs(a, 'crash');
+
+    operator = await env.startOperator({ args });
+    await waitGone(a.namespace, 'crash');
+    // One more PUT, the restarted controller's: the service has no read.
+    expect(proxy.putsFor(id)).toHaveLength(2);
+    await expectRotatedOnce(a.namespace, 'crash', id, before, [...stopped.logs, ...operator.logs]);
   });
 
   it("a namespace's deletion: one POST per Rotate UserGroup, and the namespace is gone within the limit", async () => {

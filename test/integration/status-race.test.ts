@@ -44,10 +44,10 @@ describe('a spec change racing the status write', () => {
     expect(service.putsFor('race-1').length).toBe(2);
   });
 
-  it('a Rotate UserGroup is synced once: its finalizer, written after the status, leaves the status in the cache', async () => {
-    // The reconcile writes the status, then adds the rotate-on-delete finalizer (metadata only). Its watch events
-    // come WATCH_DELAY_MS late, and its token Secret's creation wakes the UserGroup meanwhile: the cache must hold
-    // the status it wrote under the finalizer's resourceVersion, not the object from before (never synced: a 2nd PUT).
+  it('a Rotate UserGroup is synced once: its finalizer, written before the PUT, leaves the status in the cache', async () => {
+    // A reconcile adds the rotate-on-delete finalizer (metadata only) before the first PUT; the next writes the
+    // status. The watch events come WATCH_DELAY_MS late, and the token Secret's creation wakes the UserGroup
+    // meanwhile: the cache must hold the status it wrote, not an object from before it (never synced: a 2nd PUT).
     await env.createUserGroup('rotating', { userGroupId: 'race-2', name: 'Rotating', deletionPolicy: 'Rotate' });
     const ready = await env.waitForReady('rotating', 'Synced', 'True', 4 * WATCH_DELAY_MS + 4 * SERVICE_LATENCY_MS);
     await eventually(

@@ -1,7 +1,8 @@
 import pino from 'pino';
 import type { Adoption, ClusterUserGroupService, FleetRole } from '../../src/api/clusterusergroupservice.js';
 import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/claim.js';
-import { objectKey, type OwnerReference } from '../../src/api/meta.js';
+import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
+import { objectKey, withFinalizers, type OwnerReference } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
@@ -397,8 +398,11 @@ export function harness(world: World): Harness {
     },
     clock: { now: () => now },
     finalizers: {
+      // As the real port, the write shows in the cache at once: the next reconcile sees it.
       userGroup: (_ug, present) => {
         calls.push(`${present ? 'add' : 'remove'} UserGroup finalizer`);
+        const { metadata } = world.ug;
+        world.ug = { ...world.ug, metadata: withFinalizers(metadata, present ? [ROTATE_ON_DELETE_FINALIZER] : [], metadata.resourceVersion) };
         return Promise.resolve(true);
       },
       secret: (secret, present) => {

@@ -11,6 +11,8 @@ export interface RecordedRequest {
   readonly body: string;
   /** The upstream's status code (undefined if the upstream could not be reached). */
   status: number | undefined;
+  /** The upstream's whole answer body (decoded as UTF-8), once it has ended; undefined before, or if it never did. */
+  response: string | undefined;
   /** When the whole request had arrived (Date.now()). */
   readonly receivedAt: number;
   /** When the client closed the connection before the answer was passed back (Date.now()), if it did. */
@@ -31,7 +33,7 @@ export interface RecordingProxy {
 
 /**
  * A transparent HTTP proxy in front of the service simulator that records every
- * request (method, path, headers, raw body) and whether the client hung up before its answer. The recorded headers hold the API key
+ * request (method, path, headers, raw body), the answer's body, and whether the client hung up before its answer. The recorded headers hold the API key
  * and bodies may hold tokens: kept in memory only, for assertions.
  */
 export async function startRecordingProxy(target: string): Promise<RecordingProxy> {
@@ -49,6 +51,7 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
         headers: { ...req.headers },
         body: body.toString('utf8'),
         status: undefined,
+        response: undefined,
         receivedAt: Date.now(),
         clientClosedAt: undefined,
       };
@@ -59,6 +62,11 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
         { protocol: upstream.protocol, hostname: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
         (upstreamRes) => {
           record.status = upstreamRes.statusCode;
+          const answer: Buffer[] = [];
+          upstreamRes.on('data', (chunk: Buffer) => answer.push(chunk));
+          upstreamRes.on('end', () => {
+            record.response = Buffer.concat(answer).toString('utf8');
+          });
           res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.headers);
           upstreamRes.pipe(res);
         },

@@ -6,7 +6,8 @@ import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, OTHER_SEAL, SEAL, storedSecret } from '../support/fixtures.js';
-import { ACCOUNT, claim, harness, userGroup, type Harness, type UserGroupInit } from '../support/reconciler-harness.js';
+import { IMMEDIATE_RETRY_MS } from '../../src/controller/retry-policy.js';
+import { ACCOUNT, claim, FIRST_SYNC, harness, userGroup, type Harness, type UserGroupInit } from '../support/reconciler-harness.js';
 
 /**
  * spec.deletionPolicy through the reconciler's ports (fake apiserver and service, no I/O): which objects get the
@@ -31,19 +32,19 @@ function sealedSecret(token: string, opts: { finalized?: boolean; stored?: strin
   return parsed.value;
 }
 
-/** The status a first sync leaves (so that no PUT is due), from a real first reconcile. */
+/** The status a first sync leaves (so that no PUT is due), from a real first sync (with Rotate, after the pass that writes the finalizer). */
 async function syncedStatus(init: UserGroupInit = {}): Promise<UserGroupStatus> {
   const h = harness({ ug: userGroup(init), cached: undefined, otherKnown: false, live: undefined });
-  await h.reconcile();
+  for (let pass = 0; pass < 2 && h.statuses.length === 0; pass++) await h.reconcile();
   const status = h.statuses.at(-1);
   if (!status) throw new Error('no status written');
   return status;
 }
 
 /**
- * The finalizer writes, in the order they were made. Protocol (finalize.ts, docs/architecture.md steps 0 and 11): the
- * token Secret's before the UserGroup's, added or removed, so the UserGroup never holds its deletion for a token its
- * Secret does not keep.
+ * The finalizer writes, in the order they were made. Protocol (finalize.ts, docs/architecture.md steps 0 and 11): when
+ * both change in one pass, the token Secret's before the UserGroup's, added or removed, so a UserGroup whose deletion
+ * begins finds the token kept. The UserGroup's alone goes on before a first PUT (step 4b).
  */
 const finalizers = (h: Harness): string[] => h.calls.filter((c) => c.includes('finalizer'));
 const REMOVED = ['remove Secret finalizer acme', 'remove UserGroup finalizer'];
@@ -72,6 +73,37 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     await h.reconcile();
     expect(h.counts()).toEqual({ 'add Secret finalizer acme': 1, 'add UserGroup finalizer': 1 });
     expect(finalizers(h)).toEqual(['add Secret finalizer acme', 'add UserGroup finalizer']);
+  });
+
+  it("Rotate, first sync: the UserGroup's finalizer is written before the first PUT, in a pass of its own", async () => {
+    const h = harness({ ug: userGroup({ deletionPolicy: 'Rotate' }), cached: undefined, otherKnown: false, live: undefined, now: NOW });
+    const first = await h.reconcile();
+    expect(h.counts()).toEqual({ 'add UserGroup finalizer': 1 });
+    // It comes back at once, and goes on from the object that shows the finalizer.
+    expect(h.requeue(first)).toEqual({ kind: 'forget', afterMs: IMMEDIATE_RETRY_MS });
+    expect(await h.reconcile()).toMatchObject({ kind: 'done' });
+    // Protocol: the finalizer is what makes a deletion rotate the token the first PUT hands out, so it is in place
+    // before that PUT goes out (a deletion, or the controller stopping, right after the PUT still rotates it).
+    expect(h.order('add UserGroup finalizer', 'PUT')).toEqual(['add UserGroup finalizer', 'PUT']);
+    expect(h.counts()).toEqual({ ...FIRST_SYNC, 'add UserGroup finalizer': 1 });
+  });
+
+  it('Retain, first sync: no finalizer write, the calls of any first sync', async () => {
+    const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined, now: NOW });
+    await h.reconcile();
+    expect(h.counts()).toEqual(FIRST_SYNC);
+  });
+
+  it('Rotate, its finalizer in place and no token held yet (the Secret missing): no finalizer write, the finalizer stays', async () => {
+    const h = harness({
+      ug: userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER] }),
+      cached: undefined,
+      otherKnown: false,
+      live: undefined,
+      now: NOW,
+    });
+    await h.reconcile();
+    expect(h.counts()).toEqual(FIRST_SYNC);
   });
 
   it('Rotate, suspended: the finalizers it had go, nothing else', async () => {
@@ -126,6 +158,57 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     expect(h.order('POST', ...REMOVED)).toEqual(['POST', ...REMOVED]);
     expect(h.serviceToken()).toBe('tok-r1');
     expect(h.writes).toEqual([]);
+  });
+
+  it('deleted between its first PUT and its Secret (no Secret yet): a PUT learns the token, one POST rotates it, nothing stored', async () => {
+    const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: false });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.counts()).toEqual({
+      'GET Secret': 1,
+      PUT: 1,
+      POST: 1,
+      'remove UserGroup finalizer': 1,
+      'deletion rotated': 1,
+      'Event Normal TokenRotatedOnDelete': 1,
+    });
+    // Protocol: the service has no read; the PUT's token is the one the POST revokes.
+    expect(h.order('PUT', 'POST', 'remove UserGroup finalizer')).toEqual(['PUT', 'POST', 'remove UserGroup finalizer']);
+    expect(h.serviceToken()).toBe('tok-r1');
+    expect(h.writes).toEqual([]);
+  });
+
+  it('…the service does not say whether the PUT created it: rotated all the same', async () => {
+    const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: undefined });
+    await h.reconcile();
+    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(h.serviceToken()).toBe('tok-r1');
+  });
+
+  it('…the PUT created the group (no earlier PUT reached the service): no POST, its token dropped', async () => {
+    const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: true });
+    expect(await h.reconcile()).toEqual({ kind: 'done' });
+    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 });
+    expect(h.serviceToken()).toBe('tok-1');
+    expect(h.writes).toEqual([]);
+  });
+
+  it("…adoption Refuse and a group that was there, never synced by this UserGroup: no POST (it may be someone else's)", async () => {
+    const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: false, adoption: 'Refuse' });
+    await h.reconcile();
+    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 });
+    expect(h.serviceToken()).toBe('tok-1');
+    // Synced by it before (its status says so), the group is its own: rotated.
+    const synced = harness({
+      ug: userGroup(deleting({ status: await syncedStatus() })),
+      cached: undefined,
+      live: undefined,
+      now: NOW,
+      created: false,
+      adoption: 'Refuse',
+    });
+    await synced.reconcile();
+    expect(synced.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(synced.serviceToken()).toBe('tok-r1');
   });
 
   it('no claim, but rules that bind the id to the namespace (a controller seeing every namespace): it holds the id, one POST', async () => {

@@ -1,4 +1,5 @@
 // Deletion policy: spec.deletionPolicy's finalizers and what a deletion does (pure; the step is usergroup/finalize.ts).
+import type { Adoption } from '../../api/clusterusergroupservice.js';
 import type { DeletionPolicy } from '../../api/usergroup.js';
 import { DELETION_RETRY_MS, IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 
@@ -50,14 +51,16 @@ export interface LiveFinalizers {
 
 /**
  * For a UserGroup that is not being deleted. The finalizer goes only on objects that ask for it: policy Rotate, not
- * suspended, and a token held (its Secret exists and carries a record); the Secret gets it first, so the UserGroup
- * never waits for a token that its Secret does not keep. Everything else loses it. A Secret deleted while its
- * UserGroup lives (a refusal revoked it, a tenant deleted it) is let go, unless its namespace is going: then the
- * UserGroup's deletion is on its way and needs the token. With policy Retain and no finalizer anywhere (the default)
- * nothing changes: no write.
+ * suspended. The UserGroup gets it before its first service call (finalizerBeforeCall), or here once a token is held
+ * (its Secret exists and carries a record); the Secret gets it once it holds the token. Everything else loses it.
+ * The UserGroup keeps it while no token is held yet: a PUT may have handed one out that no Secret keeps
+ * (finalizeDeletion then learns it). A Secret deleted while its UserGroup lives (a refusal revoked it, a tenant
+ * deleted it) is let go, and the UserGroup's with it, unless its namespace is going: then the UserGroup's deletion
+ * is on its way and needs the token. With policy Retain and no finalizer anywhere (the default) nothing changes: no
+ * write.
  */
 export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers {
-  const wants = input.policy?.policy === 'Rotate' && !input.policy.suspend && input.disabled !== true;
+  const wants = wantsFinalizer(input.policy, input.disabled);
   const current = input.current;
   const held = wants && current !== undefined && !current.terminating && current.recorded;
   let currentSecret: FinalizerChange;
@@ -69,12 +72,38 @@ export function decideLiveFinalizers(input: LiveFinalizerInputs): LiveFinalizers
   }
   // A namespace on its way out keeps the UserGroup's finalizer for its own deletion, unless the operator gives them all up.
   const keepForNamespace = input.namespaceTerminating && input.disabled !== true;
-  const userGroup: FinalizerChange = held && !input.userGroupFinalized ? 'add' : !held && input.userGroupFinalized && !keepForNamespace ? 'remove' : undefined;
+  const letGo = !wants || current?.terminating === true;
+  const userGroup: FinalizerChange = held && !input.userGroupFinalized ? 'add' : letGo && input.userGroupFinalized && !keepForNamespace ? 'remove' : undefined;
   return { userGroup, currentSecret, staleSecrets: input.staleFinalized > 0 ? 'remove' : undefined };
 }
 
-/** Why a deletion lets go without a call. */
-export type SkipReason = 'retain' | 'disabled' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token' | 'follower';
+export interface BeforeCallInputs {
+  readonly policy: PolicyView | undefined;
+  readonly userGroupFinalized: boolean;
+  /** This reconcile's plan calls the service (a PUT, or a POST with the held token). */
+  readonly callsService: boolean;
+  /** --rotate-on-delete=false. */
+  readonly disabled?: boolean;
+}
+
+/**
+ * For a UserGroup that is not being deleted, before this reconcile's first service call: whether the UserGroup's
+ * finalizer must be written first. A PUT hands out a token (a first one creates the group), and the finalizer is
+ * what makes a deletion rotate it: in place before the call, a deletion at any moment after it (the answer on its
+ * way, the controller down before the Secret is written) still rotates. Read from the cache: no request once it is
+ * there, none for Retain.
+ */
+export function finalizerBeforeCall(input: BeforeCallInputs): boolean {
+  return input.callsService && !input.userGroupFinalized && wantsFinalizer(input.policy, input.disabled);
+}
+
+function wantsFinalizer(policy: PolicyView | undefined, disabled: boolean | undefined): boolean {
+  return policy?.policy === 'Rotate' && !policy.suspend && disabled !== true;
+}
+
+/** Why a deletion lets go without a call (or, after a learning PUT, without the POST). */
+export type SkipReason =
+  'retain' | 'disabled' | 'suspended' | 'invalid-spec' | 'refused' | 'not-claimed' | 'no-token' | 'follower' | 'never-created' | 'not-adopted';
 
 /** Why a deletion gave up on its rotation. */
 export type AbandonReason = 'timeout' | 'connection-unresolved';
@@ -87,6 +116,11 @@ export interface DeletionInputs {
   readonly claimHeld: boolean;
   /** The token Secret's token under a record this connection sealed. */
   readonly trustedToken: boolean;
+  /**
+   * No token record of ours at all: the token Secret is missing, or holds no record. The
+   * UserGroup's finalizer went on before its first PUT, so that PUT may have handed out a token no Secret keeps.
+   */
+  readonly unrecorded?: boolean;
   /** Since metadata.deletionTimestamp. */
   readonly elapsedMs: number;
   readonly limitMs: number;
@@ -105,6 +139,8 @@ export type DeletionDecision =
   | { readonly kind: 'skip'; readonly why: SkipReason }
   /** One POST /api/user with the held token, then remove the finalizers. */
   | { readonly kind: 'rotate'; readonly remainingMs: number }
+  /** No token held: one PUT /api/user to learn the current one (the service has no read), then afterDeletionLearn. */
+  | { readonly kind: 'learn'; readonly remainingMs: number }
   /** Remove the finalizers without the rotation: a Warning Event says why. */
   | { readonly kind: 'abandon'; readonly why: AbandonReason };
 
@@ -122,9 +158,33 @@ export function decideDeletion(input: DeletionInputs): DeletionDecision {
   if (input.connection === 'unresolved') return { kind: 'abandon', why: 'connection-unresolved' };
   if (input.follower === true) return { kind: 'skip', why: 'follower' };
   if (!input.claimHeld) return { kind: 'skip', why: 'not-claimed' };
-  if (!input.trustedToken) return { kind: 'skip', why: 'no-token' };
+  // A record that does not vouch for the data (a tenant's edit, another account's seal) is no reason to call.
+  if (!input.trustedToken && input.unrecorded !== true) return { kind: 'skip', why: 'no-token' };
   const remainingMs = input.limitMs - input.elapsedMs;
-  return remainingMs <= 0 ? { kind: 'abandon', why: 'timeout' } : { kind: 'rotate', remainingMs };
+  if (remainingMs <= 0) return { kind: 'abandon', why: 'timeout' };
+  return input.trustedToken ? { kind: 'rotate', remainingMs } : { kind: 'learn', remainingMs };
+}
+
+export interface LearnedInputs {
+  /** The learning PUT's created indicator (undefined: the service did not say). */
+  readonly created: boolean | undefined;
+  /** The connection's adoption rules for a group already there. */
+  readonly adoption: Adoption;
+  /** Status records this very request as synced on this connection: the group is this UserGroup's. */
+  readonly syncedBefore: boolean;
+}
+
+/**
+ * After the deletion's learning PUT. A group that PUT created did not exist before it: no PUT of ours reached the
+ * service, no token of it left that call, and the one it returned is dropped unread, so there is nothing to revoke
+ * (the group stays: the service has no delete). A group already there is rotated once, unless the rules refuse to
+ * adopt a group already there and nothing shows it is ours: it may be someone else's, whose token a POST would take
+ * away.
+ */
+export function afterDeletionLearn(input: LearnedInputs): { readonly kind: 'rotate' } | { readonly kind: 'skip'; readonly why: SkipReason } {
+  if (input.created === true) return { kind: 'skip', why: 'never-created' };
+  if (input.adoption === 'Refuse' && !input.syncedBefore) return { kind: 'skip', why: 'not-adopted' };
+  return { kind: 'rotate' };
 }
 
 /** What the service's answer to the deletion's POST means. */
@@ -141,6 +201,10 @@ export function afterDeletionRotation(
 ): { readonly kind: 'release'; readonly rotated: 'now' | 'already-invalid' } | { readonly kind: 'retry'; readonly afterMs: number } {
   if (answer === 'rotated') return { kind: 'release', rotated: 'now' };
   if (answer === 'not-current') return { kind: 'release', rotated: 'already-invalid' };
-  const wait = answer === 'deferred' ? (deferredForMs ?? DELETION_RETRY_MS) : DELETION_RETRY_MS;
-  return { kind: 'retry', afterMs: Math.max(IMMEDIATE_RETRY_MS, Math.min(wait, remainingMs)) };
+  return { kind: 'retry', afterMs: deletionRetryAfter(remainingMs, answer === 'deferred' ? deferredForMs : undefined) };
+}
+
+/** When a deletion's failed call (or one the connection deferred for `deferredForMs`) goes again: within what is left of the limit. */
+export function deletionRetryAfter(remainingMs: number, deferredForMs?: number): number {
+  return Math.max(IMMEDIATE_RETRY_MS, Math.min(deferredForMs ?? DELETION_RETRY_MS, remainingMs));
 }

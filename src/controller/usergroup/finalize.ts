@@ -7,9 +7,11 @@ import type { UserGroupSpec } from '../../api/usergroup.js';
 import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import {
+  afterDeletionLearn,
   afterDeletionRotation,
   decideDeletion,
   decideLiveFinalizers,
+  deletionRetryAfter,
   type DeletionDecision,
   type PolicyView,
   type SecretFinalizerView,
@@ -17,8 +19,10 @@ import {
 import type { ReconcileResult } from '../reconcile-contract.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 import { inspectSecret } from '../policies/token-secret.js';
+import { syncHash, upsertRequestFor } from '../policies/sync.js';
+import type { SecretValue } from '../../service/secret-value.js';
 import { type ReconcileContext } from './context.js';
-import { isDeferral } from './service-calls.js';
+import { isDeferral, type ServiceCalls } from './service-calls.js';
 import { idHeldByRules } from './claim.js';
 import { Events } from './event-messages.js';
 import { DONE, failed } from './outcome.js';
@@ -26,8 +30,9 @@ import type { DeletionRotationResult } from './ports.js';
 
 /**
  * spec.deletionPolicy: the rotate-on-delete finalizer kept on the objects that ask for it (keepFinalizers, after a
- * reconcile of a live UserGroup), and a deletion that holds it (finalizeDeletion): one POST /api/user with the held
- * token through the connection's gates, then the finalizers go. Decisions are in policies/deletion.ts.
+ * reconcile of a live UserGroup; the UserGroup's goes on before its first service call, finalizer-first.ts), and a
+ * deletion that holds it (finalizeDeletion): one POST /api/user with the held token (or one a PUT learns, when no
+ * Secret holds it) through the connection's gates, then the finalizers go. Decisions are in policies/deletion.ts.
  */
 
 const LOST_RACE: ReconcileResult = failed('lost-race');
@@ -42,7 +47,8 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   const { ug, ports } = ctx;
   const spec = ug.spec.ok ? ug.spec.value : undefined;
   const owned = ports.secretCache.owned(ug);
-  const userGroupFinalized = hasRotateFinalizer(ug.metadata);
+  // The cache's copy: it shows a finalizer written after this reconcile read its object (finalizer-first.ts).
+  const userGroupFinalized = hasRotateFinalizer((ports.userGroups.get(ctx.key) ?? ug).metadata);
   const wanted = spec?.deletionPolicy === 'Rotate' && ctx.settings.rotateOnDelete;
   if (!wanted && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;
 
@@ -62,7 +68,7 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   if ((decision.currentSecret === 'remove' || decision.userGroup === 'remove') && (await ports.finalizers.namespaceTerminating(ug.metadata.namespace))) {
     decision = decideLiveFinalizers({ ...inputs, namespaceTerminating: true });
   }
-  // The Secret first: the UserGroup never holds its deletion for a token its Secret does not keep.
+  // The Secret first: once a token is held, the UserGroup's deletion finds it kept (a terminating Secret stays readable).
   if (decision.currentSecret && currentSecret && !(await ports.finalizers.secret(currentSecret, decision.currentSecret === 'add'))) return LOST_RACE;
   if (decision.staleSecrets) for (const secret of stale) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
   if (decision.userGroup && !(await ports.finalizers.userGroup(ug, decision.userGroup === 'add'))) return LOST_RACE;
@@ -82,7 +88,9 @@ async function holdsId(ctx: ReconcileContext, spec: UserGroupSpec, connection: C
  * A UserGroup being deleted that holds the finalizer: rotate its token once (policy Rotate, not suspended, admitted
  * by the tenant rules, holding its id's claim, with a token its Secret's sealed record vouches for), then remove
  * the finalizers. Never held past the limit from the deletionTimestamp: then it lets go with a Warning Event. The
- * new token is discarded unread. A second pass after a crash finds the old token no longer current: done.
+ * new token is discarded unread. A second pass after a crash finds the old token no longer current: done. With no
+ * token record at all (the finalizer went on before the first PUT, and the deletion came before the Secret held
+ * the token) a PUT learns the current token first (afterDeletionLearn says whether to rotate it).
  */
 export async function finalizeDeletion(ctx: ReconcileContext): Promise<ReconcileResult> {
   const { ug, ports, settings } = ctx;
@@ -109,20 +117,24 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   const live = claimHeld ? await ports.secrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
   const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);
   const token = inspected.state === 'owned' && inspected.trusted ? inspected.token : undefined;
+  const unrecorded =
+    inspected.state === 'missing' || (inspected.state === 'owned' && inspected.secret.metadata.annotations[TOKEN_RECORD_ANNOTATION] === undefined);
   const follower = connection.fleet === 'Follower';
-  const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, follower, ...limit });
-  if (decision.kind !== 'rotate') return release(ctx, decision, spec, live);
-  if (!token) throw new Error('no trusted token to rotate');
+  const decision = decideDeletion({ policy, connection: 'resolved', claimHeld, trustedToken: token !== undefined, unrecorded, follower, ...limit });
+  if (decision.kind !== 'rotate' && decision.kind !== 'learn') return release(ctx, decision, spec, live);
+  const calls = ctx.calls.within(decision.remainingMs);
 
-  let answer: Awaited<ReturnType<ReconcileContext['calls']['rotate']>>;
-  try {
-    answer = await ctx.calls.within(decision.remainingMs).rotate(connection, token);
-  } catch (err) {
-    // The limit passed while the call was out (a service that does not answer): the next pass lets go.
-    if (!(err instanceof DOMException && err.name === 'TimeoutError')) throw err;
-    failedCall(ctx, connection, 'unavailable', 'no answer before --deletion-rotation-timeout');
-    return { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS };
+  let held = token;
+  if (decision.kind === 'learn') {
+    const learned = await learnToken(ctx, calls, connection, spec, decision.remainingMs);
+    if (learned.kind === 'wait') return learned.result;
+    if (learned.kind === 'skip') return release(ctx, learned, spec, live);
+    held = learned.token;
   }
+  if (!held) throw new Error('no trusted token to rotate');
+
+  const answer = await cutOff(ctx, connection, () => calls.rotate(connection, held));
+  if (answer === undefined) return { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS };
   const after = isDeferral(answer)
     ? afterDeletionRotation('deferred', decision.remainingMs, answer.afterMs)
     : afterDeletionRotation(answer.ok ? 'rotated' : answer.failure.kind === 'rejected' ? 'not-current' : 'failed', decision.remainingMs);
@@ -133,6 +145,43 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   // The new token (answer.group.token) is dropped here, unread: nobody may use the deleted tenant's group with it.
   ctx.log.info({ alreadyInvalid: after.rotated === 'already-invalid' }, 'token rotated before the UserGroup goes (deletionPolicy Rotate)');
   return release(ctx, { kind: 'rotated', alreadyInvalid: after.rotated === 'already-invalid' }, spec, live);
+}
+
+type Learned =
+  | { readonly kind: 'token'; readonly token: SecretValue }
+  | { readonly kind: 'wait'; readonly result: ReconcileResult }
+  | Extract<DeletionDecision, { kind: 'skip' }>;
+
+/**
+ * The PUT that learns the current token of a group no Secret holds a token of (the service has no read). It sends
+ * the spec's request, as the sync would. The token stays in memory for the one POST that follows.
+ */
+async function learnToken(ctx: ReconcileContext, calls: ServiceCalls, connection: Connection, spec: UserGroupSpec, remainingMs: number): Promise<Learned> {
+  const request = upsertRequestFor(spec);
+  const answer = await cutOff(ctx, connection, () => calls.upsert(connection, request));
+  if (answer === undefined) return { kind: 'wait', result: { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS } };
+  if (isDeferral(answer)) return { kind: 'wait', result: { kind: 'wait', afterMs: deletionRetryAfter(remainingMs, answer.afterMs) } };
+  if (!answer.ok) {
+    failedCall(ctx, connection, answer.failure.kind, answer.failure.message);
+    return { kind: 'wait', result: { kind: 'wait', afterMs: deletionRetryAfter(remainingMs) } };
+  }
+  const { created } = answer.group;
+  const syncedBefore = ctx.ug.status.syncedHash === syncHash(request, connection.id);
+  const learned = afterDeletionLearn({ created, adoption: connection.adoption, syncedBefore });
+  ctx.log.info({ created, next: learned.kind === 'rotate' ? 'rotate' : learned.why }, 'no token held; a PUT learned the current one (deletionPolicy Rotate)');
+  return learned.kind === 'rotate' ? { kind: 'token', token: answer.group.token } : learned;
+}
+
+/** A call of the deletion, cut off at its limit: undefined when the limit passes with the call still out (the next pass lets go). */
+async function cutOff<T>(ctx: ReconcileContext, connection: Connection, call: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await call();
+  } catch (err) {
+    // The limit passes with the call still out: a service that does not answer.
+    if (!(err instanceof DOMException && err.name === 'TimeoutError')) throw err;
+    failedCall(ctx, connection, 'unavailable', 'no answer before --deletion-rotation-timeout');
+    return undefined;
+  }
 }
 
 /** How a deletion that held the finalizer ends. */
@@ -173,7 +222,7 @@ async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpe
     }
     case 'skip':
       if (ending.why === 'follower') ports.events.emit(ug, Events.deletionLeftToFleet());
-      ctx.log.info({ why: ending.why }, 'released a deletion without a call (deletionPolicy Rotate)');
+      ctx.log.info({ why: ending.why }, 'released a deletion without a rotation (deletionPolicy Rotate)');
   }
   return DONE;
 }

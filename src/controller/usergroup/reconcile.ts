@@ -10,6 +10,7 @@ import { type ReconcileContext, type ReconcileSettings } from './context.js';
 import { ServiceCalls } from './service-calls.js';
 import { Messages } from './event-messages.js';
 import { finalizeDeletion, keepFinalizers } from './finalize.js';
+import { finalizerFirst } from './finalizer-first.js';
 import { observeSecret, type SecretSource } from './observe-secret.js';
 import { blocked, DONE, next, type Outcome, type Step } from './outcome.js';
 import { plan, type Held, type Plan } from './plan.js';
@@ -35,10 +36,20 @@ export interface ReconcilerDeps {
 type ConvergeStep = (ctx: ReconcileContext, plan: Plan, progress: Progress) => Promise<Step<Progress>>;
 
 /**
- * Sync at the service (or on request) → adopt what was there → a slot for the rotation, if one is due → rotate →
- * store the token → restart its consumers.
+ * The rotate-on-delete finalizer before any call → sync at the service (or on request) → adopt a group found there →
+ * a slot for the rotation, if one is due → rotate → store the token → restart its consumers.
  */
-const STEPS: readonly ConvergeStep[] = [syncAtService, syncOnRequest, adoptIfFound, awaitRotationSlot, rotateIfAsked, storeToken, promptPods, restartConsumers];
+const STEPS: readonly ConvergeStep[] = [
+  finalizerFirst,
+  syncAtService,
+  syncOnRequest,
+  adoptIfFound,
+  awaitRotationSlot,
+  rotateIfAsked,
+  storeToken,
+  promptPods,
+  restartConsumers,
+];
 
 /**
  * Brings one UserGroup's world in line with its spec: the group at the service, its token in the Secret, and its

@@ -1,9 +1,11 @@
 // The deletion policy (policies/deletion.ts): which objects keep the rotate-on-delete finalizer, and what a deletion does.
 import { describe, expect, it } from 'vitest';
 import {
+  afterDeletionLearn,
   afterDeletionRotation,
   decideDeletion,
   decideLiveFinalizers,
+  finalizerBeforeCall,
   type DeletionInputs,
   type LiveFinalizerInputs,
 } from '../../../src/controller/policies/deletion.js';
@@ -53,6 +55,16 @@ describe('decideLiveFinalizers', () => {
     });
   });
 
+  it('Rotate, finalized before its first PUT and no token held yet (no Secret, or one without a record): the UserGroup keeps it', () => {
+    for (const current of [undefined, { ...HELD, recorded: false }]) {
+      expect(decideLiveFinalizers(live({ userGroupFinalized: true, current }))).toEqual({
+        userGroup: undefined,
+        currentSecret: undefined,
+        staleSecrets: undefined,
+      });
+    }
+  });
+
   it('back to Retain, suspended or an invalid spec: both lose it', () => {
     for (const policy of [RETAIN, { ...ROTATE, suspend: true }, undefined]) {
       expect(decideLiveFinalizers(live({ policy, userGroupFinalized: true, current: { ...HELD, finalized: true } }))).toEqual({
@@ -86,6 +98,21 @@ describe('decideLiveFinalizers', () => {
   });
 });
 
+describe('finalizerBeforeCall', () => {
+  it('Rotate, about to call the service without the finalizer: written first', () => {
+    expect(finalizerBeforeCall({ policy: ROTATE, userGroupFinalized: false, callsService: true })).toBe(true);
+  });
+
+  it('no write: already there (the cache shows it), no call planned, Retain, suspended, an invalid spec, or --rotate-on-delete=false', () => {
+    expect(finalizerBeforeCall({ policy: ROTATE, userGroupFinalized: true, callsService: true })).toBe(false);
+    expect(finalizerBeforeCall({ policy: ROTATE, userGroupFinalized: false, callsService: false })).toBe(false);
+    expect(finalizerBeforeCall({ policy: RETAIN, userGroupFinalized: false, callsService: true })).toBe(false);
+    expect(finalizerBeforeCall({ policy: { ...ROTATE, suspend: true }, userGroupFinalized: false, callsService: true })).toBe(false);
+    expect(finalizerBeforeCall({ policy: undefined, userGroupFinalized: false, callsService: true })).toBe(false);
+    expect(finalizerBeforeCall({ policy: ROTATE, userGroupFinalized: false, callsService: true, disabled: true })).toBe(false);
+  });
+});
+
 const deleting = (over: Partial<DeletionInputs>): DeletionInputs => ({
   policy: ROTATE,
   connection: 'resolved',
@@ -108,6 +135,20 @@ describe('decideDeletion', () => {
     expect(decideDeletion(deleting({ connection: 'refused' }))).toEqual({ kind: 'skip', why: 'refused' });
     expect(decideDeletion(deleting({ claimHeld: false }))).toEqual({ kind: 'skip', why: 'not-claimed' });
     expect(decideDeletion(deleting({ trustedToken: false }))).toEqual({ kind: 'skip', why: 'no-token' });
+  });
+
+  it('no token record at all (the deletion came between the first PUT and the Secret): learn the token with a PUT, within the limit', () => {
+    expect(decideDeletion(deleting({ trustedToken: false, unrecorded: true }))).toEqual({ kind: 'learn', remainingMs: 299_000 });
+    expect(decideDeletion(deleting({ trustedToken: false, unrecorded: true, elapsedMs: 300_000 }))).toEqual({ kind: 'abandon', why: 'timeout' });
+    // Whoever holds the claim, follows a primary, or is suspended learns nothing either.
+    expect(decideDeletion(deleting({ trustedToken: false, unrecorded: true, claimHeld: false }))).toEqual({ kind: 'skip', why: 'not-claimed' });
+    expect(decideDeletion(deleting({ trustedToken: false, unrecorded: true, follower: true }))).toEqual({ kind: 'skip', why: 'follower' });
+    expect(decideDeletion(deleting({ trustedToken: false, unrecorded: true, policy: { ...ROTATE, suspend: true } }))).toEqual({
+      kind: 'skip',
+      why: 'suspended',
+    });
+    // A trusted token held is rotated as it is: no PUT.
+    expect(decideDeletion(deleting({ unrecorded: false }))).toEqual({ kind: 'rotate', remainingMs: 299_000 });
   });
 
   it("a fleet's follower lets a Rotate UserGroup go without a call: the other clusters of the account serve its token", () => {
@@ -138,6 +179,26 @@ describe('afterDeletionRotation', () => {
     expect(afterDeletionRotation('failed', 1_200)).toEqual({ kind: 'retry', afterMs: 1_200 });
     expect(afterDeletionRotation('deferred', 60_000, 30_000)).toEqual({ kind: 'retry', afterMs: 30_000 });
     expect(afterDeletionRotation('deferred', 2_000, 30_000)).toEqual({ kind: 'retry', afterMs: 2_000 });
+  });
+});
+
+describe('afterDeletionLearn', () => {
+  it('a group that was there: rotated once', () => {
+    for (const created of [false, undefined]) {
+      expect(afterDeletionLearn({ created, adoption: 'Keep', syncedBefore: false })).toEqual({ kind: 'rotate' });
+      expect(afterDeletionLearn({ created, adoption: 'Rotate', syncedBefore: false })).toEqual({ kind: 'rotate' });
+      expect(afterDeletionLearn({ created, adoption: 'Refuse', syncedBefore: true })).toEqual({ kind: 'rotate' });
+    }
+  });
+
+  it('the PUT created it (no earlier PUT reached the service): nothing to revoke', () => {
+    expect(afterDeletionLearn({ created: true, adoption: 'Keep', syncedBefore: false })).toEqual({ kind: 'skip', why: 'never-created' });
+  });
+
+  it("Refuse, and nothing shows the group that was there is ours: not rotated (it may be someone else's)", () => {
+    for (const created of [false, undefined]) {
+      expect(afterDeletionLearn({ created, adoption: 'Refuse', syncedBefore: false })).toEqual({ kind: 'skip', why: 'not-adopted' });
+    }
   });
 });
 
