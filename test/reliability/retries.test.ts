@@ -4,6 +4,7 @@ import { killAllControllers, msgIs, spawnController, waitLog, type ControllerPro
 import { group, plural, TestEnv, version, type UserGroupObject } from '../support/operator.js';
 import { ifAssigned } from '../support/teardown.js';
 import { rotationBudgetMs } from './support/budgets.js';
+import { mulberry32, scenarioSeed, type Rng } from './support/churn.js';
 import { HYGIENE_ECHO_RATE, HYGIENE_FAILING_SHARE, HYGIENE_SIM_FAULTS, startCapturingProxy, type CapturingProxy, type Injector } from './support/hygiene.js';
 import { awaitInvariant, createUserGroups, RotationLedger } from './support/invariant.js';
 import { recordRow } from './support/report.js';
@@ -39,9 +40,15 @@ describe('10. retries: partial faults, then an outage', () => {
   let env: TestEnv;
   let proxy: CapturingProxy;
   let c: ControllerProcess;
+  let seed: number;
+  /** The proxy's draws of which answers echo; the simulator draws its faults from a generator of its own. */
+  let echoRng: Rng;
 
   beforeAll(async () => {
-    env = await TestEnv.create('rel-retry');
+    seed = scenarioSeed();
+    console.log(`[retries] seed ${seed} (replay the fault draws with RELIABILITY_SEED=${seed})`);
+    echoRng = mulberry32(seed);
+    env = await TestEnv.create('rel-retry', { random: mulberry32(seed ^ 0x5bd1e995) });
     proxy = await startCapturingProxy(env.sim.url);
   });
   afterAll(async () => {
@@ -84,7 +91,7 @@ describe('10. retries: partial faults, then an outage', () => {
 
     // --- a) random faults ------------------------------------------------------------------------
     const echo: Injector = (req) => {
-      if (Math.random() >= ECHO_RATE) return undefined;
+      if (echoRng() >= ECHO_RATE) return undefined;
       return req.method === 'POST'
         ? { status: 400, body: JSON.stringify({ success: 0, message: 'unknown token' }) }
         : { status: 503, body: JSON.stringify({ success: 0, message: 'backend unavailable' }) };
@@ -144,7 +151,7 @@ describe('10. retries: partial faults, then an outage', () => {
         `a) rotations requested ${GROUPS * ROUNDS}, completed ${latencies.length} (budget ${s(BUDGET.budgetMs)} per round = ${BUDGET.attempts} attempts × (${s(2_000)} backoff cap + ${s(CALL_TIMEOUT_MS)} call timeout), from q = ${BUDGET.q.toFixed(2)} per attempt); ` +
         `request → new token p50 ${s(p50)}, p99 ${s(p99)} (target 30 s), max ${s(max)}; simulator calls PUT ${total(faultStats.operations.upsert)}, POST ${total(faultStats.operations.rotate)}; ` +
         `b) calls reaching the service during the ${s(outageSeconds * 1000)} outage: ${outageCalls} (the token bucket would allow ${bucketAllows}; breaker: ${BREAKER_DEFAULTS.threshold} failures over ≥ ${s(BREAKER_DEFAULTS.minFailingMs)} open it, probes every ${s(BREAKER_DEFAULTS.baseOpenMs)} doubling to ${s(BREAKER_DEFAULTS.maxOpenMs)}); ` +
-        `every group converged ${s(recoveryMs)} after recovery (target ${s(RECOVERY_TARGET_MS)}); controller ${exit ? 'EXITED' : 'alive'}`,
+        `every group converged ${s(recoveryMs)} after recovery (target ${s(RECOVERY_TARGET_MS)}); controller ${exit ? 'EXITED' : 'alive'}; seed ${seed}`,
     });
 
     expect(incomplete).toBe(0);

@@ -19,6 +19,7 @@ import {
   type Finding,
   type Injector,
 } from './support/hygiene.js';
+import { mulberry32, scenarioSeed, type Rng } from './support/churn.js';
 import { awaitInvariant, createUserGroups, RotationLedger, type InvariantResult } from './support/invariant.js';
 import { rotationBudgetMs } from './support/budgets.js';
 import { recordRow } from './support/report.js';
@@ -95,9 +96,15 @@ describe('7. secret hygiene', () => {
   let env: TestEnv;
   let side: string;
   let proxy: CapturingProxy;
+  let seed: number;
+  /** The proxy's draws of which answers echo secrets; the simulator draws its faults from a generator of its own. */
+  let echoRng: Rng;
 
   beforeAll(async () => {
-    env = await TestEnv.create('rel-hyg');
+    seed = scenarioSeed();
+    console.log(`[hygiene] seed ${seed} (replay the fault draws with RELIABILITY_SEED=${seed})`);
+    echoRng = mulberry32(seed);
+    env = await TestEnv.create('rel-hyg', { random: mulberry32(seed ^ 0x5bd1e995) });
     side = await createNamespace('rel-hyg-side', env.kc);
     proxy = await startCapturingProxy(env.sim.url);
   });
@@ -230,11 +237,11 @@ describe('7. secret hygiene', () => {
     // --- 3. faults: the simulator's, and answers echoing secrets back -------------------------------
     let echoed = 0;
     const echo: Injector = (req) => {
-      if (req.apiKey === wrongKey && Math.random() < 0.5) {
+      if (req.apiKey === wrongKey && echoRng() < 0.5) {
         echoed++;
         return { status: 401, body: JSON.stringify({ success: 0, message: `invalid API key ${req.apiKey}` }) };
       }
-      if (req.apiKey === wrongKey || Math.random() >= ECHO_RATE) return undefined;
+      if (req.apiKey === wrongKey || echoRng() >= ECHO_RATE) return undefined;
       echoed++;
       const current = req.json?.['current_token'];
       if (req.method === 'POST' && typeof current === 'string') {
@@ -407,7 +414,7 @@ describe('7. secret hygiene', () => {
         `${tokens.size} tokens + ${keys.size} API keys searched (raw and base64, any 16-char piece) in ${outputLines} log lines, ${eventCount} events, ${statusObjects} status objects, Secret metadata, metrics, args, environ: ${found} found` +
         `${found ? ` (${[...new Set(findings.map((f) => f.where.split(' ')[0]))].join(', ')})` : ''}; ` +
         `key read from a Secret through the apiserver like the chart (never in args or environ; environ mode ${environMode}); ` +
-        `${foreign.length} foreign Secrets ${touched.length ? `TOUCHED: ${touched.length}` : 'untouched'}; ${ledger.total} rotations; "[redacted]" ${redactedInLogs}× in logs, in ${redactedInEvents} Events`,
+        `${foreign.length} foreign Secrets ${touched.length ? `TOUCHED: ${touched.length}` : 'untouched'}; ${ledger.total} rotations; "[redacted]" ${redactedInLogs}× in logs, in ${redactedInEvents} Events; seed ${seed}`,
     });
 
     expect(scannerWorks).toBe(true);

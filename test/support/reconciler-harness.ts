@@ -4,7 +4,7 @@ import { claimName, type ClaimSpec, type UserGroupClaim } from '../../src/api/cl
 import { ROTATE_ON_DELETE_FINALIZER } from '../../src/api/constants.js';
 import { objectKey, withFinalizers, type OwnerReference } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
-import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
+import { parseUserGroup, type Condition, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/reconcile-contract.js';
@@ -23,11 +23,25 @@ import { SEAL, storedSecret } from './fixtures.js';
  * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...), the fake
  * apiserver and service keep just enough state to answer consistently.
  *
- * Tests assert outcomes: what was written (`writes`, `claims`, `statuses`, `deleted`), which calls were made and
- * how often (`counts()`, exact as a multiset), and an order only where the order is the protocol (`order(...)`,
- * each with the reason beside it). The order of the rest (a status write and an Event, say) is the reconcile's
- * business: a refactor may change it.
+ * Tests assert outcomes, what a user or the service can see: `outcome()` (the service's calls by kind, the token the
+ * Secret holds, the Events, the Ready reason), the Secret as stored (`secret()`, `writes`, `deleted`), the status
+ * (`status()`, `statuses`), the claims; the apiserver's requests by kind (`kubeRequests()`, `kubeWrites()`) where
+ * their count is the point; and an order only where the order is the protocol (`order(...)`, each with the reason
+ * beside it). Which in-memory ports a reconcile asks (caches, budgets, caps) and the order of the rest (a status
+ * write and an Event, say) are the reconcile's business: a refactor may change them.
  */
+
+/** What a reconcile did that can be seen from outside, for `toEqual`. */
+export interface Outcome {
+  /** The calls to the service by kind ({ PUT: 1, POST: 1 }; none: {}). */
+  readonly service: Readonly<Record<string, number>>;
+  /** The token the Secret holds at the end (undefined: there is none, or it was deleted). */
+  readonly secret: string | undefined;
+  /** The Events by "type reason", each with how often it was emitted. */
+  readonly events: Readonly<Record<string, number>>;
+  /** The Ready condition's reason at the end: the last status written, else the one the UserGroup had. */
+  readonly ready: string | undefined;
+}
 
 export const ACCOUNT = 'account-a';
 
@@ -197,7 +211,13 @@ export interface World {
 
 export interface Harness {
   readonly calls: string[];
-  readonly writes: { resourceVersion: string | undefined; annotations: Record<string, string>; token: string }[];
+  /** Every Secret write sent (a create that met an existing Secret included): resourceVersion undefined for a create. */
+  readonly writes: {
+    resourceVersion: string | undefined;
+    annotations: Record<string, string>;
+    labels: Record<string, string>;
+    token: string;
+  }[];
   readonly claims: Map<string, UserGroupClaim>;
   readonly statuses: UserGroupStatus[];
   readonly deleted: string[];
@@ -205,6 +225,25 @@ export interface Harness {
   serviceToken(): string;
   /** The calls as a multiset: each call made, and how many times (their order left out). */
   counts(): Record<string, number>;
+  /** The service's calls, the Secret's token, the Events and the Ready reason at the end (see Outcome). */
+  outcome(): Outcome;
+  /** The calls to the service by kind: { PUT: n, POST: n }, kinds not called left out. */
+  serviceCalls(): Record<string, number>;
+  /**
+   * The requests to the apiserver by kind ("GET Secret", "create Claim", "status", "restart Deployment/web",
+   * "prompt Pod/web-1", ...), each with how often it was sent; Events left out (see `events()`).
+   */
+  kubeRequests(): Record<string, number>;
+  /** The writes among `kubeRequests()` (no GET, no LIST). */
+  kubeWrites(): Record<string, number>;
+  /** The Events by "type reason", each with how often it was emitted. */
+  events(): Record<string, number>;
+  /** The status at the end: the last one written, else the one the UserGroup had. */
+  status(): UserGroupStatus | undefined;
+  /** Its Ready condition. */
+  ready(): Condition | undefined;
+  /** The token Secret as the apiserver has it at the end (undefined: none, or deleted). */
+  secret(): ObservedSecret | undefined;
   /**
    * The calls among `names`, each as often as and in the order it was made: for an order that is the protocol (the
    * rotation intent before the POST, a claim before the PUT, ...), never for the order of everything.
@@ -217,6 +256,19 @@ export interface Harness {
 
 export function harness(world: World): Harness {
   const calls: string[] = [];
+  const service: string[] = [];
+  const kube: string[] = [];
+  const emitted: string[] = [];
+  /** A call to the service: logged as a call and by kind. */
+  const serviceCall = (kind: 'PUT' | 'POST'): void => {
+    calls.push(kind);
+    service.push(kind);
+  };
+  /** A request to the apiserver: logged as `call`, counted by `kind`. */
+  const kubeRequest = (call: string, kind = call): void => {
+    calls.push(call);
+    kube.push(kind);
+  };
   let token = world.serviceToken ?? 'tok-1';
   let rotations = 0;
   let rotatedElsewhere = false;
@@ -238,11 +290,11 @@ export function harness(world: World): Harness {
     seal: SEAL,
     unavailable: () => undefined,
     upsert: async (): Promise<ServiceResult> => {
-      calls.push('PUT');
+      serviceCall('PUT');
       return group(token, 'created' in world ? world.created : true);
     },
     rotate: async (held): Promise<ServiceResult> => {
-      calls.push('POST');
+      serviceCall('POST');
       if (world.rotatedElsewhereBeforePost !== undefined && !rotatedElsewhere) {
         rotatedElsewhere = true;
         token = world.rotatedElsewhereBeforePost;
@@ -270,21 +322,21 @@ export function harness(world: World): Harness {
     claims: {
       cached: (name) => (world.claimCache ?? claims).get(name),
       read: async (name) => {
-        calls.push('GET Claim');
+        kubeRequest('GET Claim');
         return claims.get(name);
       },
       create: async (spec) => {
-        calls.push('create Claim');
+        kubeRequest('create Claim');
         if (claims.has(claimName(spec.account, spec.userGroupId))) return { ok: false };
         return { ok: true, claim: keep(spec) };
       },
       replace: async (current, spec) => {
-        calls.push('replace Claim');
+        kubeRequest('replace Claim');
         if (claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion) return { ok: false };
         return { ok: true, claim: keep(spec) };
       },
       release: async (c) => {
-        calls.push('delete Claim');
+        kubeRequest('delete Claim');
         claims.delete(c.metadata.name);
       },
     },
@@ -302,16 +354,21 @@ export function harness(world: World): Harness {
     },
     secrets: {
       read: async () => {
-        calls.push('GET Secret');
+        kubeRequest('GET Secret');
         return world.vanishesOnRead ? undefined : world.live;
       },
       // As SecretWriter.apply: no request when the Secret already is the desired one.
       apply: async (desired, current): Promise<SecretApplyResult> => {
         if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
         const resourceVersion = current?.metadata.resourceVersion;
-        calls.push(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
+        kubeRequest(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
         const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
-        writes.push({ resourceVersion, annotations: { ...(desired.metadata?.annotations ?? {}) }, token: written });
+        writes.push({
+          resourceVersion,
+          annotations: { ...(desired.metadata?.annotations ?? {}) },
+          labels: { ...(desired.metadata?.labels ?? {}) },
+          token: written,
+        });
         if (resourceVersion === undefined && world.live) return { kind: 'conflict', conflict: 'exists', message: 'already exists' };
         const parsed = parseSecret(storedSecret(desired, String(30 + writes.length)));
         if (!parsed.ok) throw new Error(parsed.error);
@@ -319,14 +376,14 @@ export function harness(world: World): Harness {
         return { kind: resourceVersion === undefined ? 'created' : 'updated', secret: parsed.value };
       },
       delete: async (s) => {
-        calls.push('delete Secret');
+        kubeRequest('delete Secret');
         deleted.push(s.metadata.name);
       },
     },
     status: {
       patch: async (_ug, status) => {
         statuses.push(status);
-        calls.push(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`);
+        kubeRequest(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`, 'status');
       },
     },
     connections: {
@@ -336,14 +393,14 @@ export function harness(world: World): Harness {
     },
     workloads: {
       read: async (_ns, target) => {
-        calls.push(`GET ${target.kind}/${target.name}`);
+        kubeRequest(`GET ${target.kind}/${target.name}`);
         const key = `${target.kind}/${target.name}`;
         const read = world.workloads?.get(key);
         if (read && world.workloadChangesAfterRead) world.workloads?.set(key, { ...read, resourceVersion: `${read.resourceVersion}0` });
         return read ? { kind: 'found', workload: read } : { kind: 'missing' };
       },
       restart: async (_ns, target, resourceVersion, userGroupName, value) => {
-        calls.push(`restart ${target.kind}/${target.name}`);
+        kubeRequest(`restart ${target.kind}/${target.name}`);
         if (world.restartRefusal) return { kind: 'refused', error: world.restartRefusal };
         const key = `${target.kind}/${target.name}`;
         const current = world.workloads?.get(key);
@@ -359,18 +416,23 @@ export function harness(world: World): Harness {
     },
     pods: {
       consenting: async () => {
-        calls.push('LIST consenting Pods');
+        kubeRequest('LIST consenting Pods');
         if (world.promptRefusal) return { kind: 'refused', error: world.promptRefusal };
         return { kind: 'listed', pods: [...(world.pods ?? new Map<string, string | undefined>())].map(([name, promptedFor]) => ({ name, promptedFor })) };
       },
       prompt: async (_ns, pod, _userGroupName, issuedAt) => {
-        calls.push(`prompt Pod/${pod}`);
+        kubeRequest(`prompt Pod/${pod}`);
         if (!world.pods?.has(pod)) return { kind: 'gone' };
         world.pods.set(pod, issuedAt);
         return { kind: 'prompted' };
       },
     },
-    events: { emit: (_ug, event) => calls.push(`Event ${event.type} ${event.reason}`) },
+    events: {
+      emit: (_ug, event) => {
+        calls.push(`Event ${event.type} ${event.reason}`);
+        emitted.push(`${event.type} ${event.reason}`);
+      },
+    },
     metrics: {
       tokenRotated: () => undefined,
       rotationFailed: () => undefined,
@@ -400,13 +462,13 @@ export function harness(world: World): Harness {
     finalizers: {
       // As the real port, the write shows in the cache at once: the next reconcile sees it.
       userGroup: (_ug, present) => {
-        calls.push(`${present ? 'add' : 'remove'} UserGroup finalizer`);
+        kubeRequest(`${present ? 'add' : 'remove'} UserGroup finalizer`);
         const { metadata } = world.ug;
         world.ug = { ...world.ug, metadata: withFinalizers(metadata, present ? [ROTATE_ON_DELETE_FINALIZER] : [], metadata.resourceVersion) };
         return Promise.resolve(true);
       },
       secret: (secret, present) => {
-        calls.push(`${present ? 'add' : 'remove'} Secret finalizer ${secret.metadata.name}`);
+        kubeRequest(`${present ? 'add' : 'remove'} Secret finalizer ${secret.metadata.name}`);
         return Promise.resolve(true);
       },
       namespaceTerminating: () => Promise.resolve(world.namespaceTerminating ?? false),
@@ -427,28 +489,53 @@ export function harness(world: World): Harness {
       { ports, settings, log: pino({ level: 'silent' }) },
       { key: objectKey(world.ug.metadata), reconcileId: 'r1', signal: undefined, wake: () => undefined },
     );
-  const counts = (): Record<string, number> => {
-    const tally: Record<string, number> = {};
-    for (const call of calls) tally[call] = (tally[call] ?? 0) + 1;
-    return tally;
+  const tally = (log: readonly string[]): Record<string, number> => {
+    const counted: Record<string, number> = {};
+    for (const entry of log) counted[entry] = (counted[entry] ?? 0) + 1;
+    return counted;
   };
+  const status = (): UserGroupStatus | undefined => statuses.at(-1) ?? world.ug.status;
+  const ready = (): Condition | undefined => status()?.conditions?.find((c) => c.type === 'Ready');
+  const secretNow = (): ObservedSecret | undefined => (world.live && !deleted.includes(world.live.metadata.name) ? world.live : undefined);
+  const tokenOf = (s: ObservedSecret | undefined): string | undefined =>
+    s === undefined ? undefined : Buffer.from(Object.values(s.data ?? {})[0] ?? '', 'base64').toString('utf8');
   const order = (...names: string[]): string[] => calls.filter((c) => names.includes(c));
-  return { calls, writes, claims, statuses, deleted, serviceToken: () => token, counts, order, reconcile, requeue: (result) => requeueFor(result, now) };
+  const serviceCalls = (): Record<string, number> => tally(service);
+  const events = (): Record<string, number> => tally(emitted);
+  return {
+    calls,
+    writes,
+    claims,
+    statuses,
+    deleted,
+    serviceToken: () => token,
+    counts: () => tally(calls),
+    outcome: () => ({ service: serviceCalls(), secret: tokenOf(secretNow()), events: events(), ready: ready()?.reason }),
+    serviceCalls,
+    kubeRequests: () => tally(kube),
+    kubeWrites: () => tally(kube.filter((k) => !k.startsWith('GET ') && !k.startsWith('LIST '))),
+    events,
+    status,
+    ready,
+    secret: secretNow,
+    order,
+    reconcile,
+    requeue: (result) => requeueFor(result, now),
+  };
 }
 
-/** The calls of a first sync that creates the token Secret, with the claim already held. */
-export const FIRST_SYNC: Readonly<Record<string, number>> = { PUT: 1, 'create Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 };
+/** The outcome of a first sync with the claim already held: one PUT, its token stored, Synced. */
+export const FIRST_SYNC: Outcome = { service: { PUT: 1 }, secret: 'tok-1', events: { 'Normal Synced': 1 }, ready: 'Synced' };
 
-/** The calls of a requested rotation of a synced UserGroup: a slot of the budget, the PUT that reads the current token, the intent, one POST, the new token. */
-export const REQUESTED_ROTATION: Readonly<Record<string, number>> = {
-  'rotation budget': 1,
-  PUT: 1,
-  'Event Normal Synced': 1,
-  'replace Secret': 2,
-  'rotation budget spent': 1,
-  POST: 1,
-  'Event Normal TokenRotated': 1,
-  'status Synced': 1,
+/**
+ * The outcome of a requested rotation of a synced UserGroup holding tok-1: the PUT that reads the current token,
+ * one POST, the new token stored, Synced.
+ */
+export const REQUESTED_ROTATION: Outcome = {
+  service: { PUT: 1, POST: 1 },
+  secret: 'tok-r1',
+  events: { 'Normal Synced': 1, 'Normal TokenRotated': 1 },
+  ready: 'Synced',
 };
 
 /** The harness's Secret as the operator writes it for `acme`: `token` and its bookkeeping, sealed (SEAL). */
@@ -466,13 +553,13 @@ export function sealedSecret(token: string, book: { handled?: string; pending?: 
   return parsed.value;
 }
 
-/** The status of `acme` after its first sync (written by a reconcile of the harness). */
 /** A UserGroup synced before: its sealed token tok-1 (issued at `issuedAt`) cached and live, the service holding it. */
 export function syncedHarness(ug: UserGroup, issuedAt: string, now: number, rest: Partial<World> = {}): Harness {
   const stored = sealedSecret('tok-1', { issuedAt });
   return harness({ ug, cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1', now, ...rest });
 }
 
+/** The status of `acme` after its first sync (written by a reconcile of the harness). */
 export async function syncedStatus(): Promise<UserGroupStatus> {
   const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
   await h.reconcile();

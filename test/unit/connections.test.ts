@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { objectKey, type ObjectMeta } from '../../src/api/meta.js';
 import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupService } from '../../src/api/usergroupservice.js';
@@ -53,6 +53,9 @@ beforeAll(async () => {
   server.on('connection', () => sockets++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   port = (server.address() as AddressInfo).port;
+});
+afterEach(() => {
+  vi.useRealTimers();
 });
 afterAll(
   () =>
@@ -170,6 +173,8 @@ describe('Connections of a namespace (UserGroupService)', () => {
   });
 
   it('defers calls beyond the rate limit instead of waiting, and keeps the reserved slot for its key', async () => {
+    // The bucket's clock and timers on fake time (the sockets stay real): the 2 s until the next token pass at once.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
     mode = 'ok';
     const { c } = connections({
       qps: 0.5,
@@ -191,11 +196,12 @@ describe('Connections of a namespace (UserGroupService)', () => {
     // Back early (a watch event): still deferred, and no second reservation pushed everyone else back.
     const early = await r.connection.upsert(request, ctx('t/b'));
     expect(!early.ok && 'deferred' in early ? early.deferred.afterMs : 0).toBeLessThanOrEqual(afterMs);
-    await new Promise((resolve) => setTimeout(resolve, afterMs + 10));
+    await vi.advanceTimersByTimeAsync(afterMs + 10);
     expect((await r.connection.upsert(request, ctx('t/b'))).ok).toBe(true);
   });
 
   it("429 with Retry-After (the account's limit, shared with other clusters): waited out, never a failure or the breaker, until nothing else comes back", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance', 'Date'] });
     mode = '429';
     const { c } = connections({
       services: [service('t', 'own', `http://127.0.0.1:${port}`)],
@@ -214,7 +220,7 @@ describe('Connections of a namespace (UserGroupService)', () => {
     expect(deferredWhy(await r.connection.upsert(request, ctx('t/b')))).toBe('throttled');
     expect(requests).toBe(before);
     // More 429s than the breaker's threshold (3): still deferrals, the breaker closed.
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await vi.advanceTimersByTimeAsync(60);
     expect(deferredWhy(await r.connection.upsert(request, follow('t/a')))).toBe('throttled');
     // The third 429 in a row, 50 ms after the first: no share of the rate is left; it is reported.
     expect(await r.connection.upsert(request, follow('t/a'))).toMatchObject({ ok: false, failure: { kind: 'rate-limited' } });

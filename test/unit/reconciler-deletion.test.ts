@@ -78,20 +78,24 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
   it("Rotate, first sync: the UserGroup's finalizer is written before the first PUT, in a pass of its own", async () => {
     const h = harness({ ug: userGroup({ deletionPolicy: 'Rotate' }), cached: undefined, otherKnown: false, live: undefined, now: NOW });
     const first = await h.reconcile();
-    expect(h.counts()).toEqual({ 'add UserGroup finalizer': 1 });
+    expect(h.kubeWrites()).toEqual({ 'add UserGroup finalizer': 1 });
+    expect(h.serviceCalls()).toEqual({});
     // It comes back at once, and goes on from the object that shows the finalizer.
     expect(h.requeue(first)).toEqual({ kind: 'forget', afterMs: IMMEDIATE_RETRY_MS });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // Protocol: the finalizer is what makes a deletion rotate the token the first PUT hands out, so it is in place
     // before that PUT goes out (a deletion, or the controller stopping, right after the PUT still rotates it).
     expect(h.order('add UserGroup finalizer', 'PUT')).toEqual(['add UserGroup finalizer', 'PUT']);
-    expect(h.counts()).toEqual({ ...FIRST_SYNC, 'add UserGroup finalizer': 1 });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
+    expect(h.kubeWrites()).toMatchObject({ 'add UserGroup finalizer': 1 });
+    expect(finalizers(h)).toEqual(['add UserGroup finalizer']);
   });
 
   it('Retain, first sync: no finalizer write, the calls of any first sync', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined, now: NOW });
     await h.reconcile();
-    expect(h.counts()).toEqual(FIRST_SYNC);
+    expect(h.outcome()).toEqual(FIRST_SYNC);
+    expect(finalizers(h)).toEqual([]);
   });
 
   it('Rotate, its finalizer in place and no token held yet (the Secret missing): no finalizer write, the finalizer stays', async () => {
@@ -103,7 +107,8 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
       now: NOW,
     });
     await h.reconcile();
-    expect(h.counts()).toEqual(FIRST_SYNC);
+    expect(h.outcome()).toEqual(FIRST_SYNC);
+    expect(finalizers(h)).toEqual([]);
   });
 
   it('Rotate, suspended: the finalizers it had go, nothing else', async () => {

@@ -83,7 +83,7 @@ describe('a requested rotation on a follower: followed with PUTs, never a POST',
         ...(fleet ? { fleet } : {}),
       });
       await h.reconcile();
-      expect(h.counts()).toEqual(REQUESTED_ROTATION);
+      expect(h.outcome()).toEqual(REQUESTED_ROTATION);
       expect(h.serviceToken()).toBe('tok-r1');
     }
   });

@@ -45,22 +45,25 @@ describe('token Secrets cached as metadata only', () => {
       verified: false,
     });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'replace Secret': 1, 'Event Normal Synced': 1 });
-    expect(h.writes.at(-1)?.token).toBe(h.serviceToken());
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: h.serviceToken(), events: { 'Normal Synced': 1 }, ready: 'Synced' });
+    expect(h.kubeRequests()).toMatchObject({ 'GET Secret': 1, 'replace Secret': 1 });
   });
 
   it('an unverified resourceVersion with intact data: one read, nothing else', async () => {
     const { world } = await synced();
     const h = harness({ ...world, verified: false });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'GET Secret': 1 });
+    // The request count is the point: a doubted resourceVersion costs one read and nothing more.
+    expect(h.kubeRequests()).toEqual({ 'GET Secret': 1 });
+    expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Synced' });
   });
 
   it('a rotation reads the held token first, then rotates it exactly once', async () => {
     const { world } = await synced();
     const h = harness({ ...world, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, 'GET Secret': 1 });
+    expect(h.outcome()).toEqual(REQUESTED_ROTATION);
+    expect(h.kubeRequests()['GET Secret']).toBe(1);
     // Protocol: the POST sends the held token, which the cache does not have: it is read first; the intent before
     // the POST, the new token stored after it.
     expect(h.order('GET Secret', 'replace Secret', 'POST')).toEqual(['GET Secret', 'replace Secret', 'POST', 'replace Secret']);
@@ -73,7 +76,7 @@ describe('token Secrets cached as metadata only', () => {
     const token = Buffer.from(live.data?.['token'] ?? '', 'base64').toString('utf8');
     const h = harness({ ...world, heldToken: token, ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual(REQUESTED_ROTATION);
+    expect(h.outcome()).toEqual(REQUESTED_ROTATION);
     expect(h.calls).not.toContain('GET Secret');
     // Protocol: the intent before the POST, the new token stored after it.
     expect(h.order('replace Secret', 'POST')).toEqual(['replace Secret', 'POST', 'replace Secret']);
@@ -83,7 +86,8 @@ describe('token Secrets cached as metadata only', () => {
     const { world } = await synced();
     const h = harness({ ...world, heldToken: 'not-the-token', ug: userGroup({ status: world.ug.status, annotations: { [ROTATE_ANNOTATION]: 'r1' } }) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, 'GET Secret': 1 });
+    expect(h.outcome()).toEqual(REQUESTED_ROTATION);
+    expect(h.kubeRequests()['GET Secret']).toBe(1);
     // Protocol: the token the POST sends is read first (the remembered one is not believed); the intent before the POST.
     expect(h.order('GET Secret', 'replace Secret', 'POST')).toEqual(['GET Secret', 'replace Secret', 'POST', 'replace Secret']);
   });

@@ -7,7 +7,7 @@ import type { UserGroup } from '../../src/api/usergroup.js';
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, SEAL, storedSecret } from '../support/fixtures.js';
-import { ACCOUNT, claim, harness, userGroup } from '../support/reconciler-harness.js';
+import { ACCOUNT, claim, harness, userGroup, type Outcome } from '../support/reconciler-harness.js';
 
 /**
  * A UserGroup deleted under deletionPolicy Retain and applied again (GitOps: a prune and a re-sync, a replace, a
@@ -34,18 +34,17 @@ function keptSecret(owner: UserGroup, token: string, { gc = true, handled }: { g
   return parsed.value;
 }
 
-/** The calls of a sync that meets the kept Secret, adopts the group with Rotate and stores the new token in it. */
-const ADOPTED_WITH_ROTATION = {
-  'GET Secret': 1,
-  PUT: 1,
-  POST: 1,
-  'Event Normal Adopted': 1,
-  'replace Secret': 1,
-  'Event Normal Synced': 1,
-  'status Synced': 1,
+/** The kept Secret taken back: one PUT, no POST, the same token kept in it, Synced. */
+const RECLAIMED: Outcome = { service: { PUT: 1 }, secret: 'tok-1', events: { 'Normal TokenSecretReclaimed': 1 }, ready: 'Synced' };
+/** A sync that meets the kept Secret, adopts the group with Rotate and stores the new token in it. */
+const ADOPTED_WITH_ROTATION: Outcome = {
+  service: { PUT: 1, POST: 1 },
+  secret: 'tok-r1',
+  events: { 'Normal Adopted': 1, 'Normal Synced': 1 },
+  ready: 'Synced',
 };
-/** The calls of a SecretConflict found on the kept Secret: the claim taken over, the Secret read, no service call, nothing written to it. */
-const CONFLICT = { 'replace Claim': 1, 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 };
+/** A SecretConflict found on the kept Secret: no service call, the Secret as it was (tok-1). */
+const CONFLICT: Outcome = { service: {}, secret: 'tok-1', events: { 'Warning SecretConflict': 1 }, ready: 'SecretConflict' };
 
 /** What the metadata-only cache holds of a Secret: no data. */
 const metadataOnly = (s: ObservedSecret): ObservedSecret => ({ ...s, data: undefined });
@@ -66,14 +65,8 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
     };
     const h = harness(world);
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({
-      'replace Claim': 1,
-      'GET Secret': 1,
-      PUT: 1,
-      'replace Secret': 1,
-      'Event Normal TokenSecretReclaimed': 1,
-      'status Synced': 1,
-    });
+    expect(h.outcome()).toEqual(RECLAIMED);
+    expect(h.claims.get(CLAIM)?.spec.userGroup.uid).toBe('uid-acme');
     // Protocol: the claim is taken over before the PUT (the apiserver decides who holds the id before the service hears of it).
     expect(h.order('replace Claim', 'PUT')).toEqual(['replace Claim', 'PUT']);
     expect(h.writes.map((w) => ({ token: w.token, resourceVersion: w.resourceVersion }))).toEqual([{ token: 'tok-1', resourceVersion: '20' }]);
@@ -100,7 +93,8 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
       keeper: NAMESPACE,
     });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'replace Claim': 1, PUT: 1, 'replace Secret': 1, 'Event Normal TokenSecretReclaimed': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual(RECLAIMED);
+    expect(h.claims.get(CLAIM)?.spec.userGroup.uid).toBe('uid-acme');
     // Protocol: the claim taken over before the PUT.
     expect(h.order('replace Claim', 'PUT')).toEqual(['replace Claim', 'PUT']);
     expect(h.serviceToken()).toBe('tok-1');
@@ -152,7 +146,8 @@ describe('re-created after deletionPolicy Retain: the kept token Secret is taken
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'replace Secret': 1, 'Event Normal TokenSecretReclaimed': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual(RECLAIMED);
+    expect(h.claims.size).toBe(0);
   });
 });
 
@@ -168,7 +163,8 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'replace Claim': 1, ...ADOPTED_WITH_ROTATION });
+    expect(h.outcome()).toEqual(ADOPTED_WITH_ROTATION);
+    expect(h.claims.get(CLAIM)?.spec.userGroup.uid).toBe('uid-acme');
     // Protocol: the claim taken over before the PUT; the adoption's POST before anything is stored (a crash in
     // between repeats the adoption, never skips its rotation).
     expect(h.order('replace Claim', 'PUT', 'POST', 'replace Secret')).toEqual(['replace Claim', 'PUT', 'POST', 'replace Secret']);
@@ -179,7 +175,8 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
   it('the id was claimed just now (a cluster admin released it since the Secret was kept): Rotate adopts, one POST', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), otherKnown: true, live: keptSecret(former(), 'tok-1'), created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...ADOPTED_WITH_ROTATION });
+    expect(h.outcome()).toEqual(ADOPTED_WITH_ROTATION);
+    expect(h.claims.get(CLAIM)?.spec.userGroup.uid).toBe('uid-acme');
     // Protocol: the claim created before the PUT; the adoption's POST before anything is stored.
     expect(h.order('create Claim', 'PUT', 'POST', 'replace Secret')).toEqual(['create Claim', 'PUT', 'POST', 'replace Secret']);
   });
@@ -194,7 +191,8 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
       adoption: 'Rotate',
     });
     await h.reconcile();
-    expect(h.counts()).toEqual(CONFLICT);
+    expect(h.outcome()).toEqual(CONFLICT);
+    expect(h.writes).toEqual([]);
   });
 
   it("another namespace's kept Secret copied here (labels, annotations, token): SecretConflict, no call", async () => {
@@ -202,7 +200,8 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
     const copied = { ...elsewhere, metadata: { ...elsewhere.metadata, namespace: 'ns' } };
     const h = harness({ ug: userGroup(), claims: claimOfFormer(), otherKnown: true, live: copied, created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.counts()).toEqual(CONFLICT);
+    expect(h.outcome()).toEqual(CONFLICT);
+    expect(h.writes).toEqual([]);
   });
 
   it('a forged record (the uid annotation pointed at this UserGroup, the MAC copied): SecretConflict, no call', async () => {
@@ -210,6 +209,7 @@ describe('not this namespace’s own history: adopted under the rules’ policy,
     const forged = { ...real, metadata: { ...real.metadata, annotations: { ...real.metadata.annotations, [USERGROUP_UID_ANNOTATION]: 'uid-other' } } };
     const h = harness({ ug: userGroup(), claims: claimOfFormer(), otherKnown: true, live: forged, created: false, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.counts()).toEqual(CONFLICT);
+    expect(h.outcome()).toEqual(CONFLICT);
+    expect(h.writes).toEqual([]);
   });
 });

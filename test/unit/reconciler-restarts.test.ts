@@ -26,8 +26,9 @@ async function world(
     workloads?: Record<string, ObservedWorkload>;
     status?: Partial<UserGroupStatus>;
   } & Partial<Omit<World, 'workloads'>> = {},
-): Promise<Harness> {
-  const { rotate, targets, workloads, status, ...rest } = init;
+): Promise<Harness & { readonly workloads: Map<string, ObservedWorkload> }> {
+  const { rotate, targets, workloads: initial, status, ...rest } = init;
+  const workloads = new Map(Object.entries(initial ?? { 'Deployment/web': workload() }));
   const synced = await syncedStatus();
   const restartedFor = 'restartedFor' in init ? init.restartedFor : ISSUED;
   const ug = userGroup({
@@ -35,21 +36,21 @@ async function world(
     status: { ...synced, ...(restartedFor !== undefined ? { rolloutRestarts: { tokenIssuedTime: restartedFor } } : {}), ...status },
     ...(rotate === false ? {} : { annotations: { [ROTATE_ANNOTATION]: 'r1' } }),
   });
-  return syncedHarness(ug, ISSUED, NOW, { workloads: new Map(Object.entries(workloads ?? { 'Deployment/web': workload() })), ...rest });
+  return Object.assign(syncedHarness(ug, ISSUED, NOW, { workloads, ...rest }), { workloads });
 }
+
+/** Each workload's resourceVersion (a restart moves it on by one) and the tokens it was restarted for. */
+const marks = (h: { readonly workloads: Map<string, ObservedWorkload> }): Record<string, Pick<ObservedWorkload, 'resourceVersion' | 'restartedFor'>> =>
+  Object.fromEntries([...h.workloads].map(([key, w]) => [key, { resourceVersion: w.resourceVersion, restartedFor: w.restartedFor }]));
 
 describe('restart targets: once per new token, through the ports', () => {
   it('a rotation: the new token is stored first, then each target restarted once, and status remembers the token', async () => {
     const h = await world({ targets: [WEB, DB], workloads: { 'Deployment/web': workload(), 'StatefulSet/db': workload() } });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({
-      ...REQUESTED_ROTATION,
-      'GET Deployment/web': 1,
-      'GET StatefulSet/db': 1,
-      'restart cap': 2,
-      'restart Deployment/web': 1,
-      'restart StatefulSet/db': 1,
-      'Event Normal RolloutRestarted': 2,
+    expect(h.outcome()).toEqual({ ...REQUESTED_ROTATION, events: { ...REQUESTED_ROTATION.events, 'Normal RolloutRestarted': 2 } });
+    expect(marks(h)).toEqual({
+      'Deployment/web': { resourceVersion: '8', restartedFor: { acme: NEW_ISSUED } },
+      'StatefulSet/db': { resourceVersion: '8', restartedFor: { acme: NEW_ISSUED } },
     });
     // Protocol: each target is restarted only after the new token is stored (pods restarted before would start with the old one).
     for (const restart of ['restart Deployment/web', 'restart StatefulSet/db']) {
@@ -69,7 +70,8 @@ describe('restart targets: once per new token, through the ports', () => {
   it('targets listed for the first time: nothing restarted, the current token recorded', async () => {
     const h = await world({ rotate: false, restartedFor: undefined });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Synced' });
+    expect(marks(h)).toEqual({ 'Deployment/web': { resourceVersion: '7', restartedFor: {} } });
     expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });
   });
 
@@ -96,13 +98,11 @@ describe('restart targets: once per new token, through the ports', () => {
   it("a workload whose owner did not consent, or that does not exist: a Warning, no patch, and the token's restarts are done", async () => {
     const h = await world({ targets: [WEB, DB], workloads: { 'Deployment/web': workload({ consentsTo: ['someone-else'] }) } });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({
+    expect(h.outcome()).toEqual({
       ...REQUESTED_ROTATION,
-      'GET Deployment/web': 1,
-      'GET StatefulSet/db': 1,
-      'Event Warning RestartTargetNotAllowed': 1,
-      'Event Warning RestartTargetNotFound': 1,
+      events: { ...REQUESTED_ROTATION.events, 'Warning RestartTargetNotAllowed': 1, 'Warning RestartTargetNotFound': 1 },
     });
+    expect(marks(h)).toEqual({ 'Deployment/web': { resourceVersion: '7', restartedFor: {} } });
     expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: NEW_ISSUED });
   });
 

@@ -29,7 +29,7 @@ describe('requested rotations and the namespace budget, through the ports', () =
   it('a slot now: taken before the intent, spent once the intent is written, then the protocol as always', async () => {
     const h = await world({ request: 'r1' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual(REQUESTED_ROTATION);
+    expect(h.outcome()).toEqual(REQUESTED_ROTATION);
     // Protocol: the slot is taken before the intent is written and spent only once it is (an intent write that
     // fails comes back to the same slot); the intent before the POST, the new token stored after it.
     expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent')).toEqual([
@@ -45,15 +45,16 @@ describe('requested rotations and the namespace budget, through the ports', () =
   it('over the budget: no call, no write, an Event says it waits; the key comes back at its slot, the request still pending', async () => {
     const h = await world({ request: 'r1', rotationSlot: { kind: 'wait', inMs: 6_000, first: true } });
     const result = await h.reconcile();
-    expect(h.counts()).toEqual({ 'rotation budget': 1, 'Event Normal RotationRequestWaiting': 1 });
-    expect(h.writes).toEqual([]);
+    expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: { 'Normal RotationRequestWaiting': 1 }, ready: 'Synced' });
+    expect(h.kubeWrites()).toEqual({});
     expect(h.serviceToken()).toBe('tok-1');
     expect(result).toMatchObject({ kind: 'done', wake: { slotInMs: [6_000] } });
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 6_000 });
     // Asked again before the slot (another reconcile): the same slot, not said again.
     const again = await world({ request: 'r1', rotationSlot: { kind: 'wait', inMs: 2_000, first: false } });
     await again.reconcile();
-    expect(again.counts()).toEqual({ 'rotation budget': 1 });
+    expect(again.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Synced' });
+    expect(again.kubeWrites()).toEqual({});
   });
 
   it('an intent write that meets an unseen Secret comes back to the same slot: one slot for one rotation', async () => {

@@ -3,7 +3,7 @@ import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, ROTATION_PENDING_ANNOTA
 import type { ObservedSecret } from '../../src/api/secret.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { scheduledRotation } from '../../src/controller/policies/rotation.js';
-import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type World } from '../support/reconciler-harness.js';
+import { harness, sealedSecret, syncedStatus, userGroup, type Harness, type Outcome, type World } from '../support/reconciler-harness.js';
 
 /**
  * Scheduled rotation (spec.rotation.maxTokenAge) through the reconciler's ports: the same record-before-call
@@ -36,12 +36,23 @@ const issued = (ms: number): string => new Date(ms).toISOString();
 
 const posts = (h: Harness): number => h.calls.filter((c) => c === 'POST').length;
 
+/** Nothing done but the status: no call, the Secret holding `token`, no Event, Ready `ready`. */
+const quiet = (token: string, ready = 'Synced'): Outcome => ({ service: {}, secret: token, events: {}, ready });
+/** A rotation found reached (the PUT returned a new token, `token`) or done here (`service` with its POST). */
+const rotated = (token: string, service: Record<string, number>): Outcome => ({
+  service,
+  secret: token,
+  events: { 'Normal TokenRotated': 1, 'Normal Synced': 1 },
+  ready: 'Synced',
+});
+
 describe('scheduled rotation: once per token, through the ports', () => {
   it('not due: no call and no write; status shows when it falls due, and the reconcile comes back then', async () => {
     const now = DUE - 5 * 60_000;
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED }), serviceToken: 'tok-1', now });
     const result = await h.reconcile();
-    expect(h.counts()).toEqual({ 'status Synced': 1 });
+    expect(h.outcome()).toEqual(quiet('tok-1'));
+    expect(h.writes).toEqual([]);
     expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: ISSUED, nextRotationTime: iso(DUE) });
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5 * 60_000 });
   });
@@ -50,7 +61,8 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const now = DUE + 1_000;
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, handled: 'r0' }), serviceToken: 'tok-1', now });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ cap: 1, 'replace Secret': 2, POST: 1, 'Event Normal TokenRotated': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ service: { POST: 1 }, secret: 'tok-r1', events: { 'Normal TokenRotated': 1 }, ready: 'Synced' });
+    expect(h.writes).toHaveLength(2);
     // Protocol: a slot of the global cap before the intent is written, the intent before the POST, the new token after it.
     expect(h.order('cap', 'replace Secret', 'POST')).toEqual(['cap', 'replace Secret', 'POST', 'replace Secret']);
     expect(h.writes[0]?.annotations).toMatchObject({ [ROTATION_PENDING_ANNOTATION]: VALUE, [TOKEN_ISSUED_AT_ANNOTATION]: ISSUED });
@@ -69,15 +81,14 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const now = DUE + 60_000;
     const h = await world({ stored: sealedSecret('tok-r1', { issuedAt: iso(DUE + 1_000) }), serviceToken: 'tok-r1', now });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status Synced': 1 });
-    expect(posts(h)).toBe(0);
+    expect(h.outcome()).toEqual(quiet('tok-r1'));
+    expect(h.writes).toEqual([]);
   });
 
   it('a crash after the POST: the pending value is recovered with a PUT, the new token stored, no second POST', async () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, pending: VALUE }), serviceToken: 'tok-9', now: DUE + 60_000 });
     await h.reconcile();
-    expect(posts(h)).toBe(0);
-    expect(h.counts()).toEqual({ PUT: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual(rotated('tok-9', { PUT: 1 }));
     // Protocol: the pending mark is cleared only after the PUT has said whether the rotation reached the service.
     expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
@@ -88,8 +99,9 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED, pending: VALUE }), serviceToken: 'tok-1', now: DUE + 60_000 });
     await h.reconcile();
     expect(h.calls).not.toContain('cap');
+    expect(h.outcome()).toEqual(rotated('tok-r1', { PUT: 1, POST: 1 }));
     // No second intent write: one write (the new token) after the POST.
-    expect(h.counts()).toEqual({ PUT: 1, POST: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.writes.map((w) => w.token)).toEqual(['tok-r1']);
     // Protocol: the PUT first (it tells whether the rotation reached the service), then the POST, then the store.
     expect(h.order('PUT', 'POST', 'replace Secret')).toEqual(['PUT', 'POST', 'replace Secret']);
     expect(h.writes.at(-1)).toMatchObject({ token: 'tok-r1' });
@@ -98,7 +110,8 @@ describe('scheduled rotation: once per token, through the ports', () => {
   it('the global cap says wait: no call, no write, and the reconcile comes back when a slot is free', async () => {
     const h = await world({ stored: sealedSecret('tok-1', { issuedAt: ISSUED }), serviceToken: 'tok-1', now: DUE + 1_000, capWaitMs: 4_000 });
     const result = await h.reconcile();
-    expect(h.counts()).toEqual({ cap: 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual(quiet('tok-1'));
+    expect(h.writes).toEqual([]);
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 4_000 });
   });
 
@@ -143,8 +156,8 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const stored = sealedSecret('tok-1', { issuedAt: ISSUED });
     const h = harness({ ug, cached: stored, live: stored, otherKnown: false, serviceToken: 'tok-1', now: DUE + 30 * HOUR });
     await h.reconcile();
-    expect(posts(h)).toBe(0);
-    expect(h.counts()).toEqual({ 'status Suspended': 1 });
+    expect(h.outcome()).toEqual(quiet('tok-1', 'Suspended'));
+    expect(h.writes).toEqual([]);
   });
   describe('a rotation begun before a crash and no longer asked for is settled: a PUT, never a POST', () => {
     async function unasked(pending: string, serviceToken: string): Promise<Harness> {
@@ -157,8 +170,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     it('the POST had reached the service: the new token is stored, the mark cleared, the value recorded as handled', async () => {
       const h = await unasked('r1', 'tok-9');
       await h.reconcile();
-      expect(posts(h)).toBe(0);
-      expect(h.counts()).toEqual({ PUT: 1, 'Event Normal TokenRotated': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+      expect(h.outcome()).toEqual(rotated('tok-9', { PUT: 1 }));
       // Protocol: the mark is cleared only after the PUT has said whether the rotation reached the service.
       expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
       expect(h.writes.at(-1)).toMatchObject({ token: 'tok-9' });
@@ -170,8 +182,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     it('it had not: the held token stays, only the mark is cleared, nothing is rotated', async () => {
       const h = await unasked('r1', 'tok-1');
       await h.reconcile();
-      expect(posts(h)).toBe(0);
-      expect(h.counts()).toEqual({ PUT: 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+      expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'tok-1', events: { 'Normal Synced': 1 }, ready: 'Synced' });
       // Protocol: as above, the PUT before the mark is cleared.
       expect(h.order('PUT', 'replace Secret')).toEqual(['PUT', 'replace Secret']);
       expect(h.writes.at(-1)).toMatchObject({ token: 'tok-1' });

@@ -14,26 +14,35 @@ describe('token Secret: create first, read only when a name is known to be taken
   it('a new UserGroup whose Secret name no cache knows: PUT, create, status — no read', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: undefined });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual(FIRST_SYNC);
+    expect(h.outcome()).toEqual(FIRST_SYNC);
+    // The point: a name no cache knows is created without a read first.
+    expect(h.kubeRequests()).toMatchObject({ 'create Secret': 1 });
+    expect(h.kubeRequests()).not.toHaveProperty('GET Secret');
   });
 
   it('a name the other-Secrets cache knows is read first; not ours → SecretConflict with no service call', async () => {
-    const h = harness({ ug: userGroup(), cached: undefined, otherKnown: true, live: secret(undefined, 'someone-elses') });
+    const foreign = secret(undefined, 'someone-elses');
+    const h = harness({ ug: userGroup(), cached: undefined, otherKnown: true, live: foreign });
     expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
-    expect(h.counts()).toEqual({ 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 });
+    expect(h.outcome()).toEqual({ service: {}, secret: 'someone-elses', events: { 'Warning SecretConflict': 1 }, ready: 'SecretConflict' });
+    expect(h.kubeRequests()['GET Secret']).toBe(1);
     expect(h.writes).toEqual([]);
   });
 
   it('a foreign Secret no cache has seen yet: the create fails, a live read decides SecretConflict, nothing written', async () => {
-    const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(undefined, 'someone-elses') });
+    const foreign = secret(undefined, 'someone-elses');
+    const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: foreign });
     expect(await h.reconcile()).toEqual({ kind: 'failed', cause: 'secret-taken' });
-    expect(h.counts()).toEqual({ PUT: 1, 'create Secret': 1, 'GET Secret': 1, 'status SecretConflict': 1, 'Event Warning SecretConflict': 1 });
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'someone-elses', events: { 'Warning SecretConflict': 1 }, ready: 'SecretConflict' });
+    // The create was refused (AlreadyExists), and nothing else is written to the Secret.
+    expect(h.secret()).toBe(foreign);
+    expect(h.writes.map((w) => w.resourceVersion)).toEqual([undefined]);
   });
 
   it('our own Secret no cache has seen yet (unlabelled, or a lagging watch): decided again from the live read and replaced', async () => {
     const h = harness({ ug: userGroup(), cached: undefined, otherKnown: false, live: secret(UID, 'stale-token') });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ PUT: 2, 'create Secret': 1, 'GET Secret': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ ...FIRST_SYNC, service: { PUT: 2 } });
     expect(h.writes[1]?.resourceVersion).toBe('20');
   });
 
@@ -46,7 +55,7 @@ describe('token Secret: create first, read only when a name is known to be taken
     });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // Two passes: each PUTs and asks the budget (the second answered from the slot the first took).
-    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, PUT: 2, 'rotation budget': 2, 'create Secret': 1, 'GET Secret': 1, 'Event Normal Synced': 1 });
+    expect(h.outcome()).toEqual({ ...REQUESTED_ROTATION, service: { PUT: 2, POST: 1 } });
     // Protocol: the first pass's intent write is the create that fails, so no POST goes out before the live read has
     // found the Secret and an intent write has succeeded; the new token is stored after the POST.
     expect(h.order('create Secret', 'GET Secret', 'replace Secret', 'POST')).toEqual([

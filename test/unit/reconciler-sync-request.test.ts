@@ -41,7 +41,7 @@ describe('sync on demand, through the ports', () => {
   it('a new value: one PUT (a slot of the budget first), the same token kept, the value recorded', async () => {
     const h = await world({ request: '2026-11-26T20:00:00.000Z' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'sync budget': 1, PUT: 1, 'sync budget spent': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'tok-1', events: { 'Normal Synced': 1 }, ready: 'Synced' });
     // Protocol: the budget's slot is taken before the PUT and spent only once the PUT went out (a deferred PUT keeps it).
     expect(h.order('sync budget', 'PUT', 'sync budget spent')).toEqual(['sync budget', 'PUT', 'sync budget spent']);
     expect(h.writes).toEqual([]);
@@ -58,7 +58,7 @@ describe('sync on demand, through the ports', () => {
   it('the PUT returns another token (the service may): it is stored like after any sync', async () => {
     const h = await world({ request: 's1', serviceToken: 'tok-new' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'sync budget': 1, PUT: 1, 'sync budget spent': 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'tok-new', events: { 'Normal Synced': 1 }, ready: 'Synced' });
     // Protocol: the slot before the PUT, spent once it went out (as above).
     expect(h.order('sync budget', 'PUT', 'sync budget spent')).toEqual(['sync budget', 'PUT', 'sync budget spent']);
     expect(h.writes.at(-1)?.token).toBe('tok-new');
@@ -68,12 +68,14 @@ describe('sync on demand, through the ports', () => {
   it('over the budget: no call, an Event says it waits (once per slot), the key comes back at its slot, status untouched', async () => {
     const h = await world({ request: 's1', syncSlot: { kind: 'wait', inMs: 6_000, first: true } });
     const result = await h.reconcile();
-    expect(h.counts()).toEqual({ 'sync budget': 1, 'Event Normal SyncRequestWaiting': 1 });
+    expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: { 'Normal SyncRequestWaiting': 1 }, ready: 'Synced' });
+    expect(h.kubeWrites()).toEqual({});
     expect(result).toMatchObject({ kind: 'done', wake: { slotInMs: [6_000] } });
     expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 6_000 });
     const again = await world({ request: 's1', syncSlot: { kind: 'wait', inMs: 3_000, first: false } });
     await again.reconcile();
-    expect(again.counts()).toEqual({ 'sync budget': 1 });
+    expect(again.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Synced' });
+    expect(again.kubeWrites()).toEqual({});
   });
 
   it('a PUT planned anyway (the spec changed) answers the request: one PUT, no budget spent', async () => {

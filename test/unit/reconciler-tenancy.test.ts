@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../src/api/claim.js';
-import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
+import { ROTATE_ANNOTATION, ROTATION_HANDLED_ANNOTATION, TOKEN_RECORD_ANNOTATION, TOKEN_SHA256_ANNOTATION } from '../../src/api/constants.js';
 import type { ObservedSecret } from '../../src/api/secret.js';
 import { Reason } from '../../src/controller/policies/conditions.js';
 import { syncHash, upsertRequestFor } from '../../src/controller/policies/sync.js';
@@ -9,12 +9,15 @@ import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { parseSecret } from '../../src/api/secret.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import { clusterService, SEAL, storedSecret } from '../support/fixtures.js';
-import { ACCOUNT, claim, FIRST_SYNC, harness, REQUESTED_ROTATION, secret, userGroup } from '../support/reconciler-harness.js';
+import { ACCOUNT, claim, FIRST_SYNC, harness, REQUESTED_ROTATION, secret, userGroup, type Outcome } from '../support/reconciler-harness.js';
 
 /**
  * The tenancy steps of a reconcile, through the reconciler's ports (no I/O): what the tenant rules, the
  * UserGroupClaim and the sealed token record let through, and which calls a refused object makes (none).
  */
+
+/** A refused UserGroup: no service call, no token Secret left, a Warning and Ready saying `reason`. */
+const refused = (reason: string): Outcome => ({ service: {}, secret: undefined, events: { [`Warning ${reason}`]: 1 }, ready: reason });
 
 const ID = 'acme-1';
 const CLAIM = claimName(ACCOUNT, ID);
@@ -41,7 +44,7 @@ describe('tenant rules: a refused UserGroup makes no call and keeps no token', (
     const ug = userGroup();
     const h = harness({ ug, claims: new Map(), resolution: { ok: false, reason, message: 'the rules say no' } });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ [`status ${reason}`]: 1, [`Event Warning ${reason}`]: 1 });
+    expect(h.outcome()).toEqual(refused(reason));
     expect(h.claims.size).toBe(0);
   });
 
@@ -50,7 +53,7 @@ describe('tenant rules: a refused UserGroup makes no call and keeps no token', (
     const held = sealedSecret(ug, 'tok-1');
     const h = harness({ ug, cached: held, live: held, resolution: { ok: false, reason: Reason.NamespaceNotAllowed, message: 'no longer admitted' } });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'delete Secret': 1, 'status NamespaceNotAllowed': 1, 'Event Warning NamespaceNotAllowed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.NamespaceNotAllowed));
     expect(h.deleted).toEqual(['acme']);
     expect(ready(h)?.message).toMatch(/deleted token Secret acme$/);
   });
@@ -65,7 +68,7 @@ describe('tenant rules: a refused UserGroup makes no call and keeps no token', (
       resolution: { ok: false, reason: Reason.UserGroupIdNotAllowed, message: 'not your id' },
     });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'GET Secret': 1, 'delete Secret': 1, 'status UserGroupIdNotAllowed': 1, 'Event Warning UserGroupIdNotAllowed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdNotAllowed));
     expect(h.deleted).toEqual(['acme']);
   });
 });
@@ -74,7 +77,7 @@ describe('claims: which namespace holds an id on an account', () => {
   it('the first UserGroup creates the claim before its first call', async () => {
     const h = harness({ ug: userGroup(), claims: new Map() });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
     expect(h.claims.get(CLAIM)?.spec).toEqual({ userGroupId: ID, account: ACCOUNT, namespace: 'ns', userGroup: { name: 'acme', uid: 'uid-acme' } });
@@ -86,7 +89,7 @@ describe('claims: which namespace holds an id on an account', () => {
     const held = sealedSecret(ug, 'tok-1');
     const h = harness({ ug, cached: held, live: held, claims: new Map([[CLAIM, claim({ holder: elsewhere })]]) });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'delete Secret': 1, 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
     expect(h.deleted).toEqual(['acme']);
     expect(ready(h)?.message).toContain(CLAIM);
     expect(ready(h)?.message).not.toContain('team-b');
@@ -97,7 +100,8 @@ describe('claims: which namespace holds an id on an account', () => {
     const gone = userGroup({ namespace: 'team-b', uid: 'uid-gone' });
     const h = harness({ ug, claims: new Map([[CLAIM, claim({ holder: gone })]]) });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
+    expect(h.claims.get(CLAIM)?.spec.namespace).toBe('team-b');
   });
 
   it('a live UserGroup of the same namespace holds it: DuplicateUserGroupId, no call', async () => {
@@ -105,7 +109,7 @@ describe('claims: which namespace holds an id on an account', () => {
     const older = userGroup({ name: 'acme-old', uid: 'uid-old' });
     const h = harness({ ug, others: [older], claims: new Map([[CLAIM, claim({ holder: older })]]) });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'status DuplicateUserGroupId': 1, 'Event Warning DuplicateUserGroupId': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.DuplicateUserGroupId));
     expect(ready(h)?.message).toContain('ns/acme-old');
   });
 
@@ -114,7 +118,7 @@ describe('claims: which namespace holds an id on an account', () => {
     const gone = userGroup({ name: 'acme-old', uid: 'uid-old' });
     const h = harness({ ug, claims: new Map([[CLAIM, claim({ holder: gone })]]) });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'replace Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim taken over before the first call (of two takers, the apiserver lets one win).
     expect(h.order('replace Claim', 'PUT')).toEqual(['replace Claim', 'PUT']);
     expect(h.claims.get(CLAIM)?.spec.userGroup).toEqual({ name: 'acme', uid: 'uid-acme' });
@@ -124,7 +128,8 @@ describe('claims: which namespace holds an id on an account', () => {
     const winner = claim({ holder: userGroup({ namespace: 'team-b', uid: 'uid-b' }) });
     const h = harness({ ug: userGroup(), claims: new Map([[CLAIM, winner]]), claimCache: new Map() });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'create Claim': 1, 'GET Claim': 1, 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
+    expect(h.claims.get(CLAIM)).toBe(winner);
   });
 
   it('an install older than claims: a never-synced duplicate waits for the synced UserGroup of its namespace to claim', async () => {
@@ -132,7 +137,7 @@ describe('claims: which namespace holds an id on an account', () => {
     const synced = userGroup({ name: 'acme-old', uid: 'uid-old', status: { syncedHash: 'sha256:x' } });
     const h = harness({ ug, others: [synced], claims: new Map() });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status DuplicateUserGroupId': 1, 'Event Warning DuplicateUserGroupId': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.DuplicateUserGroupId));
     expect(h.claims.size).toBe(0);
   });
 });
@@ -141,14 +146,14 @@ describe('adoption: the first sync finds the group already at the service', () =
   it('created: no adoption', async () => {
     const h = harness({ ug: userGroup(), created: true, adoption: 'Refuse' });
     await h.reconcile();
-    expect(h.counts()).toEqual(FIRST_SYNC);
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     expect(h.statuses.at(-1)?.adoption).toBeUndefined();
   });
 
   it('Rotate: adopted, and the token rotated before anything is stored', async () => {
     const h = harness({ ug: userGroup(), created: false, adoption: 'Rotate' });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual({ ...FIRST_SYNC, POST: 1, 'Event Normal Adopted': 1 });
+    expect(h.outcome()).toEqual({ service: { PUT: 1, POST: 1 }, secret: 'tok-r1', events: { 'Normal Synced': 1, 'Normal Adopted': 1 }, ready: 'Synced' });
     // Protocol: Rotate rotates before anything is stored, so a crash in between repeats the adoption, never skips its rotation.
     expect(h.order('POST', 'create Secret')).toEqual(['POST', 'create Secret']);
     expect(h.writes.map((w) => w.token)).toEqual([h.serviceToken()]);
@@ -167,7 +172,7 @@ describe('adoption: the first sync finds the group already at the service', () =
   it('Keep: adopted with its token', async () => {
     const h = harness({ ug: userGroup(), created: false, adoption: 'Keep' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ ...FIRST_SYNC, 'Event Normal Adopted': 1 });
+    expect(h.outcome()).toEqual({ ...FIRST_SYNC, events: { 'Normal Synced': 1, 'Normal Adopted': 1 } });
     expect(h.statuses.at(-1)?.adoption).toEqual({ adoptedAt: '2026-11-22T01:00:00Z', tokenRotated: false });
   });
 
@@ -176,14 +181,19 @@ describe('adoption: the first sync finds the group already at the service', () =
   it('no readable created indicator, Keep: not an adoption, a Warning says so, the token stored', async () => {
     const h = harness({ ug: userGroup(), created: undefined, adoption: 'Keep' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ ...FIRST_SYNC, 'Event Warning CreatedIndicatorUnknown': 1 });
+    expect(h.outcome()).toEqual({ ...FIRST_SYNC, events: { 'Normal Synced': 1, 'Warning CreatedIndicatorUnknown': 1 } });
     expect(h.statuses.at(-1)?.adoption).toBeUndefined();
   });
 
   it('no readable created indicator, Rotate: rotated before anything is stored (the group may have existed), not an adoption', async () => {
     const h = harness({ ug: userGroup(), created: undefined, adoption: 'Rotate' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ ...FIRST_SYNC, POST: 1, 'Event Warning CreatedIndicatorUnknown': 1 });
+    expect(h.outcome()).toEqual({
+      service: { PUT: 1, POST: 1 },
+      secret: 'tok-r1',
+      events: { 'Normal Synced': 1, 'Warning CreatedIndicatorUnknown': 1 },
+      ready: 'Synced',
+    });
     // Protocol: rotated before anything is stored (as an adoption with Rotate).
     expect(h.order('POST', 'create Secret')).toEqual(['POST', 'create Secret']);
     expect(h.writes.map((w) => w.token)).toEqual(['tok-r1']);
@@ -193,17 +203,18 @@ describe('adoption: the first sync finds the group already at the service', () =
   it('no readable created indicator, Refuse: refused like an adoption (it cannot be ruled out), the message says why', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), created: undefined, adoption: 'Refuse' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, PUT: 1, 'delete Claim': 1, 'status AdoptionRefused': 1, 'Event Warning AdoptionRefused': 1 });
+    expect(h.outcome()).toEqual({ ...refused(Reason.AdoptionRefused), service: { PUT: 1 } });
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
     expect(h.writes).toEqual([]);
+    expect(h.claims.size).toBe(0);
     expect(h.statuses.at(-1)?.conditions?.[0]?.message).toContain('no created indicator the operator can read');
   });
 
   it('Refuse: no token stored, the claim released, AdoptionRefused', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), created: false, adoption: 'Refuse' });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'create Claim': 1, PUT: 1, 'delete Claim': 1, 'status AdoptionRefused': 1, 'Event Warning AdoptionRefused': 1 });
+    expect(h.outcome()).toEqual({ ...refused(Reason.AdoptionRefused), service: { PUT: 1 } });
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
     expect(h.writes).toEqual([]);
@@ -235,7 +246,9 @@ describe('adoption: the first sync finds the group already at the service', () =
     const h = harness({ ug, cached: legacy, live: legacy, created: false, adoption: 'Refuse' });
     await h.reconcile();
     // Unsealed: re-read with a PUT (never a POST with it), then sealed; no adoption, nothing refused.
-    expect(h.counts()).toEqual({ PUT: 1, 'replace Secret': 1, 'Event Normal Synced': 1, 'status Synced': 1 });
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'tok-1', events: { 'Normal Synced': 1 }, ready: 'Synced' });
+    expect(h.secret()?.metadata.annotations[TOKEN_RECORD_ANNOTATION]).toBeDefined();
+    expect(h.status()?.adoption).toBeUndefined();
   });
 
   it("not an adoption when a Secret it owns carries this account's record (a crash before the status write)", async () => {
@@ -259,7 +272,7 @@ describe('the token record: nothing a tenant writes into its Secret is believed'
     const h = harness({ ug, cached: planted, live: planted });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // The fake service rejects a POST with any token but the group's own current one: a POST with the victim's would show as a failure.
-    expect(h.counts()).toEqual({ ...REQUESTED_ROTATION, PUT: 1, 'Event Normal Synced': 1 });
+    expect(h.outcome()).toEqual(REQUESTED_ROTATION);
     // Protocol: the planted token is not believed, so the token to rotate comes from the PUT; the rotation's slot
     // before its intent, spent once the intent is written; the intent before the POST, the new token after it.
     expect(h.order('PUT', 'replace Secret', 'POST')).toEqual(['PUT', 'replace Secret', 'POST', 'replace Secret']);
@@ -324,7 +337,7 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
   it('a controller that sees every namespace syncs with no claim written: the PUT is the first effect', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.counts()).toEqual(FIRST_SYNC);
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     expect(h.claims.size).toBe(0);
     expect(ready(h)?.reason).toBe('Synced');
   });
@@ -332,7 +345,7 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
   it('a controller that sees part of the namespaces (--namespaces or sharding) claims, rules or not', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: false });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
   });
@@ -340,7 +353,7 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
   it("a namespace's own UserGroupService claims (no rule binds its account's ids)", async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true, ownAccount: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
   });
@@ -348,7 +361,7 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
   it('rules that give the id to two namespaces: claimed as before', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
   });
@@ -357,14 +370,15 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
     const claims = new Map([[CLAIM, claim({ holder: userGroup({ namespace: 'team-b', uid: 'uid-b' }) })]]);
     const h = harness({ ug: userGroup(), claims, clusterServices: BINDING, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
+    expect(h.claims.get(CLAIM)?.spec.namespace).toBe('team-b');
   });
 
   it('two UserGroups of the namespace with the id: the one that synced holds it, the other is a duplicate, no call, no claim', async () => {
     const synced = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-22T00:30:00Z', status: { syncedHash: 'sha256:x' } });
     const h = harness({ ug: userGroup(), others: [synced], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status DuplicateUserGroupId': 1, 'Event Warning DuplicateUserGroupId': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.DuplicateUserGroupId));
     expect(ready(h)?.message).toContain('ns/acme-z');
     expect(h.claims.size).toBe(0);
   });
@@ -373,11 +387,11 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
     const older = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-21T00:00:00Z' });
     const h = harness({ ug: userGroup(), others: [older], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status DuplicateUserGroupId': 1, 'Event Warning DuplicateUserGroupId': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.DuplicateUserGroupId));
     const younger = userGroup({ name: 'acme-z', uid: 'uid-z', creationTimestamp: '2026-11-23T00:00:00Z' });
     const h2 = harness({ ug: userGroup(), others: [younger], claims: new Map(), clusterServices: BINDING, seesAllNamespaces: true });
     await h2.reconcile();
-    expect(h2.counts()).toEqual(FIRST_SYNC);
+    expect(h2.outcome()).toEqual(FIRST_SYNC);
   });
 
   it('the rules widened to team-b while ns holds the id by the old ones: team-b writes the claim for ns, then UserGroupIdClaimed, no call', async () => {
@@ -385,7 +399,7 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
     const ug = userGroup({ namespace: 'team-b', name: 'thief', uid: 'uid-thief', creationTimestamp: '2026-11-21T00:00:00Z' });
     const h = harness({ ug, others: [holder], claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'create Claim': 1, 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
     expect(h.claims.get(CLAIM)?.spec).toEqual({ userGroupId: ID, account: ACCOUNT, namespace: 'ns', userGroup: { name: 'acme', uid: 'uid-acme' } });
   });
 
@@ -394,14 +408,14 @@ describe('an id the rules bind to one namespace: held without a claim', () => {
     const ug = userGroup({ namespace: 'team-b', name: 'thief', uid: 'uid-thief' });
     const h = harness({ ug, others: [holder], claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, 'status UserGroupIdClaimed': 1, 'Event Warning UserGroupIdClaimed': 1 });
+    expect(h.outcome()).toEqual(refused(Reason.UserGroupIdClaimed));
     expect(h.claims.get(CLAIM)?.spec.namespace).toBe('ns');
   });
 
   it('...and the holder itself, reconciled after the widening, claims for itself and syncs', async () => {
     const h = harness({ ug: userGroup(), claims: new Map(), clusterServices: WIDENED, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'create Claim': 1, ...FIRST_SYNC });
+    expect(h.outcome()).toEqual(FIRST_SYNC);
     // Protocol: the claim before the first call, so the apiserver decides which namespace holds the id before the service hears of it.
     expect(h.order('create Claim', 'PUT')).toEqual(['create Claim', 'PUT']);
     expect(h.claims.get(CLAIM)?.spec.namespace).toBe('ns');

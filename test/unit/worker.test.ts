@@ -1,12 +1,13 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ReconcileRequest, ReconcileResult } from '../../src/controller/reconcile-contract.js';
 import { Workers, type ReconcileVerdict } from '../../src/controller/worker.js';
 
 /**
- * The workers: the one place a reconcile's outcome, a throw included, becomes what happens to its key. Real timers,
- * short delays; the reconciles are stand-ins that record when they ran.
+ * The workers: the one place a reconcile's outcome, a throw included, becomes what happens to its key. The
+ * reconciles are stand-ins that record when they ran; the delays run on fake timers (the queue's clock and timers
+ * are the globals), except where the event loop's own turns are the point.
  */
 
 interface Run {
@@ -40,13 +41,29 @@ function workers(reconcile: (request: ReconcileRequest, runs: readonly Run[]) =>
   return { w, runs, verdicts, lines };
 }
 
+/** Until `ok`, in 5 ms steps: of the fake clock when it is installed, else real ones. */
 const until = async (what: string, ok: () => boolean, ms = 3_000): Promise<void> => {
   const deadline = performance.now() + ms;
   while (!ok()) {
     if (performance.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    if (vi.isFakeTimers()) await vi.advanceTimersByTimeAsync(5);
+    else await new Promise((resolve) => setTimeout(resolve, 5));
   }
 };
+
+/** `promise`, its timers run on the fake clock until it settles. */
+async function settled<T>(promise: Promise<T>, ms = 10_000): Promise<T> {
+  let done = false;
+  const watched = promise.finally(() => {
+    done = true;
+  });
+  await until('settled', () => done, ms);
+  return watched;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('Workers', () => {
   it('reconciles that have nothing to wait for still leave the event loop its turns (timers, sockets, the Lease)', async () => {
@@ -69,16 +86,18 @@ describe('Workers', () => {
   });
 
   it('a reconcile that throws: logged once as "reconcile failed" with its key, and the key retried by the transient backoff', async () => {
+    vi.useFakeTimers();
     const { w, runs, verdicts, lines } = workers(async (_request, done) => {
       if (done.length === 1) throw new Error('the apiserver went away');
       return { kind: 'done' };
     });
     w.start(() => ['ns/a']);
     await until('the retry', () => runs.length === 2);
-    await w.stop(1_000);
+    await settled(w.stop(1_000));
     expect(runs.map((r) => r.key)).toEqual(['ns/a', 'ns/a']);
-    // 100 ms doubling, jittered to [d/2, d]: the first retry comes after 50 to 100 ms.
-    expect((runs[1]?.at ?? 0) - (runs[0]?.at ?? 0)).toBeGreaterThanOrEqual(45);
+    // 100 ms doubling, jittered to [d/2, d]: the first retry comes after 50 to 100 ms (the fake clock's 5 ms steps).
+    expect((runs[1]?.at ?? 0) - (runs[0]?.at ?? 0)).toBeGreaterThanOrEqual(50);
+    expect((runs[1]?.at ?? 0) - (runs[0]?.at ?? 0)).toBeLessThanOrEqual(105);
     expect(verdicts).toEqual(['error', 'success']);
     const failed = lines.filter((l) => l['msg'] === 'reconcile failed');
     expect(failed).toHaveLength(1);
@@ -86,15 +105,16 @@ describe('Workers', () => {
   });
 
   it('a result that says when: the key comes back then (a wait from the connection, a cap slot), and counts as a requeue', async () => {
+    vi.useFakeTimers();
     const { w, runs, verdicts } = workers(async (_request, done) =>
       done.length === 1 ? { kind: 'wait', afterMs: 150 } : done.length === 2 ? { kind: 'done', wake: { dueAt: [], slotInMs: [120] } } : { kind: 'done' },
     );
     w.start(() => ['ns/a']);
     await until('three runs', () => runs.length === 3);
-    await w.stop(1_000);
+    await settled(w.stop(1_000));
     const [first, second, third] = runs.map((r) => r.at);
-    expect((second ?? 0) - (first ?? 0)).toBeGreaterThanOrEqual(140);
-    expect((third ?? 0) - (second ?? 0)).toBeGreaterThanOrEqual(110);
+    expect((second ?? 0) - (first ?? 0)).toBeGreaterThanOrEqual(150);
+    expect((third ?? 0) - (second ?? 0)).toBeGreaterThanOrEqual(120);
     expect(verdicts).toEqual(['error', 'requeue', 'success']);
   });
 
@@ -118,6 +138,7 @@ describe('Workers', () => {
   });
 
   it('a start while a stop drains waits for it: two generations of workers never run side by side', async () => {
+    vi.useFakeTimers();
     let inFlight = 0;
     let most = 0;
     const { w, runs } = workers(async () => {
@@ -132,10 +153,10 @@ describe('Workers', () => {
     const stopped = w.stop(5_000);
     w.start(() => ['ns/a']);
     expect(w.active).toBe(false);
-    await stopped;
+    await settled(stopped);
     expect(w.active).toBe(true);
     await until('the second generation', () => runs.length === 2);
-    await w.stop(5_000);
+    await settled(w.stop(5_000));
     expect(most).toBe(1);
   });
 });
