@@ -1,3 +1,4 @@
+// The UserGroup kind: spec and status types, and the parse that enforces the size limits on what a tenant writes.
 import { intern, internRecent } from './intern.js';
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION, SYNC_ANNOTATION } from './constants.js';

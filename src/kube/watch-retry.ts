@@ -1,3 +1,4 @@
+// After a watch ends: watch again from the same resourceVersion, or re-list (pure, as client-go's reflector).
 import type { WatchEnd } from './watch-stream.js';
 
 /** What the informer does after one watch connection ended. */

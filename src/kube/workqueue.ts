@@ -1,3 +1,4 @@
+// The work queue: controller-runtime's semantics (dedup, in-flight, delayed adds, backoff), fair across namespaces.
 import { ItemBackoff, type RateLimiter } from './backoff.js';
 import { FairFifo, Fifo, namespaceOf } from './fair-fifo.js';
 
