@@ -23,10 +23,10 @@ USER 65532:65532
 # V8 flags. A 4 MiB young generation and the heap grown by 10 % at a time (Node's defaults grow it in ~270 MiB steps;
 # --optimize-for-size cost ~15 s of CPU at 10,000 groups for no memory; a 1-2 MiB young generation costs CPU in
 # scavenges for 2-3 MiB). No TurboFan (--no-opt): hot code stays in Maglev, the mid tier, which V8 reaches after a few
-# hundred calls instead of thousands. Measured with npm run bench against the previous --no-maglev (interpreter and
-# Sparkplug until TurboFan): peer phase, CPU per group / peak RSS, mean of both orders: 300 groups 8.11 vs 8.45 ms /
-# 105 vs 107 MiB (3 runs each); 10,000 groups 3.96 vs 4.08 ms / 148.5 vs 149 MiB (one run each), floor before the first
-# group 74.5 vs 78 MiB; cold phase at 3,000: 14.2 vs 15.7 s / 125-128 vs 123-125 MiB. Maglev with TurboFan was as
-# cheap at 3,000 but +11 MiB (its background compiles).
+# hundred calls instead of thousands. --no-opt against --no-maglev (interpreter and Sparkplug until TurboFan), npm run
+# bench, peer phase, CPU per group / peak RSS, mean of both orders: 300 groups 8.11 vs 8.45 ms / 105 vs 107 MiB (3 runs
+# each); 10,000 groups 3.96 vs 4.08 ms / 148.5 vs 149 MiB (one run each), floor before the first group 74.5 vs 78 MiB;
+# cold phase at 3,000: 14.2 vs 15.7 s / 125-128 vs 123-125 MiB. Maglev with TurboFan costs as little CPU at 3,000 but
+# 11 MiB more (its background compiles).
 ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=4", "--heap-growing-percent=10", "--no-opt", "dist/cli/main.js"]
 CMD ["run"]

@@ -1,5 +1,5 @@
 /*
- * npm run bench: how close the operator gets to the limit (issue 7). Starts a private control plane and the
+ * npm run bench: how close the operator gets to the limit. Starts a private control plane and the
  * service simulator in this process, runs the controller as a child process, runs the selected phases, and
  * writes bench/results/latest.json and latest.md (and scale.json and scale.md for the scale phase, alone when it
  * ran alone). See devtools/bench/options.ts (npm run bench -- --help).
@@ -196,8 +196,8 @@ async function main(): Promise<number> {
       const end = c.sample();
       return { peak: end?.peakRssBytes, endRss: end?.rssBytes, heap: await c.metrics().then(heapOf, () => undefined) };
     };
-    // The memory target keeps meaning what it meant before this phase existed (cold, restart, steady, rotation):
-    // the wave's own peak is in its table.
+    // The memory target covers the phases before this one (cold, restart, steady, rotation), read before the wave so
+    // that it compares across runs with and without it: the wave's own peak is in its table.
     let beforeScheduled: Awaited<ReturnType<typeof worldMemory>> | undefined;
     // Last of the world phases: it leaves every group with a maxTokenAge, which the others do not expect.
     if (world && has('scheduled') && !world.controller.exited()) {

@@ -57,7 +57,7 @@ export interface BenchOptions {
   readonly scaleSteadyMinutes: number;
   /**
    * Controller replicas the scale phase runs (--shard-by-namespace when more than one, each with its own Lease).
-   * 1: one replica, as issue 18's first target asks.
+   * 1: one replica, the case the single-replica scale targets are stated for (scale-report.ts).
    */
   readonly scaleShards: number;
   /** Namespaces the scale phase spreads its UserGroups over; undefined: 1 with one replica, 100 with several (scaleNamespaceCount). */

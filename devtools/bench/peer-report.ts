@@ -100,7 +100,7 @@ export interface PeerRatio {
 }
 
 const TARGET_N = 10_000;
-/** Issue 45: at a typical cluster's size (300 groups) the goals are CPU ≤ 2.0× the peer and peak RSS ≤ 10 MiB above the floor. */
+/** At a typical cluster's size (300 groups) the goals are CPU ≤ 2.0× the peer and peak RSS ≤ 10 MiB above the floor. */
 const TYPICAL_N = 300;
 const FLOOR_DISTANCE_MIB = 10;
 const MiB = 1024 * 1024;
@@ -152,7 +152,7 @@ export function peerRatios(r: PeerResult): PeerRatio[] {
   const go = (order: PeerOrder): PeerRun | undefined => ok('go', order);
   const limit = (order: PeerOrder): PeerLimitRun | undefined => r.limits.find((l) => l.order === order && l.ok);
   const tsCalls = PEER_ORDERS.map((o) => restarted('ts', o)?.serviceCalls);
-  // Issue 45: at a typical cluster's size the runtime's own floor weighs more, so memory there is judged against the
+  // At a typical cluster's size the runtime's own floor weighs more, so memory there is judged against the
   // operator's own floor, and CPU against 2.0× the peer instead of 1.5×.
   const typical = r.n <= TYPICAL_N;
   const cpuGoal = typical ? 2.0 : 1.5;

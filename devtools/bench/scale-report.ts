@@ -1,11 +1,11 @@
 /*
- * The `scale` phase's results (one replica over --scale-n UserGroups, 100,000 for issue 18's target), the targets
+ * The `scale` phase's results (one replica over --scale-n UserGroups, 100,000 for the scale targets), the targets
  * judged from them and scale.md: pure functions of the results (unit-tested in test/unit/bench-scale.test.ts).
  */
 import { scaleNamespaceCount, type BenchOptions } from './options.js';
 import type { ColdResult, PhaseOutcome, RestartResult, RotationResult, SteadyResult, TargetStatus, TargetVerdict } from './report.js';
 
-/** The size issue 18's scale targets are stated for. */
+/** The size the scale targets are stated for. */
 export const SCALE_TARGET_N = 100_000;
 /** Controller peak RSS allowed over the whole run at SCALE_TARGET_N. */
 export const SCALE_RSS_TARGET_MIB = 400;
@@ -195,7 +195,7 @@ export function shardPeaks(r: ScaleResult): Map<number, number> {
   return peaks;
 }
 
-/** Issue 18's scale targets, judged from the run (noted when it ran at another N than 100,000); per shard with several replicas. */
+/** The scale targets, judged from the run (noted when it ran at another N than 100,000); per shard with several replicas. */
 export function evaluateScaleTargets(r: ScaleResult, latencyMs: number): TargetVerdict[] {
   if (r.sharding && r.sharding.shards > 1) return evaluateShardedTargets(r, r.sharding, latencyMs);
   const at = r.n === SCALE_TARGET_N ? '' : ` (at N=${count(r.n)}; the target is for ${count(SCALE_TARGET_N)})`;

@@ -28,7 +28,7 @@ export interface ControlPlaneOptions {
    */
   readonly etcdQuotaBackendBytes?: number;
   /**
-   * A node's address (issue 19, devtools/node): kube-apiserver then serves on every address of its network
+   * A node's address (devtools/node's one-node cluster): kube-apiserver then serves on every address of its network
    * namespace (the kubeconfig still names 127.0.0.1), advertises this one with the default lease endpoint
    * reconciler, so that the default/kubernetes Service gets real endpoints and Pods reach the apiserver as on any
    * cluster, and its serving certificate names it. Without it: loopback only, no endpoints (as envtest).

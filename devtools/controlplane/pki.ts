@@ -38,7 +38,7 @@ export function createPki(dir: string, extraIps: readonly string[] = []): Pki {
       'keyUsage = critical,digitalSignature,keyEncipherment',
       'extendedKeyUsage = serverAuth',
       // IP:10.0.0.1 is the default/kubernetes Service (first address of --service-cluster-ip-range): what Pods on a
-      // node (devtools/node, issue 19) dial through kube-proxy.
+      // node (devtools/node) dial through kube-proxy.
       // extraIps: a node's address, where the apiserver serves too (ControlPlaneOptions.nodeAddress).
       `subjectAltName = IP:127.0.0.1,IP:10.0.0.1,${extraIps.map((ip) => `IP:${ip},`).join('')}DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc`,
     ],

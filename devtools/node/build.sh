@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pieces of a one-node cluster that the test control plane lacks (issue 19):
+# Builds the pieces of a one-node cluster (for the e2e suite) that the test control plane lacks:
 # kubelet, kube-proxy and kube-scheduler (same pinned Kubernetes as devtools/controlplane), containerd
 # with its runc shim and ctr, and the CNI plugins bridge, host-local, loopback and
 # portmap, from the Go helper modules beside this script. Caches the binaries outside

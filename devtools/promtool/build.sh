@@ -4,8 +4,8 @@
 # devtools/build-go-tool.sh says.
 #
 # Prometheus v0.316.0 (3.16, the newest release on 2026-11-26). Its whole dependency graph resolves from the module
-# proxy with Go 1.26 (3.16's Nomad API client, which the proxy had refused with a 403 and kept this at 3.15, is
-# served now: github.com/hashicorp/nomad/api v0.0.0-20261016150620-df630b26e78a).
+# proxy with Go 1.26, 3.16's Nomad API client included (github.com/hashicorp/nomad/api
+# v0.0.0-20261016150620-df630b26e78a).
 #
 #   USERGROUP_OPERATOR_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/usergroup-operator)
 set -euo pipefail

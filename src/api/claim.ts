@@ -1,3 +1,4 @@
+// The UserGroupClaim kind: which namespace holds a userGroupId on an account, its name and its object.
 import { createHash } from 'node:crypto';
 import { CLAIM_API_VERSION, CLAIM_KIND, CLAIM_NAMESPACE_LABEL } from './constants.js';
 import { intern } from './intern.js';

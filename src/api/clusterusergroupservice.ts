@@ -1,3 +1,4 @@
+// The ClusterUserGroupService kind: a cluster admins' shared connection and its tenant rules, parsed.
 import { parseLabelSelector, type LabelSelector } from './label-selector.js';
 import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';

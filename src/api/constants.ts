@@ -1,3 +1,4 @@
+// The API's names: group, versions, kinds and plurals, and every annotation, label and finalizer the operator uses.
 export const GROUP = 'usergroup.dev';
 /** The user-facing kinds' version (UserGroup, UserGroupService, ClusterUserGroupService); v1alpha1 is still served, deprecated. */
 export const VERSION = 'v1';

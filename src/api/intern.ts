@@ -1,3 +1,4 @@
+// A bounded string pool, so the cache's many copies of the same namespace, kind or label value are one.
 /**
  * One copy of strings that thousands of cached objects repeat (namespaces, API versions, kinds, common label
  * values): JSON.parse makes a fresh copy per object, and at 10,000 UserGroups plus their Secrets that is

@@ -1,3 +1,4 @@
+// metav1.LabelSelector: parsed from the tenant rules, and matched against a namespace's labels.
 import { stringMap, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';
 

@@ -1,3 +1,4 @@
+// Object metadata as the operator reads it (parsed and interned once), object keys, and the Parsed result type.
 import { intern, internRecent } from './intern.js';
 import { isRecord } from '../platform/json-value.js';
 import { ROTATE_ON_DELETE_FINALIZER } from './constants.js';

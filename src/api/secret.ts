@@ -1,3 +1,4 @@
+// Secrets as the operator sees them: token Secrets trimmed to their bookkeeping, every other Secret by name.
 import { createHash } from 'node:crypto';
 import {
   GROUP,

@@ -1,3 +1,4 @@
+// The UserGroup kind: spec and status types, and the parse that enforces the size limits on what a tenant writes.
 import { intern, internRecent } from './intern.js';
 import { createHash } from 'node:crypto';
 import { DEFAULT_TOKEN_KEY, ROTATE_ANNOTATION, SYNC_ANNOTATION } from './constants.js';
@@ -365,7 +366,7 @@ function parseTokenSecret(raw: unknown, objectName: string): Parsed<TokenSecretS
     if (n > LIMITS.tokenSecretEntries)
       return { ok: false, error: `spec.tokenSecret.${field} has ${n} entries; at most ${LIMITS.tokenSecretEntries} are allowed` };
   }
-  // Label keys and values have their own small limits (label syntax), checked at admission since 0.1.
+  // Label keys and values have their own small limits (label syntax), which the CRD of every release from 0.1 on checks at admission.
   let total = 0;
   for (const [k, v] of Object.entries(annotations)) total += chars(k) + chars(v);
   if (total > LIMITS.tokenSecretAnnotationsTotalChars) {

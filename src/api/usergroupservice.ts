@@ -1,3 +1,4 @@
+// The UserGroupService kind: a namespace's own connection to the service (URL and API key Secret), parsed.
 import { parseMeta, type ObjectMeta, type Parsed } from './meta.js';
 import { isRecord } from '../platform/json-value.js';
 

@@ -1,3 +1,4 @@
+// The workloads a UserGroup may restart (Deployments, StatefulSets, DaemonSets): what is read of one, and its consent.
 import { RESTART_CONSENT_ANNOTATION, RESTARTED_FOR_PREFIX } from './constants.js';
 import { isRecord } from '../platform/json-value.js';
 import type { Parsed } from './meta.js';

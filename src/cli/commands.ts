@@ -1,3 +1,4 @@
+// The usergroup-operator command line: picks the subcommand (run, sim, version, help) and prints the usage.
 import { runCommand as runController, type Io } from './run.js';
 import { packageVersion } from './version.js';
 

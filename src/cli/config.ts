@@ -1,3 +1,4 @@
+// `usergroup-operator run`'s flags and environment variables: one table for parsing, defaults, validation and --help.
 import { LOG_LEVELS, type LogLevel } from '../observability/log.js';
 import { parseEgressPolicy } from '../service/egress-policy.js';
 import { parseGoDuration } from '../platform/go-duration.js';

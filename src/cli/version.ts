@@ -1,3 +1,4 @@
+// The operator's version, as package.json gives it.
 import { readFileSync } from 'node:fs';
 
 /** The package version, read from package.json (present in the image next to dist/). */

@@ -1,3 +1,4 @@
+// The controller's view of the cluster: its six informer caches, the indexes kept over them, and the verified tokens.
 import type { Logger } from 'pino';
 import { CLAIM_NAMESPACE_LABEL, USERGROUP_KIND } from '../api/constants.js';
 import { parseClaim, type UserGroupClaim } from '../api/claim.js';

@@ -1,3 +1,4 @@
+// A string-to-keys multimap that stores a single key without a Set, for the controller's indexes.
 /**
  * A map from one string to a set of object keys, where nearly every entry holds exactly one (a userGroupId
  * has one UserGroup, a UserGroup one token Secret): a single key is stored as itself, a Set only for more.

@@ -1,3 +1,4 @@
+// Cluster-wide caps on scheduled rotations and workload restarts, as evenly spaced reserved slots.
 /**
  * A global cap: at most `perMinute`, evenly spaced (a burst of one). On scheduled rotations, so 10,000 tokens
  * falling due together become a steady trickle of calls and Secret writes instead of one spike (requested

@@ -1,3 +1,4 @@
+// The request budgets' debts as a Lease annotation, so a new leader or shard owner does not refill them.
 import { isRecord } from '../platform/json-value.js';
 import { REQUEST_KINDS, type RequestBudgets, type RequestKind } from './request-budget.js';
 

@@ -1,3 +1,4 @@
+// Per-namespace budgets for tenant-requested syncs and rotations, so one tenant's requests cannot spend another's.
 import { TokenBucket } from '../platform/token-bucket.js';
 
 /**

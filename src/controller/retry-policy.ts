@@ -1,5 +1,5 @@
-// The one retry table: every delay, floor and jitter a key's requeue or a deferred call waits, the queue's backoff
-// figures included (pure data; worker.ts's RetryPolicy runs the backoff).
+// The one retry table: the delays, floors and jitter of a key's requeue, the queue's backoff figures included (pure
+// data; worker.ts's RetryPolicy runs the backoff). The breaker, the 429 pause and the informers keep their own.
 /**
  * What the work queue does with a key after its reconcile, in figures: the table that requeueFor
  * (reconcile-contract.ts, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler) reads.

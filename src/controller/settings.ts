@@ -1,3 +1,4 @@
+// The settings the controller runs by, and how a cluster-wide rate is shared out among replicas.
 import type { RequestBudgetOptions, RequestKind } from './request-budget.js';
 
 /**

@@ -1,3 +1,4 @@
+// Which replica owns which namespace under --shard-by-namespace: rendezvous hashing and acknowledged views (pure).
 import { createHash } from 'node:crypto';
 import type { Member } from '../kube/shard-membership.js';
 

@@ -1,3 +1,4 @@
+// Maps each cache event to the UserGroup keys it concerns, and whether a change needs work (pure).
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../api/constants.js';
 import type { UserGroupClaim } from '../api/claim.js';
 import type { ClusterUserGroupService } from '../api/clusterusergroupservice.js';

@@ -1,3 +1,4 @@
+// The index from userGroupId to the UserGroups that declare it, kept from informer events.
 import { objectKey } from '../api/meta.js';
 import type { UserGroup } from '../api/usergroup.js';
 import type { InformerEventType } from '../kube/informer.js';

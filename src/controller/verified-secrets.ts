@@ -1,3 +1,4 @@
+// Which token Secret versions this process wrote or checked, so the metadata-only cache can be trusted.
 import { objectKey } from '../api/meta.js';
 import type { SecretValue } from '../service/secret-value.js';
 

@@ -1,3 +1,4 @@
+// The apiserver's non-2xx answers as one typed ApiError, and the predicates (isNotFound, isConflict…) callers ask.
 import { isRecord } from '../platform/json-value.js';
 
 /**

@@ -1,3 +1,4 @@
+// Per-key exponential backoff with jitter, for the work queue's retries (client-go's item rate limiter).
 /**
  * Decides how long a key waits before its next retry. The work queue only needs this much; `C` names
  * classes of failure that count separately (the controller's retry policy has two).

@@ -1,3 +1,4 @@
+// Read-only caches over the informers: one logical cache across namespaces, and a type-narrowed view of one.
 import { splitKey } from '../api/meta.js';
 import type { Cached, Informer, InformerHandler } from './informer.js';
 

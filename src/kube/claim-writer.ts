@@ -1,3 +1,4 @@
+// Writes UserGroupClaims at the apiserver: create, take over (resourceVersion) and release (uid precondition).
 import { claimObject, parseClaim, type ClaimSpec, type UserGroupClaim } from '../api/claim.js';
 import { FIELD_MANAGER } from '../api/constants.js';
 import { isAlreadyExists, isConflict, isNotFound } from './api-error.js';

@@ -56,11 +56,11 @@ export const WARNING_BUDGET: NamespaceBudgetOptions = { burst: 100, perSecond: 1
  * Event instead of creating another, and those patches are rate-limited.
  * Fire-and-forget, from a bounded queue drained by a few writers, dropping what does
  * not fit: 10,000 UserGroups created at once must not mean 10,000 concurrent Event
- * writes next to the real work. One writer, as client-go's broadcaster, kept up with
- * 4,000 of 10,000 first syncs at the benchmark (the rest were dropped, though each is
- * the record of a group's creation); four kept up with all of them then, no longer at ~100 groups/s without the claim's
- * write (2026-11-27: 7,681-7,921 of 10,000 written). A series' patch
- * waits for its create. A failed or dropped Event is logged, never fails a reconcile.
+ * writes next to the real work. Four writers, not client-go's broadcaster's one: at the
+ * benchmark one writer keeps up with 4,000 of 10,000 first syncs (the rest dropped, though
+ * each is the record of a group's creation), four with all of them while each first sync also
+ * writes a claim, and with 7,681-7,921 of 10,000 at ~100 groups/s without that write (2026-11-27).
+ * A series' patch waits for its create. A failed or dropped Event is logged, never fails a reconcile.
  */
 /**
  * Series remembered at most, the least recently seen forgotten first (client-go's EventCorrelator keeps an LRU

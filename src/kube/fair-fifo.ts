@@ -1,3 +1,4 @@
+// The work queue's ready keys: a FIFO per namespace, served round-robin so one namespace cannot starve the others.
 /** A FIFO with O(1) push and shift (Array.prototype.shift is O(n)). */
 export class Fifo<T> {
   #items: T[] = [];

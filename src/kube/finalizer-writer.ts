@@ -1,3 +1,4 @@
+// Adds or removes one finalizer on an object with a resourceVersion-checked merge patch.
 import { FIELD_MANAGER } from '../api/constants.js';
 import { isRecord } from '../platform/json-value.js';
 import { isConflict, isNotFound } from './api-error.js';

@@ -1,3 +1,4 @@
+// The apiserver client: requests and watch streams over node:http(s), with bounded bodies and per-request auth.
 import type * as NodeHttp from 'node:http';
 import type * as NodeHttps from 'node:https';
 import { StringDecoder } from 'node:string_decoder';

@@ -1,3 +1,4 @@
+// The informer: list and watch one collection into a local store, as client-go's reflector does.
 import type { Logger } from 'pino';
 import { objectKey } from '../api/meta.js';
 import { isRecord } from '../platform/json-value.js';

@@ -1,3 +1,4 @@
+// Finds and loads apiserver access as kubectl would: kubeconfig files, in-cluster, exec and auth-provider plugins.
 import { readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { RequestOptions } from 'node:https';

@@ -1,3 +1,4 @@
+// A token bucket per namespace, forgotten once full, so one tenant's objects cannot spend every namespace's budget.
 import { TokenBucket } from '../platform/token-bucket.js';
 
 /**

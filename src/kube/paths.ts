@@ -1,3 +1,4 @@
+// The apiserver paths of every resource the operator reads or writes.
 import type { RestartKind } from '../api/workload.js';
 import { CLAIM_PLURAL, CLAIM_VERSION, CLUSTERUSERGROUPSERVICE_PLURAL, GROUP, USERGROUP_PLURAL, USERGROUPSERVICE_PLURAL, VERSION } from '../api/constants.js';
 

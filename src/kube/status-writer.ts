@@ -1,3 +1,4 @@
+// Writes UserGroup status, through the status subresource only.
 import { FIELD_MANAGER } from '../api/constants.js';
 import { parseUserGroup, type UserGroup, type UserGroupStatus } from '../api/usergroup.js';
 import { isNotFound } from './api-error.js';

@@ -1,3 +1,4 @@
+// The WatchList protocol's decisions (KEP-3157): reading the initial events, their end, and a refusal (pure).
 import { isRecord } from '../platform/json-value.js';
 import type { WatchEnd, WatchEvent } from './watch-stream.js';
 

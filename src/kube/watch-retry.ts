@@ -1,3 +1,4 @@
+// After a watch ends: watch again from the same resourceVersion, or re-list (pure, as client-go's reflector).
 import type { WatchEnd } from './watch-stream.js';
 
 /** What the informer does after one watch connection ended. */
@@ -12,8 +13,8 @@ export const RELIST_AFTER_FAILURES = 3;
  * Decides, as client-go's reflector does, between watching again from the same resourceVersion and
  * re-listing. `delivered` says whether this watch delivered any event (bookmarks included): a watch that
  * worked and then broke says nothing against our resourceVersion, so it starts a new count of failures
- * and a new backoff, rather than adding to failures from long before (which once made a re-list after a
- * frozen process look like "repeated failures" instead of the 410 it would have met).
+ * and a new backoff, rather than adding to failures from long before (which would make the re-list after a
+ * frozen process look like "repeated failures" instead of the 410 it would meet).
  */
 export function afterWatch(end: WatchEnd, delivered: boolean, failuresBefore: number): AfterWatch {
   const failures = delivered ? 0 : failuresBefore;

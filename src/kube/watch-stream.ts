@@ -1,3 +1,4 @@
+// One watch request, read line by line into events, and how it ended.
 import { StringDecoder } from 'node:string_decoder';
 import { isRecord } from '../platform/json-value.js';
 import type { KubeClient } from './http.js';

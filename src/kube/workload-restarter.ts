@@ -1,3 +1,4 @@
+// Reads workloads and restarts them as `kubectl rollout restart` does, one annotation on the pod template.
 import { FIELD_MANAGER } from '../api/constants.js';
 import { parseWorkload, restartedForKey, type ObservedWorkload, type RestartTarget } from '../api/workload.js';
 import { isConflict, isNotFound, type ApiError } from './api-error.js';

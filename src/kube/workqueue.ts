@@ -1,3 +1,4 @@
+// The work queue: controller-runtime's semantics (dedup, in-flight, delayed adds, backoff), fair across namespaces.
 import { ItemBackoff, type RateLimiter } from './backoff.js';
 import { FairFifo, Fifo, namespaceOf } from './fair-fifo.js';
 
@@ -43,7 +44,7 @@ export interface WorkQueueOptions {
  * Delayed adds ordered by due time (a binary min-heap). One timer serves them all, as in client-go's
  * delaying queue: 10,000 keys waiting for their resync would otherwise hold 10,000 timers. Two parallel arrays
  * (due times, keys) rather than an object per entry: every synced UserGroup waits here, and at 100,000 groups an
- * object and a boxed number each were ~6 MiB.
+ * object and a boxed number each would cost ~6 MiB.
  */
 class DueHeap {
   #at: number[] = [];

@@ -1,3 +1,4 @@
+// The small HTTP server behind /metrics and the health probes.
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { http } from '../platform/node-http.js';

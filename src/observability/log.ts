@@ -1,3 +1,4 @@
+// The operator's JSON logger, with credentials redacted.
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';

@@ -1,3 +1,4 @@
+// Authorizes /metrics scrapes with TokenReview and SubjectAccessReview, cached and rate-bounded.
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';

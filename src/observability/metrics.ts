@@ -1,3 +1,4 @@
+// The operator's Prometheus metrics: what they count, and what is read from the controller at scrape time.
 import { getHeapStatistics } from 'node:v8';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { ServiceCallSample } from '../service/client.js';

@@ -1,3 +1,4 @@
+// Command-line flag scanning in pflag's grammar, shared by every command.
 /**
  * The one command-line grammar of every command here (run, the kubectl plugin, sim, dev): pflag's, as kubectl and
  * Kubernetes controllers use it. `--name value`, `--name=value`, `-n value`, `-n=value`, `-nvalue`; a switch is

@@ -1,3 +1,4 @@
+// Errors as one line of text for logs and messages.
 /** An error as one line of text: its message, with the errno code (ECONNREFUSED…) when the message lacks it. */
 export function errorText(err: unknown): string {
   if (err instanceof Error) {

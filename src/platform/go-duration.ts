@@ -1,4 +1,4 @@
-/** Go's duration syntax (time.ParseDuration, Duration.String), which kubectl and our flags both take. */
+// Go's duration syntax (time.ParseDuration, Duration.String), which kubectl and our flags both take.
 
 const UNIT_MS: Readonly<Record<string, number>> = {
   ns: 1e-6,

@@ -1,4 +1,4 @@
-/** Plain JSON values: narrowing what was parsed, and building objects without undefined members. */
+// Plain JSON values: narrowing what was parsed, and building objects without undefined members.
 
 /** A JSON object (not null, not an array). */
 export function isRecord(value: unknown): value is Record<string, unknown> {

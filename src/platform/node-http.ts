@@ -1,3 +1,4 @@
+// node:http and node:https, loaded with require so importing them does not load undici.
 import { createRequire } from 'node:module';
 import type * as NodeHttp from 'node:http';
 import type * as NodeHttps from 'node:https';

@@ -1,3 +1,4 @@
+// Waits that shutdown can cut short: sleep(), a loop's Pause, and a turn of the event loop.
 /**
  * Resolves after `ms`, or at once when `signal` aborts (it never rejects): the waits that shutdown and lost
  * leadership must be able to cut short.

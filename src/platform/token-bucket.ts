@@ -1,3 +1,4 @@
+// A token bucket that never blocks: take a token now, or reserve the next one and learn when it exists.
 /**
  * Limits a rate (calls toward one service connection, scrapes, one namespace's Warnings): up to `burst` at once, refilled at `qps`
  * per second. Nobody waits on it: tryTake() answers now, and reserve() books the next token and says when

@@ -1,3 +1,4 @@
+// Reads the service's boolean-like fields, whichever spelling it uses.
 /** Reads the boolean-like values the service may use: true/false, 1/0, "true"/"false", "1"/"0". */
 export function parseBooleanLike(value: unknown): boolean | undefined {
   if (value === true || value === 1) {

@@ -1,3 +1,4 @@
+// The circuit breaker per service connection: closed, open or half-open, with jittered, doubling open intervals.
 /**
  * "Is the service there at all?", per connection (one URL and API key). Per-call failures are the work
  * queue's business (quick per-key retries); a connection whose calls keep failing is this module's: it

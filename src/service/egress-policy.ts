@@ -1,3 +1,4 @@
+// Where a namespaced UserGroupService may send its API key: the cluster admin's allowed hosts and http rule.
 /**
  * Where a namespaced UserGroupService may send the API key it names: the operator's rule, set by the
  * cluster admin (--allowed-service-hosts, --allow-http-services), not the tenant's. Deny by default: with

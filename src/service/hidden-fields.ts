@@ -1,3 +1,4 @@
+// Finds the two user_group fields the spec leaves unnamed (created indicator, environment tag) by their values.
 import { parseBooleanLike } from './boolean-like.js';
 
 /**

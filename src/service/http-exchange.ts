@@ -1,3 +1,4 @@
+// One HTTP exchange with the service through got: connect and overall timeouts, a bound on the answer's size.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Got } from 'got';
 import { importGot } from './load-got.js';

@@ -1,3 +1,4 @@
+// Scrubs service-supplied text before it reaches logs, Events or status: credential-like runs, control characters.
 import type { SecretValue } from './secret-value.js';
 
 const REDACTED = '[redacted]';

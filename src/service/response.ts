@@ -1,3 +1,4 @@
+// Classifies the service's answers (status, headers, body) into a user group or a typed failure.
 import { sanitizeText } from './redact.js';
 import { parseBooleanLike } from './boolean-like.js';
 import { readHiddenFields } from './hidden-fields.js';

@@ -1,3 +1,4 @@
+// Parses the Retry-After header of the service's 429 answers into a delay.
 /**
  * Parses a Retry-After header (RFC 9110 §10.2.3): either delay-seconds or an HTTP-date. Returns the delay
  * in milliseconds (0 for a date in the past, and for "0", which got would ignore but we honour), or

@@ -1,3 +1,4 @@
+// SecretValue: a credential that prints as "[redacted]" however it is turned into text.
 import { inspect } from 'node:util';
 
 const REDACTED = '[redacted]';

@@ -1,3 +1,4 @@
+// Network failures as short, credential-free explanations for status and Events.
 import { sanitizeText } from './redact.js';
 import type { SecretValue } from './secret-value.js';
 

@@ -1,3 +1,4 @@
+// The service client's types: what is asked, the user group returned, and the failures.
 import type { SecretValue } from './secret-value.js';
 
 /** What we ask the service to create or update (PUT /api/user), in our own camelCase. */

@@ -1,3 +1,4 @@
+// The simulator's /_sim/ admin endpoints: stats, fault knobs and groups, scoped to the caller's team.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseFaults, type Faults } from './faults.js';
 import { readBody, sendFailure, sendJson } from './http-io.js';

@@ -1,3 +1,4 @@
+// The simulator's PUT and POST /api/user: validation, the account's rate limit, injected faults, the operation.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AccountRateLimit } from './account-limit.js';

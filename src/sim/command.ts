@@ -1,3 +1,4 @@
+// `usergroup-operator sim`: the simulator's flags, and running it until a signal stops it.
 import { readFile } from 'node:fs/promises';
 import { allValues, flagsOnlyProblem, lastValue, scanArgv, type FlagSpec, type Scanned } from '../platform/argv.js';
 import { parseFaults, type Faults } from './faults.js';

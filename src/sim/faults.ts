@@ -1,3 +1,4 @@
+// The simulator's fault knobs, parsed, and the plan of what one call will suffer.
 import { describeJson, isJsonObject, parsed, rejected, type Parsed } from './json.js';
 import type { RandomSource } from './random.js';
 

@@ -1,3 +1,4 @@
+// The simulator's HTTP plumbing: bounded body reads and JSON answers.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { failed } from './responses.js';
 

@@ -1,3 +1,4 @@
+// Answers a simulator call with its injected fault: errors, hangs, drips, malformed or hostile bodies.
 import type { ServerResponse } from 'node:http';
 import type { Faults, InjectedFault } from './faults.js';
 import { jsonHeaders, sendFailure, sendJson, sendRaw } from './http-io.js';

@@ -1,3 +1,4 @@
+// JSON values and parse results for the simulator's input checks.
 /** A value as JSON.parse produces it. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
 

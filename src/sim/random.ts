@@ -1,3 +1,4 @@
+// A seeded random source for the simulator, so faults repeat from run to run.
 /** Uniform numbers in [0, 1), like Math.random. */
 export type RandomSource = () => number;
 

@@ -1,3 +1,4 @@
+// The simulator's request bodies (PUT and POST /api/user), parsed and checked as the service would.
 import { describeJson, isJsonObject, parsed, rejected, unknownField, type JsonObject, type Parsed } from './json.js';
 
 /** Schema identifier to data source (an id string or a number). */

@@ -1,3 +1,4 @@
+// The simulator's answer bodies, with the hidden fields named as configured.
 import type { JsonObject } from './json.js';
 import type { GroupRecord } from './store.js';
 import type { EnvironmentTag } from './teams.js';

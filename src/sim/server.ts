@@ -1,3 +1,4 @@
+// The service simulator's HTTP server: options, routing, and its start and stop.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleAdmin } from './admin.js';

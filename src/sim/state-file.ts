@@ -1,3 +1,4 @@
+// The simulator's state file (its groups, tokens included): loading, and debounced writes with mode 0600.
 import { randomBytes } from 'node:crypto';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { describeJson, isJsonObject, parseJsonObject, type JsonObject, type JsonValue, type Parsed } from './json.js';

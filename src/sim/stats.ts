@@ -1,3 +1,4 @@
+// The simulator's call counters per team, operation and outcome.
 import { INJECTED_FAULTS } from './faults.js';
 
 export const OPERATIONS = ['upsert', 'rotate'] as const;

@@ -1,3 +1,4 @@
+// The simulator's user groups, keyed by team and id and by token, changed atomically.
 import type { JsonObject } from './json.js';
 import type { Mapping, UpsertRequest } from './requests.js';
 import type { EnvironmentTag, Team } from './teams.js';

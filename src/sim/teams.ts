@@ -1,3 +1,4 @@
+// The simulator's teams: one per API key, with a stable id, the keys held only as digests.
 import { createHash } from 'node:crypto';
 import { sha256Hex } from './token.js';
 

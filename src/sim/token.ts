@@ -1,3 +1,4 @@
+// The simulator's user-group tokens: fresh ones from the CSPRNG, their shape and digest.
 import { createHash, randomBytes } from 'node:crypto';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

@@ -1,3 +1,4 @@
+// How the simulator's admin endpoints show a group: the token as its digest only.
 import type { JsonObject } from './json.js';
 import type { Mapping } from './requests.js';
 import type { GroupRecord } from './store.js';

@@ -29,7 +29,7 @@ const RSS_SAMPLE_MS = 5000;
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /**
- * The `scale` phase: one controller replica over N UserGroups (issue 18: 100,000), with the world phases' own code
+ * The `scale` phase: one controller replica over N UserGroups (--scale-n, 100,000 by default), with the world phases' own code
  * in their order: cold convergence (runCold), a restart over the synced groups (runRestart), a steady window
  * (runSteady) and rotations requested at once (runRotation). Around them it reads what those leave out: the
  * apiserver's count of requests on the operator's resources in the restart and steady windows (apiserver_request_total,

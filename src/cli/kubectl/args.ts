@@ -1,3 +1,4 @@
+// The kubectl plugin's command line: kubectl's global flags and each command's own, parsed into a PluginCommand.
 import { scanArgv, type FlagSpec, type ScanError } from '../../platform/argv.js';
 import { parseGoDuration } from '../../platform/go-duration.js';
 

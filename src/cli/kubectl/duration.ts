@@ -1,4 +1,4 @@
-/** kubectl's human-readable ages for tables, so our columns read like `kubectl get`'s. */
+// kubectl's human-readable ages for tables, so our columns read like `kubectl get`'s.
 
 /**
  * kubectl's AGE format (k8s.io/apimachinery duration.HumanDuration): precise while

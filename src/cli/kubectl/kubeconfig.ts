@@ -1,3 +1,4 @@
+// The plugin's cluster and namespace, chosen from the kubeconfig in kubectl's order.
 import { KubeconfigNotFoundError, loadKubeAccess, type KubeAccess } from '../../kube/kubeconfig.js';
 import type { ClusterFlags } from './args.js';
 

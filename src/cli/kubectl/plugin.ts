@@ -1,3 +1,4 @@
+// `kubectl usergroup`: dispatches to rotate, sync, status or migrate-storage and prints failures as kubectl does.
 import { ApiError, isUnauthorized } from '../../kube/api-error.js';
 import { KubeClient } from '../../kube/http.js';
 import { parsePluginArgs, type ClusterFlags } from './args.js';

@@ -1,3 +1,4 @@
+// Judges a request annotation's outcome from the UserGroup, alike for `rotate` and `sync` (pure).
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 import type { Judged, RequestObservation } from './request-wait.js';
 

@@ -1,3 +1,4 @@
+// Writes a request annotation and follows the UserGroup until the operator handles it: `rotate` and `sync` share it.
 import type { UserGroup } from '../../api/usergroup.js';
 import { formatGoDuration } from '../../platform/go-duration.js';
 import { sleep } from '../../platform/sleep.js';

@@ -1,3 +1,4 @@
+// `kubectl usergroup rotate`: requests a token rotation and reports how it ended.
 import { formatGoDuration } from '../../platform/go-duration.js';
 import { describeWait, requestAndWait, type RequestArgs, type RequestDeps } from './request-wait.js';
 import { ROTATION_REQUEST } from './rotation-outcome.js';

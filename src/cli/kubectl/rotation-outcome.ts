@@ -1,3 +1,4 @@
+// What a rotation request is: whether one may be made, its annotation value, and how the status tells its outcome.
 import { ROTATE_ANNOTATION } from '../../api/constants.js';
 import type { UserGroup } from '../../api/usergroup.js';
 import { checkRequestable, judgeRequest, unseenValue } from './request-outcome.js';

@@ -1,3 +1,4 @@
+// The `kubectl usergroup status` table: the columns of each UserGroup, rendered as a pure function.
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 import { ageOf, humanDuration } from './duration.js';

@@ -1,3 +1,4 @@
+// `kubectl usergroup status`: reads one UserGroup or a list and prints the status table.
 import type { UserGroup } from '../../api/usergroup.js';
 import type { Io } from './io.js';
 import { renderStatusTable } from './status-table.js';

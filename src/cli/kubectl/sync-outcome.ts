@@ -1,3 +1,4 @@
+// What a sync request is: whether one may be made, its annotation value, and how the status tells it was handled.
 import { SYNC_ANNOTATION } from '../../api/constants.js';
 import { findReadyCondition, type UserGroup } from '../../api/usergroup.js';
 import { checkRequestable, judgeRequest, unseenValue } from './request-outcome.js';

@@ -1,3 +1,4 @@
+// `kubectl usergroup sync`: requests one PUT of the group now and reports how it ended.
 import { formatGoDuration } from '../../platform/go-duration.js';
 import { describeWait, requestAndWait, type RequestArgs, type RequestDeps } from './request-wait.js';
 import { SYNC_REQUEST } from './sync-outcome.js';

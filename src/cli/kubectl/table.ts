@@ -1,3 +1,4 @@
+// Plain-text tables laid out like kubectl's, for the plugin's output.
 /**
  * Columns laid out as kubectl prints them (its tabwriter: minimum cell width 6,
  * padding 3, left-aligned, the last column unpadded), so our output lines up with

@@ -1,3 +1,4 @@
+// The kubectl plugin's help text, exit codes included.
 import { ROTATE_ANNOTATION, SYNC_ANNOTATION } from '../../api/constants.js';
 import { DEFAULT_REQUEST_BUDGETS } from '../../controller/request-budget.js';
 

@@ -1,3 +1,4 @@
+// The plugin's access to UserGroups at the apiserver: read, annotate with a precondition, watch one.
 import { isRecord } from '../../platform/json-value.js';
 import { parseUserGroup, type UserGroup } from '../../api/usergroup.js';
 import { isConflict, isNotFound } from '../../kube/api-error.js';
