@@ -20,12 +20,12 @@ import { SEAL, storedSecret } from './fixtures.js';
 
 /**
  * The UserGroup reconcile on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
- * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...), the fake
- * apiserver and service keep just enough state to answer consistently.
+ * ("PUT", "POST", "create Secret", "create Claim", "status <Reason>", "Event <type> <reason>", ...) for `order()`, the
+ * fake apiserver and service keep just enough state to answer consistently.
  *
  * Tests assert outcomes, what a user or the service can see: `outcome()` (the service's calls by kind, the token the
  * Secret holds, the Events, the Ready reason), the Secret as stored (`secret()`, `writes`, `deleted`), the status
- * (`status()`, `statuses`), the claims; the apiserver's requests by kind (`kubeRequests()`, `kubeWrites()`) where
+ * (`status()`, `statuses`), the claims, the metrics a user reads (`deletions()`); the apiserver's requests by kind (`kubeRequests()`, `kubeWrites()`) where
  * their count is the point; and an order only where the order is the protocol (`order(...)`, each with the reason
  * beside it). Which in-memory ports a reconcile asks (caches, budgets, caps) and the order of the rest (a status
  * write and an Event, say) are the reconcile's business: a refactor may change them.
@@ -193,6 +193,8 @@ export interface World {
   syncSlot?: RequestSlot;
   /** What the namespace's rotation-request budget answers (default: a slot now). */
   rotationSlot?: RequestSlot;
+  /** A replace of the token Secret (not a create) the apiserver refuses with this error. */
+  secretReplaceRefusal?: ApiError;
   /** A workload restart the apiserver refuses with this error. */
   restartRefusal?: ApiError;
   /** The ClusterUserGroupServices in the cache (their rules may bind an id to one namespace); default none. */
@@ -223,8 +225,6 @@ export interface Harness {
   readonly deleted: string[];
   /** The token the fake service holds for the group now. */
   serviceToken(): string;
-  /** The calls as a multiset: each call made, and how many times (their order left out). */
-  counts(): Record<string, number>;
   /** The service's calls, the Secret's token, the Events and the Ready reason at the end (see Outcome). */
   outcome(): Outcome;
   /** The calls to the service by kind: { PUT: n, POST: n }, kinds not called left out. */
@@ -238,6 +238,8 @@ export interface Harness {
   kubeWrites(): Record<string, number>;
   /** The Events by "type reason", each with how often it was emitted. */
   events(): Record<string, number>;
+  /** usergroup_delete_rotations_total: the deletions that held the finalizer, by result (rotated, skipped, abandoned). */
+  deletions(): Record<string, number>;
   /** The status at the end: the last one written, else the one the UserGroup had. */
   status(): UserGroupStatus | undefined;
   /** Its Ready condition. */
@@ -259,6 +261,7 @@ export function harness(world: World): Harness {
   const service: string[] = [];
   const kube: string[] = [];
   const emitted: string[] = [];
+  const deletionResults: string[] = [];
   /** A call to the service: logged as a call and by kind. */
   const serviceCall = (kind: 'PUT' | 'POST'): void => {
     calls.push(kind);
@@ -362,6 +365,7 @@ export function harness(world: World): Harness {
         if (current && secretMatches(current, desired)) return { kind: 'unchanged', secret: current };
         const resourceVersion = current?.metadata.resourceVersion;
         kubeRequest(resourceVersion === undefined ? 'create Secret' : 'replace Secret');
+        if (resourceVersion !== undefined && world.secretReplaceRefusal) return { kind: 'refused', error: world.secretReplaceRefusal };
         const written = Buffer.from(Object.values(desired.data ?? {})[0] ?? '', 'base64').toString('utf8');
         writes.push({
           resourceVersion,
@@ -437,7 +441,7 @@ export function harness(world: World): Harness {
       tokenRotated: () => undefined,
       rotationFailed: () => undefined,
       workloadRestarted: () => undefined,
-      deletionRotation: (result) => calls.push(`deletion ${result}`),
+      deletionRotation: (result) => deletionResults.push(result),
     },
     caps: {
       rotation: () => {
@@ -509,12 +513,12 @@ export function harness(world: World): Harness {
     statuses,
     deleted,
     serviceToken: () => token,
-    counts: () => tally(calls),
     outcome: () => ({ service: serviceCalls(), secret: tokenOf(secretNow()), events: events(), ready: ready()?.reason }),
     serviceCalls,
     kubeRequests: () => tally(kube),
     kubeWrites: () => tally(kube.filter((k) => !k.startsWith('GET ') && !k.startsWith('LIST '))),
     events,
+    deletions: () => tally(deletionResults),
     status,
     ready,
     secret: secretNow,

@@ -46,10 +46,28 @@ async function syncedStatus(init: UserGroupInit = {}): Promise<UserGroupStatus> 
  * both change in one pass, the token Secret's before the UserGroup's, added or removed, so a UserGroup whose deletion
  * begins finds the token kept. The UserGroup's alone goes on before a first PUT (step 4b).
  */
-const finalizers = (h: Harness): string[] => h.calls.filter((c) => c.includes('finalizer'));
+const finalizers = (h: Harness): string[] =>
+  h.order('add Secret finalizer acme', 'remove Secret finalizer acme', 'add UserGroup finalizer', 'remove UserGroup finalizer');
 const REMOVED = ['remove Secret finalizer acme', 'remove UserGroup finalizer'];
-/** A deletion let go without a read or a call: both finalizers removed, counted as skipped, no Event. */
-const RELEASED_UNREAD = { 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 };
+/** The two removals as the only apiserver requests: no read of the Secret, no status write. */
+const REMOVALS_ONLY = { 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1 };
+
+/** How a deletion holding the finalizer ended, as a user sees it: the service's calls, the Events, usergroup_delete_rotations_total. */
+const ending = (h: Harness): { service: Record<string, number>; events: Record<string, number>; deletions: Record<string, number> } => ({
+  service: h.serviceCalls(),
+  events: h.events(),
+  deletions: h.deletions(),
+});
+/** Let go without a call: counted as skipped, no Event. */
+const SKIPPED = { service: {}, events: {}, deletions: { skipped: 1 } };
+/** Rotated once, told, counted. */
+const ROTATED = { service: { POST: 1 }, events: { 'Normal TokenRotatedOnDelete': 1 }, deletions: { rotated: 1 } };
+
+/** Everything a pass could be seen doing: the service's calls, the apiserver's requests, the Events, the deletion metric. */
+const seen = (h: Harness): Record<string, Record<string, number>> => ({ ...ending(h), kube: h.kubeRequests() });
+const NOTHING = { service: {}, kube: {}, events: {}, deletions: {} };
+/** A synced Rotate UserGroup's pass that only keeps its finalizers: no call, the token kept, still Synced, no Event. */
+const SYNCED_QUIET = { service: {}, secret: 'tok-1', events: {}, ready: 'Synced' };
 
 const deleting = (init: UserGroupInit = {}): UserGroupInit => ({
   deletionPolicy: 'Rotate',
@@ -63,7 +81,7 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     const stored = sealedSecret('tok-1');
     const h = harness({ ug: userGroup({ status: await syncedStatus() }), cached: stored, live: stored, now: NOW });
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
-    expect(h.calls).toEqual([]);
+    expect(seen(h)).toEqual(NOTHING);
   });
 
   it('Rotate with a token held: the Secret gets the finalizer first, then the UserGroup', async () => {
@@ -71,7 +89,9 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     const ug = userGroup({ deletionPolicy: 'Rotate', status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'add Secret finalizer acme': 1, 'add UserGroup finalizer': 1 });
+    expect(h.outcome()).toEqual(SYNCED_QUIET);
+    expect(h.kubeWrites()).toEqual({ 'add Secret finalizer acme': 1, 'add UserGroup finalizer': 1 });
+    // Protocol: the Secret's first, so that a deletion that begins between the two writes finds the token kept.
     expect(finalizers(h)).toEqual(['add Secret finalizer acme', 'add UserGroup finalizer']);
   });
 
@@ -116,7 +136,9 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     const ug = userGroup({ deletionPolicy: 'Rotate', suspend: true, finalizers: [ROTATE_ON_DELETE_FINALIZER] });
     const h = harness({ ug, cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'status Suspended': 1, 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1 });
+    expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Suspended' });
+    expect(h.kubeWrites()).toEqual({ status: 1, ...REMOVALS_ONLY });
+    // Protocol: the UserGroup's last: with it gone (a deletion between the two) nothing would remove the Secret's.
     expect(finalizers(h)).toEqual(REMOVED);
   });
 });
@@ -144,21 +166,15 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1');
     const h = harness({ ug: userGroup({ deletionTimestamp: DELETED_AT }), cached: stored, live: stored, now: NOW });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.calls).toEqual([]);
+    expect(seen(h)).toEqual(NOTHING);
   });
 
   it('Rotate: one POST with the held token, the finalizers go, counted and told; the new token is not stored', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({
-      'GET Secret': 1,
-      POST: 1,
-      'remove Secret finalizer acme': 1,
-      'remove UserGroup finalizer': 1,
-      'deletion rotated': 1,
-      'Event Normal TokenRotatedOnDelete': 1,
-    });
+    expect(ending(h)).toEqual(ROTATED);
+    expect(finalizers(h)).toEqual(REMOVED);
     // Protocol: the finalizers hold the deletion until the token is rotated, so they go only after the POST, the Secret's first.
     expect(h.order('POST', ...REMOVED)).toEqual(['POST', ...REMOVED]);
     expect(h.serviceToken()).toBe('tok-r1');
@@ -168,14 +184,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
   it('deleted between its first PUT and its Secret (no Secret yet): a PUT learns the token, one POST rotates it, nothing stored', async () => {
     const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: false });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({
-      'GET Secret': 1,
-      PUT: 1,
-      POST: 1,
-      'remove UserGroup finalizer': 1,
-      'deletion rotated': 1,
-      'Event Normal TokenRotatedOnDelete': 1,
-    });
+    expect(ending(h)).toEqual({ ...ROTATED, service: { PUT: 1, POST: 1 } });
+    expect(finalizers(h)).toEqual(['remove UserGroup finalizer']);
     // Protocol: the service has no read; the PUT's token is the one the POST revokes.
     expect(h.order('PUT', 'POST', 'remove UserGroup finalizer')).toEqual(['PUT', 'POST', 'remove UserGroup finalizer']);
     expect(h.serviceToken()).toBe('tok-r1');
@@ -185,14 +195,15 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
   it('…the service does not say whether the PUT created it: rotated all the same', async () => {
     const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: undefined });
     await h.reconcile();
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(ending(h)).toEqual({ ...ROTATED, service: { PUT: 1, POST: 1 } });
     expect(h.serviceToken()).toBe('tok-r1');
   });
 
   it('…the PUT created the group (no earlier PUT reached the service): no POST, its token dropped', async () => {
     const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: true });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 });
+    expect(ending(h)).toEqual({ ...SKIPPED, service: { PUT: 1 } });
+    expect(finalizers(h)).toEqual(['remove UserGroup finalizer']);
     expect(h.serviceToken()).toBe('tok-1');
     expect(h.writes).toEqual([]);
   });
@@ -200,7 +211,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
   it("…adoption Refuse and a group that was there, never synced by this UserGroup: no POST (it may be someone else's)", async () => {
     const h = harness({ ug: userGroup(deleting()), cached: undefined, live: undefined, now: NOW, created: false, adoption: 'Refuse' });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'GET Secret': 1, PUT: 1, 'remove UserGroup finalizer': 1, 'deletion skipped': 1 });
+    expect(ending(h)).toEqual({ ...SKIPPED, service: { PUT: 1 } });
+    expect(finalizers(h)).toEqual(['remove UserGroup finalizer']);
     expect(h.serviceToken()).toBe('tok-1');
     // Synced by it before (its status says so), the group is its own: rotated.
     const synced = harness({
@@ -212,7 +224,7 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
       adoption: 'Refuse',
     });
     await synced.reconcile();
-    expect(synced.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(ending(synced)).toEqual({ ...ROTATED, service: { PUT: 1, POST: 1 } });
     expect(synced.serviceToken()).toBe('tok-r1');
   });
 
@@ -221,20 +233,21 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const bound = { claims: new Map(), clusterServices: [clusterService('shared', [{ namespaces: ['ns'], userGroupIds: { prefix: '' } }])] };
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, ...bound, seesAllNamespaces: true });
     await h.reconcile();
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
+    expect(ending(h)).toEqual(ROTATED);
+    expect(h.serviceToken()).toBe('tok-r1');
     // A controller that sees part of the namespaces never held it without a claim: no call.
     const partial = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, ...bound, seesAllNamespaces: false });
     await partial.reconcile();
-    expect(partial.calls).not.toContain('POST');
-    expect(partial.calls).toContain('deletion skipped');
+    expect(ending(partial)).toEqual(SKIPPED);
+    expect(partial.serviceToken()).toBe('tok-1');
   });
 
   it('the service says the held token is not current (already rotated, or a crash after the POST): done, one POST', async () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, serviceToken: 'tok-r1' });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.calls.filter((c) => c === 'POST')).toHaveLength(1);
-    expect(h.calls).toContain('deletion rotated');
+    expect(ending(h)).toEqual(ROTATED);
+    expect(finalizers(h)).toEqual(REMOVED);
     expect(h.serviceToken()).toBe('tok-r1');
   });
 
@@ -242,7 +255,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting({ suspend: true })), cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(ending(h)).toEqual(SKIPPED);
+    expect(h.kubeRequests()).toEqual(REMOVALS_ONLY);
     expect(finalizers(h)).toEqual(REMOVED);
   });
 
@@ -250,17 +264,18 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true, stored: 'someone-elses-token' });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, serviceToken: 'someone-elses-token' });
     await h.reconcile();
-    expect(h.calls).not.toContain('POST');
-    expect(h.calls).toContain('deletion skipped');
+    expect(ending(h)).toEqual(SKIPPED);
     expect(h.serviceToken()).toBe('someone-elses-token');
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it('a record sealed under another account: no call', async () => {
     const stored = sealedSecret('tok-1', { finalized: true, seal: OTHER_SEAL });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.calls).not.toContain('POST');
-    expect(h.calls).toContain('deletion skipped');
+    expect(ending(h)).toEqual(SKIPPED);
+    expect(h.serviceToken()).toBe('tok-1');
+    expect(finalizers(h)).toEqual(REMOVED);
   });
 
   it("the id's claim is held by another UserGroup: no read of the Secret, no call", async () => {
@@ -270,7 +285,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, claims });
     await h.reconcile();
-    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(ending(h)).toEqual(SKIPPED);
+    expect(h.kubeRequests()).toEqual(REMOVALS_ONLY);
     expect(finalizers(h)).toEqual(REMOVED);
   });
 
@@ -284,7 +300,8 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
       resolution: { ok: false, reason: 'NamespaceNotAllowed', message: 'not allowed' } as never,
     });
     await h.reconcile();
-    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(ending(h)).toEqual(SKIPPED);
+    expect(h.kubeRequests()).toEqual(REMOVALS_ONLY);
     expect(finalizers(h)).toEqual(REMOVED);
   });
 
@@ -292,13 +309,7 @@ describe('deletionPolicy: a deletion holding the finalizer', () => {
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting({ deletionTimestamp: '2026-11-22T00:50:00Z' })), cached: stored, live: stored, now: NOW });
     await h.reconcile();
-    expect(h.counts()).toEqual({
-      'GET Secret': 1,
-      'remove Secret finalizer acme': 1,
-      'remove UserGroup finalizer': 1,
-      'deletion abandoned': 1,
-      'Event Warning RotationOnDeleteAbandoned': 1,
-    });
+    expect(ending(h)).toEqual({ service: {}, events: { 'Warning RotationOnDeleteAbandoned': 1 }, deletions: { abandoned: 1 } });
     expect(finalizers(h)).toEqual(REMOVED);
   });
 });
@@ -309,7 +320,8 @@ describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninsta
     const ug = userGroup({ deletionPolicy: 'Rotate', finalizers: [ROTATE_ON_DELETE_FINALIZER], status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, rotateOnDelete: false });
     await h.reconcile();
-    expect(h.counts()).toEqual({ 'remove Secret finalizer acme': 1, 'remove UserGroup finalizer': 1 });
+    expect(h.outcome()).toEqual(SYNCED_QUIET);
+    expect(h.kubeWrites()).toEqual(REMOVALS_ONLY);
     expect(finalizers(h)).toEqual(REMOVED);
   });
 
@@ -318,7 +330,7 @@ describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninsta
     const ug = userGroup({ deletionPolicy: 'Rotate', status: await syncedStatus({ deletionPolicy: 'Rotate' }) });
     const h = harness({ ug, cached: stored, live: stored, now: NOW, rotateOnDelete: false });
     await h.reconcile();
-    expect(h.calls).toEqual([]);
+    expect(seen(h)).toEqual(NOTHING);
   });
 
   it('…even while its namespace is being deleted (nothing may wait for an operator that will not rotate)', async () => {
@@ -333,7 +345,8 @@ describe('--rotate-on-delete=false (before a rollback below 0.3.0, or an uninsta
     const stored = sealedSecret('tok-1', { finalized: true });
     const h = harness({ ug: userGroup(deleting()), cached: stored, live: stored, now: NOW, rotateOnDelete: false });
     expect(await h.reconcile()).toEqual({ kind: 'done' });
-    expect(h.counts()).toEqual(RELEASED_UNREAD);
+    expect(ending(h)).toEqual(SKIPPED);
+    expect(h.kubeRequests()).toEqual(REMOVALS_ONLY);
     expect(finalizers(h)).toEqual(REMOVED);
   });
 });

@@ -31,11 +31,15 @@ describe('requested rotations and the namespace budget, through the ports', () =
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     expect(h.outcome()).toEqual(REQUESTED_ROTATION);
     // Protocol: the slot is taken before the intent is written and spent only once it is (an intent write that
-    // fails comes back to the same slot); the intent before the POST, the new token stored after it.
-    expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent')).toEqual([
+    // fails comes back to the same slot), and before the POST: from the intent on, the rotation is work begun that
+    // a recovery finishes without asking the budget again, so a spend after the POST would be skipped by a POST that
+    // fails or a stop before it, leaving the key a paid slot for its next request. The intent before the POST, the
+    // new token stored after it.
+    expect(h.order('rotation budget', 'replace Secret', 'rotation budget spent', 'POST')).toEqual([
       'rotation budget',
       'replace Secret',
       'rotation budget spent',
+      'POST',
       'replace Secret',
     ]);
     expect(h.order('replace Secret', 'POST')).toEqual(['replace Secret', 'POST', 'replace Secret']);

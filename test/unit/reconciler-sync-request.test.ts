@@ -3,6 +3,7 @@ import { SYNC_ANNOTATION } from '../../src/api/constants.js';
 import type { UserGroupStatus } from '../../src/api/usergroup.js';
 import { harness, sealedSecret, syncedStatus, userGroup, type Harness } from '../support/reconciler-harness.js';
 import type { RequestSlot } from '../../src/controller/request-budget.js';
+import { ApiError } from '../../src/kube/api-error.js';
 
 /**
  * Sync on demand through the reconciler's ports (fake apiserver and service, no I/O): a new value of
@@ -12,7 +13,7 @@ import type { RequestSlot } from '../../src/controller/request-budget.js';
  */
 
 async function world(
-  init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: RequestSlot; suspend?: boolean } = {},
+  init: { request?: string; status?: UserGroupStatus; serviceToken?: string; syncSlot?: RequestSlot; suspend?: boolean; replaceRefusal?: ApiError } = {},
 ): Promise<Harness> {
   const status = init.status ?? (await syncedStatus());
   const ug = userGroup({
@@ -28,6 +29,7 @@ async function world(
     otherKnown: false,
     serviceToken: init.serviceToken ?? 'tok-1',
     ...(init.syncSlot ? { syncSlot: init.syncSlot } : {}),
+    ...(init.replaceRefusal ? { secretReplaceRefusal: init.replaceRefusal } : {}),
   });
 }
 
@@ -63,6 +65,16 @@ describe('sync on demand, through the ports', () => {
     expect(h.order('sync budget', 'PUT', 'sync budget spent')).toEqual(['sync budget', 'PUT', 'sync budget spent']);
     expect(h.writes.at(-1)?.token).toBe('tok-new');
     expect(h.statuses.at(-1)?.lastHandledSyncRequest).toBe('s1');
+  });
+
+  it('…and its Secret write refused: the request stays open, no status ever says it handled', async () => {
+    const refusal = new ApiError('PUT', '/api/v1/namespaces/ns/secrets/acme', 403, 'Forbidden', 'secrets "acme" is forbidden');
+    const h = await world({ request: 's1', serviceToken: 'tok-new', replaceRefusal: refusal });
+    await h.reconcile();
+    expect(h.outcome()).toEqual({ service: { PUT: 1 }, secret: 'tok-1', events: { 'Warning SecretWriteFailed': 1 }, ready: 'SecretWriteFailed' });
+    // Handled means its token is stored: a status saying so before the store (a crash between, a refusal) would
+    // leave the token the PUT returned unstored with nothing left to ask for it again.
+    expect(h.statuses.map((s) => s.lastHandledSyncRequest)).not.toContain('s1');
   });
 
   it('over the budget: no call, an Event says it waits (once per slot), the key comes back at its slot, status untouched', async () => {
