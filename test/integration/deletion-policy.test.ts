@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoordinationV1Api, PatchStrategy, setHeaderOptions, type V1ManagedFieldsEntry, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TOKEN_RECORD_ANNOTATION } from '../../src/api/constants.js';
 import { API_KEY_SECRET_TYPE } from '../../src/controller/connections.js';
 import { startSimulator, type Simulator } from '../../src/sim/server.js';
 import { createNamespace, deleteNamespace, eventually } from '../support/kube.js';
@@ -452,6 +453,32 @@ describe('spec.deletionPolicy', () => {
     // Its own token may have been restored to the Secret before the deletion was seen: at most that one rotated.
     expect(posts() - before).toBe(postsWith(own));
     expect(postsWith(own)).toBeLessThanOrEqual(1);
+  });
+
+  it("attack: another namespace's token written into the tenant's own Secret with its token record removed, then its Rotate UserGroup deleted: the deletion learns the tenant's own token, the foreign one is never sent", async () => {
+    const victimId = `${b.namespace}.victim2`;
+    await createUserGroupAs(b, 'victim2', { userGroupId: victimId, name: 'Victim2' });
+    await waitSynced(b.namespace, 'victim2', false);
+    const foreign = await tokenIn(b.namespace, 'victim2');
+    const thiefId = `${a.namespace}.thief2`;
+    await createUserGroupAs(a, 'thief2', { userGroupId: thiefId, name: 'Thief2', deletionPolicy: 'Rotate' });
+    await waitSynced(a.namespace, 'thief2', true);
+    const before = { posts: posts(), puts: proxy.putsFor(thiefId).length, victimPuts: proxy.putsFor(victimId).length };
+    // No record left to vouch for the data: the deletion path treats it as no token held and asks the service.
+    await rewriteSecretAs(a, 'thief2', (s) => {
+      s.data = { token: Buffer.from(foreign).toString('base64') };
+      delete s.metadata?.annotations?.[TOKEN_RECORD_ANNOTATION];
+    });
+    await deleteUserGroupAs(a, 'thief2');
+    await waitGone(a.namespace, 'thief2');
+    const caused = { posts: posts() - before.posts, puts: proxy.putsFor(thiefId).length - before.puts };
+    console.log(`attack b2: ${caused.puts} PUTs for the tenant's own id, ${caused.posts} POSTs, ${postsWith(foreign)} with the foreign token`);
+    expect(postsWith(foreign)).toBe(0);
+    expect(valid(victimId, foreign)).toBe(true);
+    expect(proxy.putsFor(victimId).length).toBe(before.victimPuts);
+    // A restore of its own token before the deletion was seen, then the deletion's learning PUT: its own id only.
+    expect(caused.puts).toBeLessThanOrEqual(2);
+    expect(caused.posts).toBe(1);
   });
 
   it("attack: a tenant's own service that hangs the rotation, and the operator's finalizer on a Retain object: its namespace is still gone within the limit", async () => {
