@@ -2,7 +2,7 @@
 import { claimName, type UserGroupClaim } from '../../api/claim.js';
 import { objectKey } from '../../api/meta.js';
 import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
-import { decideClaim, type ClaimInputs } from '../policies/claim.js';
+import { claimHolderAlive, decideClaim, holderByRules, mayHoldId, onRulesSide, type ClaimInputs, type RulesHold } from '../policies/claim.js';
 import type { Connection } from '../connections.js';
 import { Reason } from '../policies/conditions.js';
 import { boundNamespace } from '../policies/id-binding.js';
@@ -73,29 +73,14 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
 }
 
 /**
- * With no claim for the id: whether the rules bind it to this namespace, and which live UserGroup holds it.
- *
- * - `bound`: every rule of every ClusterUserGroupService that could give this id gives it to this namespace only
- *   (policies/id-binding.ts), so no other namespace can use it while the rules say so, claim or not. The holder is the
- *   first of the namespace's UserGroups with the id (the one that synced, else the oldest); `undefined`: this one.
- * - not bound: `holder` is a UserGroup of another namespace that may hold the id by the rules of before (it
- *   still may use it, has the same account, and synced first or is older): it must get the claim first.
- *
- * Only a controller that sees every namespace's UserGroups (no --namespaces, no sharding) leaves claims out: one
- * that sees part of them could not see a holder elsewhere when the rules widen. A namespace's own
- * UserGroupService always claims (its account's ids are bound by no rule).
+ * With no claim for the id: whether the rules bind it to this namespace, and which live UserGroup holds it
+ * (policies/claim.ts holderByRules decides; policies/id-binding.ts reads the rules).
  */
-export async function idHeldByRules(
-  ctx: ReconcileContext,
-  spec: UserGroupSpec,
-  connection: Connection,
-): Promise<{ readonly bound: boolean; readonly holder: UserGroup | undefined }> {
+export async function idHeldByRules(ctx: ReconcileContext, spec: UserGroupSpec, connection: Connection): Promise<RulesHold> {
   if (!ctx.settings.seesAllNamespaces || !connection.shared) return { bound: false, holder: undefined };
   const me = ctx.ug;
   const bound = boundNamespace(spec.userGroupId, ctx.ports.connections.clusterServices()) === me.metadata.namespace;
-  const others = await rivals(ctx, spec.userGroupId, connection.account, (o) => (o.metadata.namespace === me.metadata.namespace) === bound);
-  const first = [me, ...others].sort(holdsBefore)[0];
-  return { bound, holder: first === me ? undefined : first };
+  return holderByRules(me, bound, await rivals(ctx, spec.userGroupId, connection.account, (o) => onRulesSide(o, me, bound)));
 }
 
 /**
@@ -105,22 +90,11 @@ export async function idHeldByRules(
 async function rivals(ctx: ReconcileContext, userGroupId: string, account: string, wanted: (other: UserGroup) => boolean): Promise<UserGroup[]> {
   const found: UserGroup[] = [];
   for (const other of ctx.ports.userGroups.withId(userGroupId)) {
-    const meta = other.metadata;
-    if (meta.uid === ctx.ug.metadata.uid || meta.deletionTimestamp || !other.spec.ok || !wanted(other)) continue;
-    // A suspended UserGroup still holds what it synced (its Secret keeps the token); one that never synced holds nothing.
-    if (other.spec.value.suspend && other.status.syncedHash === undefined) continue;
-    const resolved = await ctx.ports.connections.resolve(meta.namespace, other.spec.value.serviceRef, userGroupId);
+    if (!mayHoldId(other, ctx.ug.metadata) || !other.spec.ok || !wanted(other)) continue;
+    const resolved = await ctx.ports.connections.resolve(other.metadata.namespace, other.spec.value.serviceRef, userGroupId);
     if (resolved.ok && resolved.connection.account === account) found.push(other);
   }
   return found;
-}
-
-/** The order in which UserGroups with one id hold it: one that synced first, then the oldest, then by key. */
-function holdsBefore(a: UserGroup, b: UserGroup): number {
-  const synced = Number(b.status.syncedHash !== undefined) - Number(a.status.syncedHash !== undefined);
-  if (synced !== 0) return synced;
-  const age = a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp);
-  return age !== 0 ? age : objectKey(a.metadata).localeCompare(objectKey(b.metadata));
 }
 
 /** Writes the claim for another UserGroup that holds the id (or whatever claim won the race). */
@@ -143,15 +117,10 @@ async function claimInputs(ctx: ReconcileContext, claim: UserGroupClaim | undefi
     me: ctx.ug.metadata,
     userGroupId,
     account,
-    holderAlive: claim !== undefined && holderAlive(ctx, claim),
+    holderAlive:
+      claim !== undefined && claimHolderAlive(claim, ctx.ports.userGroups.get(objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name }))),
     syncedSibling: claim === undefined ? await syncedSibling(ctx, userGroupId, account) : undefined,
   };
-}
-
-/** The claim's holder still exists: the same UserGroup (uid), in the cache, not being deleted. */
-function holderAlive(ctx: ReconcileContext, claim: UserGroupClaim): boolean {
-  const holder = ctx.ports.userGroups.get(objectKey({ namespace: claim.spec.namespace, name: claim.spec.userGroup.name }));
-  return holder?.metadata.uid === claim.spec.userGroup.uid && !holder.metadata.deletionTimestamp;
 }
 
 /**

@@ -1,7 +1,7 @@
 // The claim policy (policies/claim.ts): who may use a userGroupId on an account, decided from the claim as last seen.
 import { describe, expect, it } from 'vitest';
 import { claimName } from '../../../src/api/claim.js';
-import { decideClaim, type ClaimInputs } from '../../../src/controller/policies/claim.js';
+import { claimHolderAlive, decideClaim, holderByRules, holdsBefore, mayHoldId, onRulesSide, type ClaimInputs } from '../../../src/controller/policies/claim.js';
 import { ACCOUNT, claim, userGroup } from '../../support/reconciler-harness.js';
 
 const me = userGroup();
@@ -48,5 +48,43 @@ describe('decideClaim', () => {
     for (const other of [claim({ holder: me, userGroupId: 'acme-2' }), claim({ holder: me, account: 'account-b' })]) {
       expect(decideClaim(inputs({ claim: other }))).toEqual({ kind: 'claimed-elsewhere', claimName: claimName(ACCOUNT, 'acme-1') });
     }
+  });
+});
+
+describe('who may hold an id without a claim', () => {
+  const synced = { syncedHash: 'h' };
+  it('a suspended UserGroup holds the id only if it synced; a deleted or invalid one, or me, never', () => {
+    expect(mayHoldId(userGroup({ name: 'other' }), me.metadata)).toBe(true);
+    expect(mayHoldId(userGroup({ name: 'other', suspend: true }), me.metadata)).toBe(false);
+    expect(mayHoldId(userGroup({ name: 'other', suspend: true, status: synced }), me.metadata)).toBe(true);
+    expect(mayHoldId(userGroup({ name: 'other', deletionTimestamp: '2026-11-23T00:00:00Z' }), me.metadata)).toBe(false);
+    expect(mayHoldId(me, me.metadata)).toBe(false);
+  });
+
+  it("a claim's holder is alive while the same uid exists, not being deleted", () => {
+    const held = claim({ holder: me });
+    expect(claimHolderAlive(held, me)).toBe(true);
+    expect(claimHolderAlive(held, undefined)).toBe(false);
+    expect(claimHolderAlive(held, userGroup({ uid: 'uid-recreated' }))).toBe(false);
+    expect(claimHolderAlive(held, userGroup({ deletionTimestamp: '2026-11-23T00:00:00Z' }))).toBe(false);
+  });
+
+  it('the one that synced holds first, then the oldest, then by key', () => {
+    const older = userGroup({ name: 'older', creationTimestamp: '2026-11-01T00:00:00Z' });
+    const syncedNewer = userGroup({ name: 'zz', creationTimestamp: '2026-11-30T00:00:00Z', status: synced });
+    const sameAge = userGroup({ name: 'aa' });
+    expect([me, older, syncedNewer, sameAge].sort(holdsBefore).map((u) => u.metadata.name)).toEqual(['zz', 'older', 'aa', 'acme']);
+  });
+
+  it('bound: the first of my namespace holds; not bound: the first of the other namespaces', () => {
+    const mine = userGroup({ name: 'first', creationTimestamp: '2026-11-01T00:00:00Z' });
+    const elsewhere = userGroup({ name: 'first', namespace: 'other-ns', creationTimestamp: '2026-11-01T00:00:00Z' });
+    expect(onRulesSide(mine, me, true)).toBe(true);
+    expect(onRulesSide(elsewhere, me, true)).toBe(false);
+    expect(onRulesSide(elsewhere, me, false)).toBe(true);
+    expect(holderByRules(me, true, [mine])).toEqual({ bound: true, holder: mine });
+    expect(holderByRules(me, false, [elsewhere])).toEqual({ bound: false, holder: elsewhere });
+    expect(holderByRules(me, true, [])).toEqual({ bound: true, holder: undefined });
+    expect(holderByRules(me, true, [userGroup({ name: 'young', creationTimestamp: '2026-12-01T00:00:00Z' })]).holder).toBeUndefined();
   });
 });
