@@ -9,7 +9,7 @@ import type { CallContext, CallResult, Deferral } from '../service/call-gates.js
 import type { CircuitBreakerOptions } from '../service/circuit-breaker.js';
 import type { ServiceClientOptions } from '../service/client.js';
 import { checkEgress, type EgressPolicy } from '../service/egress-policy.js';
-import { EndpointPool } from '../service/endpoint-pool.js';
+import { EndpointPool, type Endpoint } from '../service/endpoint-pool.js';
 import { validateServiceUrl } from '../service/endpoint-url.js';
 import { SecretValue } from '../service/secret-value.js';
 import type { UpsertRequest } from '../service/types.js';
@@ -99,6 +99,8 @@ export class Connections {
   /** API-key Secrets being read now: the workers that need one at the same moment (a start) share one GET. */
   private readonly apiKeyReads = new Map<string, Promise<ObservedSecret | undefined>>();
   private lastApiKeyPrune = performance.now();
+  /** What an endpoint's API key derives (account, seal), made once per endpoint: every resolve would hash again. */
+  private readonly derived = new WeakMap<Endpoint, Pick<Connection, 'account' | 'seal'>>();
 
   constructor(private readonly options: ConnectionsOptions) {
     this.endpoints = new EndpointPool({
@@ -223,20 +225,29 @@ export class Connections {
     const checked = validateServiceUrl(rawUrl, allowInsecure);
     if (!checked.ok) return { ok: false, reason: Reason.ConnectionInvalid, message: `${about.description}: ${checked.message}` };
     this.pruneApiKeys();
-    const { id, client, gates } = this.endpoints.endpoint(checked.url, apiKey);
+    const endpoint = this.endpoints.endpoint(checked.url, apiKey);
+    const { id, client, gates } = endpoint;
     const { description } = about;
     return {
       ok: true,
       connection: {
         id,
-        account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32),
         ...about,
-        seal: recordSeal(apiKey),
+        ...this.derivedFrom(endpoint, apiKey),
         upsert: (request, context) => gates.call(description, context, (signal) => client.upsert(request, { signal })),
         unavailable: (context) => gates.unavailable(description, context),
         rotate: (token, context) => gates.call(description, context, (signal) => client.rotate(token, { signal })),
       },
     };
+  }
+
+  private derivedFrom(endpoint: Endpoint, apiKey: SecretValue): Pick<Connection, 'account' | 'seal'> {
+    let derived = this.derived.get(endpoint);
+    if (!derived) {
+      derived = { account: sha256Hex(`usergroup-operator account\n${apiKey.reveal()}`).slice(0, 32), seal: recordSeal(apiKey) };
+      this.derived.set(endpoint, derived);
+    }
+    return derived;
   }
 
   /** Drops expired API-key reads, at most once a minute, so a Secret nothing names does not stay cached. */

@@ -161,6 +161,35 @@ describe('Connections of a namespace (UserGroupService)', () => {
     expect(secretReads()).toBe(2);
   });
 
+  it('the account and the record seal follow the API key alone: the same for every resolve and URL spelling, new when the key changes', async () => {
+    const key = secret('t', 'key', API_KEY_SECRET_TYPE);
+    const other = parseSecret({
+      metadata: { ...meta('t', 'key2') },
+      type: API_KEY_SECRET_TYPE,
+      data: { apiKey: Buffer.from('another-key').toString('base64') },
+    });
+    if (!other.ok) throw new Error(other.error);
+    const { c } = connections({
+      services: [
+        service('t', 'own', `http://127.0.0.1:${port}`),
+        service('t', 'spelt', `http://127.0.0.1:${port}/`),
+        service('t', 'rekeyed', `http://127.0.0.1:${port}`, 'key2'),
+      ],
+      secrets: [key, other.value],
+    });
+    const resolved = async (name: string) => {
+      const r = await c.resolve('t', { kind: 'UserGroupService', name }, 'g');
+      if (!r.ok) throw new Error(r.message);
+      return { account: r.connection.account, seal: r.connection.seal('record') };
+    };
+    const first = await resolved('own');
+    expect(await resolved('own')).toEqual(first);
+    expect(await resolved('spelt')).toEqual(first);
+    const rekeyed = await resolved('rekeyed');
+    expect(rekeyed.account).not.toBe(first.account);
+    expect(rekeyed.seal).not.toBe(first.seal);
+  });
+
   it('sends no Secret that did not opt in by its type', async () => {
     const before = requests;
     const { c } = connections({ services: [service('t', 'own', `http://127.0.0.1:${port}`)], secrets: [secret('t', 'key', 'Opaque')] });
