@@ -2,7 +2,7 @@
 import { claimName } from '../../api/claim.js';
 import { findReadyCondition, type UserGroupSpec } from '../../api/usergroup.js';
 import { Reason } from '../policies/conditions.js';
-import type { Connection } from '../connections.js';
+import type { Connection, Resolution } from '../connections.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './event-messages.js';
 import { blocked, DONE, end, next, type Outcome, type Step } from './outcome.js';
@@ -25,10 +25,10 @@ export async function admit(ctx: ReconcileContext): Promise<Step<Admitted>> {
   const spec = ug.spec.value;
   if (spec.suspend) return end({ report: { status: 'False', reason: Reason.Suspended, message: Messages.suspended, fields: {} }, result: DONE });
 
-  const resolution = await ctx.ports.connections.resolve(ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+  const resolution = await resolveConnection(ctx, spec);
   if (!resolution.ok) {
     // The tenant rules say no: the namespace may not hold this group's token either. A rule change requeues us.
-    if (resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed) {
+    if (refusedByRules(resolution)) {
       return end(await refused(ctx, resolution.reason, resolution.message, spec));
     }
     // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
@@ -37,6 +37,16 @@ export async function admit(ctx: ReconcileContext): Promise<Step<Admitted>> {
   const { connection } = resolution;
   const stop = alreadyDecided(ctx, spec, connection);
   return stop ? end(stop) : next({ spec, connection });
+}
+
+/** The connection the spec names, past the tenant rules: where the live path and a deletion (finalize.ts) both begin. */
+export function resolveConnection(ctx: ReconcileContext, spec: UserGroupSpec): Promise<Resolution> {
+  return ctx.ports.connections.resolve(ctx.ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+}
+
+/** The tenant rules refused the namespace or the id (not a connection that is missing or invalid). */
+export function refusedByRules(resolution: Extract<Resolution, { ok: false }>): boolean {
+  return resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed;
 }
 
 /** Nothing to do before a claim: a refusal already reported, or a connection that cannot be called now. */

@@ -73,6 +73,17 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
 }
 
 /**
+ * Whether this UserGroup holds its id now, read only (a deletion writes no claim): by its claim, or with no claim by
+ * rules that bind the id to its namespace, as its first UserGroup with it.
+ */
+export async function holdsId(ctx: ReconcileContext, { spec, connection }: Admitted): Promise<boolean> {
+  const claim = ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId));
+  if (claim) return claim.spec.userGroup.uid === ctx.ug.metadata.uid;
+  const byRules = await idHeldByRules(ctx, spec, connection);
+  return byRules.bound && byRules.holder === undefined;
+}
+
+/**
  * With no claim for the id: whether the rules bind it to this namespace, and which live UserGroup holds it
  * (policies/claim.ts holderByRules decides; policies/id-binding.ts reads the rules).
  */

@@ -1,10 +1,8 @@
 // spec.deletionPolicy Rotate: keep the rotate-on-delete finalizers, and rotate the token when a UserGroup goes.
-import { claimName } from '../../api/claim.js';
 import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { UserGroupSpec } from '../../api/usergroup.js';
-import { Reason } from '../policies/conditions.js';
 import type { Connection } from '../connections.js';
 import {
   afterDeletionLearn,
@@ -18,12 +16,14 @@ import {
 } from '../policies/deletion.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
-import { inspectSecret } from '../policies/token-secret.js';
+import type { SecretInspection } from '../policies/token-secret.js';
 import { syncHash, upsertRequestFor } from '../policies/sync.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import { type ReconcileContext } from './context.js';
 import { isDeferral, type ServiceCalls } from './service-calls.js';
-import { idHeldByRules } from './claim.js';
+import { refusedByRules, resolveConnection } from './admit.js';
+import { holdsId } from './claim.js';
+import { observeSecret } from './observe-secret.js';
 import { Events } from './event-messages.js';
 import { DONE, failed } from './outcome.js';
 import type { DeletionRotationResult } from './ports.js';
@@ -76,14 +76,6 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   return undefined;
 }
 
-/** This UserGroup holds its id: by its claim, or (no claim) by rules that bind the id to its namespace, as its first UserGroup with it. */
-async function holdsId(ctx: ReconcileContext, spec: UserGroupSpec, connection: Connection): Promise<boolean> {
-  const claim = ctx.ports.claims.cached(claimName(connection.account, spec.userGroupId));
-  if (claim) return claim.spec.userGroup.uid === ctx.ug.metadata.uid;
-  const byRules = await idHeldByRules(ctx, spec, connection);
-  return byRules.bound && byRules.holder === undefined;
-}
-
 /**
  * A UserGroup being deleted that holds the finalizer: rotate its token once (policy Rotate, not suspended, admitted
  * by the tenant rules, holding its id's claim, with a token its Secret's sealed record vouches for), then remove
@@ -103,19 +95,25 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
   if (early.kind === 'skip') return release(ctx, early, spec);
   if (!spec) return release(ctx, { kind: 'skip', why: 'invalid-spec' }, spec);
 
-  const resolution = await ports.connections.resolve(ug.metadata.namespace, spec.serviceRef, spec.userGroupId);
+  // The live path's admit, claim and observe, read only: the same connection, the same holder of the id, the same Secret.
+  const resolution = await resolveConnection(ctx, spec);
   if (!resolution.ok) {
-    const refused = resolution.reason === Reason.NamespaceNotAllowed || resolution.reason === Reason.UserGroupIdNotAllowed;
-    const decision = decideDeletion({ policy, connection: refused ? 'refused' : 'unresolved', claimHeld: false, trustedToken: false, ...limit });
+    const decision = decideDeletion({
+      policy,
+      connection: refusedByRules(resolution) ? 'refused' : 'unresolved',
+      claimHeld: false,
+      trustedToken: false,
+      ...limit,
+    });
     if (decision.kind === 'abandon') return release(ctx, { ...decision, detail: resolution.message }, spec);
     if (decision.kind === 'skip') return release(ctx, decision, spec);
     throw new Error('a deletion without a connection cannot rotate');
   }
   const { connection } = resolution;
-  const claimHeld = await holdsId(ctx, spec, connection);
-  // The token as its Secret holds it now, data and all (a terminating Secret is still readable: our finalizer keeps it).
-  const live = claimHeld ? await ports.secrets.read(ug.metadata.namespace, spec.tokenSecret.name) : undefined;
-  const inspected = inspectSecret(live, ug.metadata, spec, connection.seal);
+  const claimHeld = await holdsId(ctx, { spec, connection });
+  // The token as its Secret holds it now, read live with its data (a terminating Secret is still readable: our finalizer keeps it).
+  const inspected: SecretInspection = claimHeld ? await observeSecret(ctx, { spec, connection }, 'live') : { state: 'missing' };
+  const live = inspected.state === 'owned' ? inspected.secret : undefined;
   const token = inspected.state === 'owned' && inspected.trusted ? inspected.token : undefined;
   const unrecorded =
     inspected.state === 'missing' || (inspected.state === 'owned' && inspected.secret.metadata.annotations[TOKEN_RECORD_ANNOTATION] === undefined);

@@ -13,12 +13,15 @@ import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.j
  */
 export type SecretSource = 'cache' | 'live';
 
+/** What observing the Secret needs: the spec and its connection (the live path holds the claim too; a deletion reads it). */
+type Connected = Pick<Held, 'spec' | 'connection'>;
+
 /**
  * The token Secret as far as this reconcile must know it. The cache has no data: it is had (recalled from this
  * process's own writes, else read) when the held token is needed or the metadata may be someone else's change —
  * plan.ts's mustReadData decides which.
  */
-export async function observeSecret(ctx: ReconcileContext, held: Held, source: SecretSource): Promise<SecretInspection> {
+export async function observeSecret(ctx: ReconcileContext, held: Connected, source: SecretSource): Promise<SecretInspection> {
   const { spec, connection } = held;
   const key = objectKey({ namespace: ctx.ug.metadata.namespace, name: spec.tokenSecret.name });
   // Neither cache knowing the name means no Secret exists, unless a watch lags behind a creation: then our
@@ -41,7 +44,7 @@ export async function observeSecret(ctx: ReconcileContext, held: Held, source: S
  * (deletionPolicy Retain), if its sealed record says so (policies/token-secret.ts keptSecret). Whether it is taken back
  * unchanged or overwritten by an adoption is the adopt step's decision.
  */
-function keptFor(ctx: ReconcileContext, { spec, connection }: Held, observed: ObservedSecret): KeptSecret | undefined {
+function keptFor(ctx: ReconcileContext, { spec, connection }: Connected, observed: ObservedSecret): KeptSecret | undefined {
   const { namespace } = ctx.ug.metadata;
   const alive = (owner: { name: string; uid: string }): boolean =>
     ctx.ports.userGroups.get(objectKey({ namespace, name: owner.name }))?.metadata.uid === owner.uid;
@@ -54,7 +57,7 @@ export function readLive(ctx: ReconcileContext, { spec }: Pick<Held, 'spec'>): P
 }
 
 /** The Secret with its data: the token this process wrote at this very version (checked against the sealed digest), else a read. */
-async function withData(ctx: ReconcileContext, held: Held, owned: OwnedSecret, recalled: SecretValue | undefined): Promise<SecretInspection> {
+async function withData(ctx: ReconcileContext, held: Connected, owned: OwnedSecret, recalled: SecretValue | undefined): Promise<SecretInspection> {
   const { spec, connection } = held;
   if (recalled) {
     const data = { [spec.tokenSecret.key]: Buffer.from(recalled.reveal(), 'utf8').toString('base64') };
