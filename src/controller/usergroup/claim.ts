@@ -5,7 +5,6 @@ import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import { decideClaim, type ClaimInputs } from '../policies/claim.js';
 import type { Connection } from '../connections.js';
 import { Reason } from '../policies/conditions.js';
-import { boundNamespace } from '../policies/id-binding.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './event-messages.js';
@@ -58,14 +57,13 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
       case 'create':
       case 'take-over': {
         ctx.signal?.throwIfAborted();
-        const written =
-          decision.kind === 'create' ? await ctx.ports.claims.create(decision.spec) : await ctx.ports.claims.replace(decision.claim, decision.spec);
+        const written = await ctx.ports.claims.write(decision.kind === 'create' ? undefined : decision.claim, decision.spec);
         if (written.ok) {
           // Debug: every first sync takes a claim, and its "user group synced" line follows at info.
           ctx.log.debug({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
           return next({ claim: written.claim, heldBefore: decision.kind === 'take-over' });
         }
-        claim = await ctx.ports.claims.read(name);
+        claim = written.claim;
       }
     }
   }
@@ -92,7 +90,7 @@ export async function idHeldByRules(
 ): Promise<{ readonly bound: boolean; readonly holder: UserGroup | undefined }> {
   if (!ctx.settings.seesAllNamespaces || !connection.shared) return { bound: false, holder: undefined };
   const me = ctx.ug;
-  const bound = boundNamespace(spec.userGroupId, ctx.ports.connections.clusterServices()) === me.metadata.namespace;
+  const bound = connection.boundNamespace(spec.userGroupId) === me.metadata.namespace;
   const others = await rivals(ctx, spec.userGroupId, connection.account, (o) => (o.metadata.namespace === me.metadata.namespace) === bound);
   const first = [me, ...others].sort(holdsBefore)[0];
   return { bound, holder: first === me ? undefined : first };
@@ -127,8 +125,8 @@ function holdsBefore(a: UserGroup, b: UserGroup): number {
 async function claimFor(ctx: ReconcileContext, holder: UserGroup, userGroupId: string, account: string): Promise<UserGroupClaim | undefined> {
   ctx.signal?.throwIfAborted();
   const { namespace, name, uid } = holder.metadata;
-  const written = await ctx.ports.claims.create({ userGroupId, account, namespace, userGroup: { name, uid } });
-  if (!written.ok) return ctx.ports.claims.read(claimName(account, userGroupId));
+  const written = await ctx.ports.claims.write(undefined, { userGroupId, account, namespace, userGroup: { name, uid } });
+  if (!written.ok) return written.claim;
   ctx.log.info(
     { claim: written.claim.metadata.name, holder: objectKey(holder.metadata) },
     'claimed the userGroupId for the UserGroup that held it by the rules',
