@@ -17,6 +17,7 @@ import type { ObjectCache } from '../kube/cache.js';
 import { Reason } from './policies/conditions.js';
 import { sha256Hex } from './hash.js';
 import { jittered, THROTTLED_SPREAD_MS } from './retry-policy.js';
+import { boundNamespace } from './policies/id-binding.js';
 import { admit } from './policies/tenancy.js';
 import { adoptionIn } from './policies/adoption.js';
 import { recordSeal, type Seal } from './policies/token-secret.js';
@@ -46,6 +47,13 @@ export interface Connection {
   rotate(token: SecretValue, context: CallContext): Promise<CallResult>;
   /** A deferral when no call could go out now (the connection is paused or trying one call at a time). */
   unavailable(context: CallContext): Deferral | undefined;
+  /** Forget the API key read from `apiKeySecret` (after a 401): the next resolve reads it again. */
+  invalidate(): void;
+  /**
+   * The one namespace the cluster admins' rules bind this id to, if any (policies/id-binding.ts): the rules of every
+   * ClusterUserGroupService, as cached, whichever this connection is.
+   */
+  boundNamespace(userGroupId: string): string | undefined;
 }
 
 export type ResolutionFailureReason =
@@ -237,6 +245,8 @@ export class Connections {
         upsert: (request, context) => gates.call(description, context, (signal) => client.upsert(request, { signal })),
         unavailable: (context) => gates.unavailable(description, context),
         rotate: (token, context) => gates.call(description, context, (signal) => client.rotate(token, { signal })),
+        invalidate: () => this.forgetSecret(about.apiKeySecret),
+        boundNamespace: (userGroupId) => boundNamespace(userGroupId, this.options.clusterServices.list()),
       },
     };
   }

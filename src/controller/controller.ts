@@ -37,7 +37,7 @@ import {
   type TriggerView,
 } from './triggers.js';
 import { Events } from './usergroup/event-messages.js';
-import type { DeletionRotationResult, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
+import type { DeletionRotationResult, ReconcileCount, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
 import { reconcileUserGroup } from './usergroup/reconcile.js';
 import { Workers, type ReconcileVerdict } from './worker.js';
 
@@ -79,8 +79,8 @@ export interface ControllerDeps {
 /**
  * The UserGroup controller: caches (caches.ts) whose events become UserGroup keys (triggers.ts) on the workers'
  * queue (worker.ts), each reconciled (usergroup/reconcile.ts) through ports over the caches and writers
- * (reconcile-ports.ts). Informers run from start(); workers only while startWorkers() is in effect (leader
- * election or a shard's share gates them).
+ * (reconcile-ports.ts), each writer fencing its writes and writing them through itself. Informers run from start();
+ * workers only while startWorkers() is in effect (leader election or a shard's share gates them).
  */
 export class Controller {
   readonly caches: Caches;
@@ -95,8 +95,6 @@ export class Controller {
     const { client, settings, log, hooks = {}, lease } = deps;
     this.caches = new Caches({ client, log, namespaces: settings.namespaces, watchInactivityMs: settings.watchInactivityTimeoutMs, owns: deps.owns });
     const caches = this.caches;
-    const secrets = new SecretWriter(client);
-    const finalizers = new FinalizerWriter(client);
     const fence = leaseFence(lease);
     this.recorder = new EventRecorder(client, {
       controller: 'usergroup.dev/usergroup-operator',
@@ -105,33 +103,34 @@ export class Controller {
       ...(hooks.event ? { onEmit: hooks.event } : {}),
       ...(hooks.eventDropped ? { onDrop: hooks.eventDropped } : {}),
     });
+    // Every writer fences its writes and writes them through to the caches it is given: what it wrote, the caches
+    // know when it returns (the next reconcile does not write it again).
+    const secrets = new SecretWriter(client, { fence, through: { cache: caches.secrets, wrote: (key, rv, data) => caches.verified.wrote(key, rv, data) } });
+    const finalizers = new FinalizerWriter(client, { fence, userGroups: caches.userGroups, secrets: { cache: caches.secrets, record: caches.verified } });
     this.connections = connections(deps, caches, secrets, fence);
     this.budgets = requestBudgets(settings.requestBudgets);
     const ports = (this.ports = reconcilePorts({
       caches,
       writers: {
         secrets,
-        claims: new ClaimWriter(client),
-        status: new StatusWriter(client),
-        workloads: new WorkloadRestarter(client),
-        pods: new PodPrompter(client),
+        claims: new ClaimWriter(client, { fence, cache: caches.claims }),
+        status: new StatusWriter(client, {
+          fence,
+          cache: caches.userGroups,
+          // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
+          // patch would reach the cache older than this and so never look like news. Ours to notice, then.
+          written: (before, after) => {
+            if (relevantChange(before, after)) this.workers.add(objectKey(before.metadata));
+          },
+        }),
+        workloads: new WorkloadRestarter(client, { fence }),
+        pods: new PodPrompter(client, { fence }),
         finalizers,
       },
       connections: this.connections,
       recorder: this.recorder,
-      metrics: {
-        tokenRotated: (trigger) => hooks.tokenRotated?.(trigger),
-        rotationFailed: (trigger) => hooks.rotationFailed?.(trigger),
-        workloadRestarted: (kind, outcome) => hooks.workloadRestarted?.(kind, outcome),
-        deletionRotation: (result) => hooks.deletionRotation?.(result),
-      },
+      metrics: { count: (counted) => countIn(hooks, counted) },
       caps: { ...rateCaps(settings), requests: this.budgets },
-      fence,
-      // The answer is newer than the watch may be: a spec change (or rotation request) that landed just before our
-      // patch would reach the cache older than this and so never look like news. Ours to notice, then.
-      statusWritten: (before, after) => {
-        if (relevantChange(before, after)) this.workers.add(objectKey(before.metadata));
-      },
     }));
     const reconcileSettings = {
       resyncPeriodMs: settings.resyncPeriodMs,
@@ -316,7 +315,7 @@ function connections(deps: ControllerDeps, caches: Caches, secrets: SecretWriter
     services: caches.services,
     clusterServices: caches.clusterServices,
     namespaceLabels: (ns) => caches.namespaces.get(objectKey({ namespace: '', name: ns }))?.metadata.labels,
-    readSecret: (ns, name) => secrets.get(ns, name),
+    readSecret: (ns, name) => secrets.read(ns, name),
     clientOptions: { ...deps.serviceClient, timeoutMs: settings.serviceTimeoutMs },
     qps: settings.serviceQps,
     burst: settings.serviceBurst,
@@ -324,6 +323,20 @@ function connections(deps: ControllerDeps, caches: Caches, secrets: SecretWriter
     egress: egressPolicy(settings),
     beforeCall: fence,
   });
+}
+
+/** A reconcile's count, to its hook. */
+function countIn(hooks: ControllerHooks, counted: ReconcileCount): void {
+  switch (counted.metric) {
+    case 'token-rotated':
+      return hooks.tokenRotated?.(counted.trigger);
+    case 'rotation-failed':
+      return hooks.rotationFailed?.(counted.trigger);
+    case 'workload-restarted':
+      return hooks.workloadRestarted?.(counted.kind, counted.outcome);
+    case 'deletion-rotation':
+      return hooks.deletionRotation?.(counted.result);
+  }
 }
 
 function egressPolicy(settings: Pick<ControllerSettings, 'allowedServiceHosts' | 'allowHttpServices'>): EgressPolicy {

@@ -25,19 +25,24 @@ export class RateCap {
 
   /** 0: the key may go now (its slot is used up). Otherwise the milliseconds until its slot, kept for it. */
   take(key: string): number {
+    return this.reserve(key).inMs;
+  }
+
+  /** As take(), and whether this very call gave the slot to wait for (`first`) rather than one kept from before. */
+  reserve(key: string): { readonly inMs: number; readonly first: boolean } {
     const now = this.now();
     this.forgetAbandoned(now);
     const slot = this.reserved.get(key);
     if (slot !== undefined) {
-      if (now < slot) return Math.ceil(slot - now);
+      if (now < slot) return { inMs: Math.ceil(slot - now), first: false };
       this.reserved.delete(key);
-      return 0;
+      return { inMs: 0, first: false };
     }
     const at = Math.max(now, this.nextAt);
     this.nextAt = at + this.intervalMs;
-    if (at <= now) return 0;
+    if (at <= now) return { inMs: 0, first: false };
     this.reserved.set(key, at);
-    return Math.ceil(at - now);
+    return { inMs: Math.ceil(at - now), first: true };
   }
 
   /**

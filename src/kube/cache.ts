@@ -8,11 +8,16 @@ export interface ObjectCache<T> {
   list(): T[];
 }
 
+/** Where a writer puts what it just wrote (or read), so it is known before its watch event: Informer.upsertLocal. */
+export interface LocalCache<T> {
+  upsertLocal(object: T): void;
+}
+
 /**
  * One logical cache over one informer per watched namespace (or one cluster-wide
  * informer when `--namespaces` is not set).
  */
-export class InformerGroup<T extends Cached> implements ObjectCache<T> {
+export class InformerGroup<T extends Cached> implements ObjectCache<T>, LocalCache<T> {
   private readonly byNamespace: Map<string, Informer<T>>;
 
   /** `informers` maps a namespace to its informer; the key '' means all namespaces. */
@@ -66,7 +71,7 @@ export class InformerGroup<T extends Cached> implements ObjectCache<T> {
  * kinds of entry (e.g. token Secrets and the names of all other Secrets). An object that changes kind is an
  * add or a delete here, as a label-selected watch reports an object entering or leaving its selector.
  */
-export class NarrowedCache<T extends Cached, U extends T> implements ObjectCache<U> {
+export class NarrowedCache<T extends Cached, U extends T> implements ObjectCache<U>, LocalCache<U> {
   constructor(
     private readonly group: Pick<InformerGroup<T>, 'get' | 'list' | 'upsertLocal' | 'on'>,
     private readonly is: (object: T) => object is U,

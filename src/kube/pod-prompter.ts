@@ -9,8 +9,16 @@ const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.
 /** A namespace's consenting Pods of one UserGroup, as metadata: a generous bound on what one list may cost. */
 const MAX_LIST_BYTES = 8 * 1024 * 1024;
 
-export type PodList = { readonly kind: 'listed'; readonly pods: readonly ConsentingPod[] } | { readonly kind: 'refused'; readonly error: ApiError };
+/** The consenting Pods, and how to prompt one of them (`prompt`, for the same UserGroup in the same namespace); or the refusal. */
+export type PodList =
+  | { readonly kind: 'listed'; readonly pods: readonly ConsentingPod[]; prompt(pod: string, issuedAt: string): Promise<PromptResult> }
+  | { readonly kind: 'refused'; readonly error: ApiError };
 export type PromptResult = { readonly kind: 'prompted' } | { readonly kind: 'gone' } | { readonly kind: 'refused'; readonly error: ApiError };
+
+export interface PodPrompterOptions {
+  /** Runs before every write; throws when this replica does not hold its Lease (by the clock). */
+  readonly fence?: () => void;
+}
 
 /**
  * The kubelet syncs a Pod whenever the Pod's metadata changes, and a sync rewrites its Secret volumes from the
@@ -19,7 +27,10 @@ export type PromptResult = { readonly kind: 'prompted' } | { readonly kind: 'gon
  * (never their spec or environment), selected by their owner's consent label.
  */
 export class PodPrompter {
-  constructor(private readonly client: KubeClient) {}
+  constructor(
+    private readonly client: KubeClient,
+    private readonly options: PodPrompterOptions = {},
+  ) {}
 
   async consenting(namespace: string, userGroupName: string): Promise<PodList> {
     const res = await call(this.client, 'GET', paths.pods(namespace), {
@@ -30,11 +41,12 @@ export class PodPrompter {
     if (!res.ok) return { kind: 'refused', error: res.error };
     const pods = parseConsentingPods(res.body, userGroupName);
     if (!pods.ok) throw new Error(`the apiserver returned a Pod list that cannot be parsed: ${pods.error}`);
-    return { kind: 'listed', pods: pods.value };
+    return { kind: 'listed', pods: pods.value, prompt: (pod, issuedAt) => this.prompt(namespace, pod, userGroupName, issuedAt) };
   }
 
   /** Sets `refreshed.usergroup.dev/<userGroupName>` on the Pod; nothing else (the chart's admission policy refuses more). */
-  async prompt(namespace: string, pod: string, userGroupName: string, issuedAt: string): Promise<PromptResult> {
+  private async prompt(namespace: string, pod: string, userGroupName: string, issuedAt: string): Promise<PromptResult> {
+    this.options.fence?.();
     const res = await call(this.client, 'PATCH', paths.pod(namespace, pod), {
       query: { fieldManager: FIELD_MANAGER },
       body: { metadata: { annotations: { [refreshedForKey(userGroupName)]: issuedAt } } },

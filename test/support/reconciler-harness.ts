@@ -9,10 +9,12 @@ import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js'
 import type { Connection, Resolution } from '../../src/controller/connections.js';
 import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/reconcile-contract.js';
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
-import { DEFAULT_REQUEST_BUDGETS, type RequestSlot } from '../../src/controller/request-budget.js';
-import type { ReconcilePorts } from '../../src/controller/usergroup/ports.js';
+import { boundNamespace } from '../../src/controller/policies/id-binding.js';
+import { DEFAULT_REQUEST_BUDGETS, type RequestKind, type RequestSlot } from '../../src/controller/request-budget.js';
+import type { ReconcilePorts, Slot } from '../../src/controller/usergroup/ports.js';
 import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';
 import type { ApiError } from '../../src/kube/api-error.js';
+import type { RestartResult } from '../../src/kube/workload-restarter.js';
 import { secretMatches, type SecretApplyResult } from '../../src/kube/secret-writer.js';
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceResult } from '../../src/service/types.js';
@@ -292,6 +294,8 @@ export function harness(world: World): Harness {
     apiKeySecret: 'ops/api-key',
     seal: SEAL,
     unavailable: () => undefined,
+    invalidate: () => undefined,
+    boundNamespace: (userGroupId) => boundNamespace(userGroupId, world.clusterServices ?? []),
     upsert: async (): Promise<ServiceResult> => {
       serviceCall('PUT');
       return group(token, 'created' in world ? world.created : true);
@@ -317,6 +321,31 @@ export function harness(world: World): Harness {
     claims.set(kept.metadata.name, kept);
     return kept;
   };
+  /** As WorkloadRestarter's restart of the version read. */
+  const restart = async (target: RestartTarget, resourceVersion: string, userGroupName: string, value: string): Promise<RestartResult> => {
+    kubeRequest(`restart ${target.kind}/${target.name}`);
+    if (world.restartRefusal) return { kind: 'refused', error: world.restartRefusal };
+    const key = `${target.kind}/${target.name}`;
+    const current = world.workloads?.get(key);
+    if (!current) return { kind: 'conflict', conflict: 'gone' };
+    if (current.resourceVersion !== resourceVersion) return { kind: 'conflict', conflict: 'changed' };
+    world.workloads?.set(key, {
+      ...current,
+      resourceVersion: String(Number(current.resourceVersion) + 1),
+      restartedFor: { ...current.restartedFor, [userGroupName]: value },
+    });
+    return { kind: 'restarted' };
+  };
+  /** A global cap's slot, answering `waitMs` (none: a slot at once), logged as `name`. */
+  const capSlot = (name: string, waitMs: number | undefined): Slot => {
+    calls.push(name);
+    return waitMs !== undefined && waitMs > 0 ? { kind: 'wait', inMs: waitMs, first: true } : { kind: 'now', spend: () => undefined };
+  };
+  /** A namespace budget's slot, answering `slot` (default: one at once), logged as "<kind> budget" and "<kind> budget spent". */
+  const budgetSlot = (kind: RequestKind, slot: RequestSlot | undefined): Slot => {
+    calls.push(`${kind} budget`);
+    return slot?.kind === 'wait' ? slot : { kind: 'now', spend: () => calls.push(`${kind} budget spent`) };
+  };
   const ports: ReconcilePorts = {
     userGroups: {
       get: (key) => all().find((u) => objectKey(u.metadata) === key),
@@ -324,19 +353,15 @@ export function harness(world: World): Harness {
     },
     claims: {
       cached: (name) => (world.claimCache ?? claims).get(name),
-      read: async (name) => {
+      // As ClaimWriter.write: a create without `current`, else a replace of that version; a lost race reads what won.
+      write: async (current, spec) => {
+        kubeRequest(current ? 'replace Claim' : 'create Claim');
+        const lost = current
+          ? claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion
+          : claims.has(claimName(spec.account, spec.userGroupId));
+        if (!lost) return { ok: true, claim: keep(spec) };
         kubeRequest('GET Claim');
-        return claims.get(name);
-      },
-      create: async (spec) => {
-        kubeRequest('create Claim');
-        if (claims.has(claimName(spec.account, spec.userGroupId))) return { ok: false };
-        return { ok: true, claim: keep(spec) };
-      },
-      replace: async (current, spec) => {
-        kubeRequest('replace Claim');
-        if (claims.get(current.metadata.name)?.metadata.resourceVersion !== current.metadata.resourceVersion) return { ok: false };
-        return { ok: true, claim: keep(spec) };
+        return { ok: false, claim: claims.get(claimName(spec.account, spec.userGroupId)) };
       },
       release: async (c) => {
         kubeRequest('delete Claim');
@@ -344,16 +369,21 @@ export function harness(world: World): Harness {
       },
     },
     secretCache: {
-      seen: () => ({ cached: world.cached, otherExists: world.otherKnown ?? false }),
-      keeper: () => world.keeper,
+      seen: () => ({
+        cached: world.cached,
+        otherExists: world.otherKnown ?? false,
+        // The harness's Secrets carry their data, so the metadata-only trust question never arises.
+        known: () => ({
+          verified: world.verified ?? true,
+          token: world.heldToken === undefined ? undefined : new SecretValue(world.heldToken),
+          remember: () => undefined,
+        }),
+      }),
       // As the owner index: only a Secret this UserGroup controls.
       owned: (ug) => (world.cached?.metadata.ownerReferences.some((o) => o.controller && o.uid === ug.metadata.uid) ? [world.cached] : []),
-      // The harness's Secrets carry their data, so the metadata-only trust question never arises.
-      known: () => ({
-        verified: world.verified ?? true,
-        token: world.heldToken === undefined ? undefined : new SecretValue(world.heldToken),
-        remember: () => undefined,
-      }),
+    },
+    namespaces: {
+      get: () => ({ keeper: world.keeper, terminating: () => Promise.resolve(world.namespaceTerminating ?? false) }),
     },
     secrets: {
       read: async () => {
@@ -388,12 +418,11 @@ export function harness(world: World): Harness {
       patch: async (_ug, status) => {
         statuses.push(status);
         kubeRequest(`status ${status.conditions?.find((c) => c.type === 'Ready')?.reason ?? '?'}`, 'status');
+        return undefined;
       },
     },
     connections: {
       resolve: async () => world.resolution ?? { ok: true, connection },
-      invalidate: () => undefined,
-      clusterServices: () => world.clusterServices ?? [],
     },
     workloads: {
       read: async (_ns, target) => {
@@ -401,34 +430,28 @@ export function harness(world: World): Harness {
         const key = `${target.kind}/${target.name}`;
         const read = world.workloads?.get(key);
         if (read && world.workloadChangesAfterRead) world.workloads?.set(key, { ...read, resourceVersion: `${read.resourceVersion}0` });
-        return read ? { kind: 'found', workload: read } : { kind: 'missing' };
-      },
-      restart: async (_ns, target, resourceVersion, userGroupName, value) => {
-        kubeRequest(`restart ${target.kind}/${target.name}`);
-        if (world.restartRefusal) return { kind: 'refused', error: world.restartRefusal };
-        const key = `${target.kind}/${target.name}`;
-        const current = world.workloads?.get(key);
-        if (!current) return { kind: 'conflict', conflict: 'gone' };
-        if (current.resourceVersion !== resourceVersion) return { kind: 'conflict', conflict: 'changed' };
-        world.workloads?.set(key, {
-          ...current,
-          resourceVersion: String(Number(current.resourceVersion) + 1),
-          restartedFor: { ...current.restartedFor, [userGroupName]: value },
-        });
-        return { kind: 'restarted' };
+        // As WorkloadRestarter.read: the restart it hands patches exactly the version read.
+        return read
+          ? { kind: 'found', workload: read, restart: (userGroupName, value) => restart(target, read.resourceVersion, userGroupName, value) }
+          : { kind: 'missing' };
       },
     },
+
     pods: {
       consenting: async () => {
         kubeRequest('LIST consenting Pods');
         if (world.promptRefusal) return { kind: 'refused', error: world.promptRefusal };
-        return { kind: 'listed', pods: [...(world.pods ?? new Map<string, string | undefined>())].map(([name, promptedFor]) => ({ name, promptedFor })) };
-      },
-      prompt: async (_ns, pod, _userGroupName, issuedAt) => {
-        kubeRequest(`prompt Pod/${pod}`);
-        if (!world.pods?.has(pod)) return { kind: 'gone' };
-        world.pods.set(pod, issuedAt);
-        return { kind: 'prompted' };
+        const pods = [...(world.pods ?? new Map<string, string | undefined>())].map(([name, promptedFor]) => ({ name, promptedFor }));
+        return {
+          kind: 'listed',
+          pods,
+          prompt: async (pod, issuedAt) => {
+            kubeRequest(`prompt Pod/${pod}`);
+            if (!world.pods?.has(pod)) return { kind: 'gone' };
+            world.pods.set(pod, issuedAt);
+            return { kind: 'prompted' };
+          },
+        };
       },
     },
     events: {
@@ -438,44 +461,39 @@ export function harness(world: World): Harness {
       },
     },
     metrics: {
-      tokenRotated: () => undefined,
-      rotationFailed: () => undefined,
-      workloadRestarted: () => undefined,
-      deletionRotation: (result) => deletionResults.push(result),
+      count: (counted) => {
+        if (counted.metric === 'deletion-rotation') deletionResults.push(counted.result);
+      },
     },
     caps: {
-      rotation: () => {
-        calls.push('cap');
-        return world.capWaitMs ?? 0;
+      take: (cap) => {
+        switch (cap) {
+          case 'scheduled-rotation':
+            return capSlot('cap', world.capWaitMs);
+          case 'restart':
+            return capSlot('restart cap', world.restartCapWaitMs);
+          case 'prompt':
+            return capSlot('prompt cap', world.promptCapWaitMs);
+          case 'sync-request':
+            return budgetSlot('sync', world.syncSlot);
+          case 'rotation-request':
+            return budgetSlot('rotation', world.rotationSlot);
+        }
       },
-      restart: () => {
-        calls.push('restart cap');
-        return world.restartCapWaitMs ?? 0;
-      },
-      prompt: () => {
-        calls.push('prompt cap');
-        return world.promptCapWaitMs ?? 0;
-      },
-      request: (kind) => {
-        calls.push(`${kind} budget`);
-        return (kind === 'sync' ? world.syncSlot : world.rotationSlot) ?? { kind: 'now' };
-      },
-      requestSpent: (kind) => calls.push(`${kind} budget spent`),
     },
     clock: { now: () => now },
     finalizers: {
-      // As the real port, the write shows in the cache at once: the next reconcile sees it.
-      userGroup: (_ug, present) => {
+      // As the real writer, the write shows in the cache at once: the next reconcile sees it.
+      set: (on, present) => {
+        if ('secret' in on) {
+          kubeRequest(`${present ? 'add' : 'remove'} Secret finalizer ${on.secret.metadata.name}`);
+          return Promise.resolve(true);
+        }
         kubeRequest(`${present ? 'add' : 'remove'} UserGroup finalizer`);
         const { metadata } = world.ug;
         world.ug = { ...world.ug, metadata: withFinalizers(metadata, present ? [ROTATE_ON_DELETE_FINALIZER] : [], metadata.resourceVersion) };
         return Promise.resolve(true);
       },
-      secret: (secret, present) => {
-        kubeRequest(`${present ? 'add' : 'remove'} Secret finalizer ${secret.metadata.name}`);
-        return Promise.resolve(true);
-      },
-      namespaceTerminating: () => Promise.resolve(world.namespaceTerminating ?? false),
     },
   };
   const settings = {

@@ -29,7 +29,7 @@ const conflict: KubeResponse = { status: 409, body: { kind: 'Status', code: 409,
 describe('FinalizerWriter', () => {
   it('adds ours after the others, naming the resourceVersion read; reads metadata only', async () => {
     const { writer, sent } = scripted(meta(['foregroundDeletion']), meta(['foregroundDeletion', F]));
-    expect((await writer.set(PATH, 'uid-1', F, true)).kind).toBe('patched');
+    expect((await writer.setAt(PATH, 'uid-1', F, true)).kind).toBe('patched');
     expect(sent[0]?.options.accept).toContain('PartialObjectMetadata');
     expect(sent[1]?.method).toBe('PATCH');
     expect(sent[1]?.options.body).toEqual({ metadata: { resourceVersion: '7', finalizers: ['foregroundDeletion', F] } });
@@ -37,7 +37,7 @@ describe('FinalizerWriter', () => {
 
   it('removes ours only', async () => {
     const { writer, sent } = scripted(meta(['a.example/x', F, 'b.example/y']), meta(['a.example/x', 'b.example/y']));
-    await writer.set(PATH, 'uid-1', F, false);
+    await writer.setAt(PATH, 'uid-1', F, false);
     expect(sent[1]?.options.body).toEqual({ metadata: { resourceVersion: '7', finalizers: ['a.example/x', 'b.example/y'] } });
   });
 
@@ -49,19 +49,19 @@ describe('FinalizerWriter', () => {
       [meta(undefined, { deletionTimestamp: '2026-11-22T00:00:00Z' }), true],
     ] as const) {
       const { writer, sent } = scripted(answer);
-      expect(['unchanged', 'gone']).toContain((await writer.set(PATH, 'uid-1', F, present)).kind);
+      expect(['unchanged', 'gone']).toContain((await writer.setAt(PATH, 'uid-1', F, present)).kind);
       expect(sent.map((s) => s.method)).toEqual(['GET']);
     }
   });
 
   it('a conflict is read again, at most three times', async () => {
     const { writer, sent } = scripted(meta([F]), conflict, meta([F]), conflict, meta([F]), conflict);
-    expect((await writer.set(PATH, 'uid-1', F, false)).kind).toBe('conflict');
+    expect((await writer.setAt(PATH, 'uid-1', F, false)).kind).toBe('conflict');
     expect(sent.map((s) => s.method)).toEqual(['GET', 'PATCH', 'GET', 'PATCH', 'GET', 'PATCH']);
   });
 
   it('gone (404) is done', async () => {
     const { writer } = scripted({ status: 404, body: { kind: 'Status', code: 404, reason: 'NotFound', message: 'not found' } });
-    expect((await writer.set(PATH, 'uid-1', F, false)).kind).toBe('gone');
+    expect((await writer.setAt(PATH, 'uid-1', F, false)).kind).toBe('gone');
   });
 });

@@ -10,6 +10,7 @@ import type { KubeClient, KubeResponse, RequestOptions } from '../../src/kube/ht
 import { LeaderElector } from '../../src/kube/leader-election.js';
 import { SecretWriter } from '../../src/kube/secret-writer.js';
 import { StatusWriter } from '../../src/kube/status-writer.js';
+import { userGroup } from '../support/reconciler-harness.js';
 
 /**
  * The apiserver writers over a scripted apiserver: what each makes of a refusal. Every refusal that is not the
@@ -88,10 +89,10 @@ function stored(resourceVersion: string, token: string): ObservedSecret {
 }
 
 describe('SecretWriter', () => {
-  it('get: a missing Secret is undefined; any other refusal keeps the apiserver\'s message (was "reading a Secret failed")', async () => {
-    expect(await new SecretWriter(scripted(status(404, 'NotFound', 'secrets "acme-token" not found')).client).get(NS, 'acme-token')).toBeUndefined();
+  it('read: a missing Secret is undefined; any other refusal keeps the apiserver\'s message (was "reading a Secret failed")', async () => {
+    expect(await new SecretWriter(scripted(status(404, 'NotFound', 'secrets "acme-token" not found')).client).read(NS, 'acme-token')).toBeUndefined();
     const message = `secrets "acme-token" is forbidden: ${SA} cannot get resource "secrets" in API group "" in the namespace "team-a"`;
-    const err = await refusal(new SecretWriter(scripted(status(403, 'Forbidden', message)).client).get(NS, 'acme-token'));
+    const err = await refusal(new SecretWriter(scripted(status(403, 'Forbidden', message)).client).read(NS, 'acme-token'));
     expect(err).toMatchObject({ code: 403, reason: 'Forbidden', serverMessage: message });
     expect(err.message).toBe(`GET ${SECRET_PATH}: 403 Forbidden: ${message}`);
   });
@@ -165,10 +166,10 @@ describe('SecretWriter', () => {
       status(404, 'NotFound', 'gone'),
       status(409, 'Conflict', 'Precondition failed: UID in precondition: uid-s, UID in object meta: uid-t'),
     ]) {
-      await expect(new SecretWriter(scripted(answer).client).delete(NS, 'acme-token', 'uid-s')).resolves.toBeUndefined();
+      await expect(new SecretWriter(scripted(answer).client).delete(stored('7', 'older'))).resolves.toBeUndefined();
     }
     const err = await refusal(
-      new SecretWriter(scripted(status(403, 'Forbidden', 'secrets "acme-token" is forbidden: no')).client).delete(NS, 'acme-token', 'uid-s'),
+      new SecretWriter(scripted(status(403, 'Forbidden', 'secrets "acme-token" is forbidden: no')).client).delete(stored('7', 'older')),
     );
     expect(err.message).toBe(`DELETE ${SECRET_PATH}: 403 Forbidden: secrets "acme-token" is forbidden: no`);
   });
@@ -188,24 +189,34 @@ describe('ClaimWriter', () => {
     return parsed.value;
   };
 
-  it("a lost race is ok: false; a create's 409, a replace's 409 or 404", async () => {
-    expect(await new ClaimWriter(scripted(status(409, 'AlreadyExists', 'exists')).client).create(spec)).toEqual({ ok: false });
-    expect(await new ClaimWriter(scripted(status(409, 'Conflict', 'modified')).client).replace(parsedClaim('3'), spec)).toEqual({ ok: false });
-    expect(await new ClaimWriter(scripted(status(404, 'NotFound', 'gone')).client).replace(parsedClaim('3'), spec)).toEqual({ ok: false });
-    expect(await new ClaimWriter(scripted(status(404, 'NotFound', 'gone')).client).get('c')).toBeUndefined();
-    const created = await new ClaimWriter(scripted({ status: 201, body: claimBody('4') }).client).create(spec);
+  it("a lost race is ok: false with what won, read again; a create's 409, a replace's 409 or 404", async () => {
+    const gone = status(404, 'NotFound', 'gone');
+    expect(await new ClaimWriter(scripted(status(409, 'AlreadyExists', 'exists'), gone).client).write(undefined, spec)).toEqual({
+      ok: false,
+      claim: undefined,
+    });
+    expect(await new ClaimWriter(scripted(status(409, 'Conflict', 'modified'), gone).client).write(parsedClaim('3'), spec)).toEqual({
+      ok: false,
+      claim: undefined,
+    });
+    expect(await new ClaimWriter(scripted(gone).client).write(parsedClaim('3'), spec)).toEqual({ ok: false, claim: undefined });
+    const won = scripted(status(409, 'AlreadyExists', 'exists'), { status: 200, body: claimBody('5') });
+    expect(await new ClaimWriter(won.client).write(undefined, spec)).toEqual({ ok: false, claim: parsedClaim('5') });
+    expect(won.sent.map((r) => r.method)).toEqual(['POST', 'GET']);
+    expect(await new ClaimWriter(scripted(gone).client).get('c')).toBeUndefined();
+    const created = await new ClaimWriter(scripted({ status: 201, body: claimBody('4') }).client).write(undefined, spec);
     expect(created.ok && created.claim.metadata.resourceVersion).toBe('4');
   });
 
   it("any other refusal keeps the apiserver's message", async () => {
     const message = `usergroupclaims.usergroup.dev is forbidden: ${SA} cannot create resource "usergroupclaims" in API group "usergroup.dev" at the cluster scope`;
-    const err = await refusal(new ClaimWriter(scripted(status(403, 'Forbidden', message)).client).create(spec));
+    const err = await refusal(new ClaimWriter(scripted(status(403, 'Forbidden', message)).client).write(undefined, spec));
     expect(err.message).toBe(`POST /apis/usergroup.dev/v1alpha1/usergroupclaims: 403 Forbidden: ${message}`);
-    await expect(
-      new ClaimWriter(scripted(status(500, 'InternalError', 'etcdserver: request timed out')).client).replace(parsedClaim('3'), spec),
-    ).rejects.toThrow('500 InternalError: etcdserver: request timed out');
-    await expect(new ClaimWriter(scripted(status(409, 'Conflict', 'precondition')).client).delete(parsedClaim('3'))).resolves.toBeUndefined();
-    await expect(new ClaimWriter(scripted({ status: 503, body: '' }).client).delete(parsedClaim('3'))).rejects.toThrow(
+    await expect(new ClaimWriter(scripted(status(500, 'InternalError', 'etcdserver: request timed out')).client).write(parsedClaim('3'), spec)).rejects.toThrow(
+      '500 InternalError: etcdserver: request timed out',
+    );
+    await expect(new ClaimWriter(scripted(status(409, 'Conflict', 'precondition')).client).release(parsedClaim('3'))).resolves.toBeUndefined();
+    await expect(new ClaimWriter(scripted({ status: 503, body: '' }).client).release(parsedClaim('3'))).rejects.toThrow(
       '503 ServiceUnavailable: the server is currently unable to handle the request',
     );
   });
@@ -213,9 +224,9 @@ describe('ClaimWriter', () => {
 
 describe('StatusWriter', () => {
   it("a UserGroup gone meanwhile is undefined; an invalid status is refused with the apiserver's field errors", async () => {
-    expect(await new StatusWriter(scripted(status(404, 'NotFound', 'not found')).client).patch(NS, 'acme', {})).toBeUndefined();
+    expect(await new StatusWriter(scripted(status(404, 'NotFound', 'not found')).client).patch(userGroup({ namespace: NS }), {})).toBeUndefined();
     const message = 'UserGroup.usergroup.dev "acme" is invalid: status.conditions[0].reason: Invalid value: "": must match ^[A-Za-z]';
-    const err = await refusal(new StatusWriter(scripted(status(422, 'Invalid', message)).client).patch(NS, 'acme', {}));
+    const err = await refusal(new StatusWriter(scripted(status(422, 'Invalid', message)).client).patch(userGroup({ namespace: NS }), {}));
     expect(err).toMatchObject({ reason: 'Invalid', serverMessage: message });
   });
 });

@@ -35,7 +35,7 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
     if (isDeferral(rotated)) return end(deferred(rotated, 'rotate', connection));
     if (!rotated.ok) return end(rotationFailed(ctx, 'adoption', rotated.failure, connection));
     adopted = { ...adopted, token: rotated.group.token, rotatedAt: iso(ctx.ports.clock.now()) };
-    ctx.ports.metrics.tokenRotated('adoption');
+    ctx.ports.metrics.count({ metric: 'token-rotated', trigger: 'adoption' });
   }
   const tokenRotated = decision.policy === 'Rotate';
   if (decision.kind === 'unknown') {

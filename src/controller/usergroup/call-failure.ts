@@ -31,7 +31,7 @@ export function serviceFailed(ctx: ReconcileContext, operation: Operation, failu
   // which network error) would make the operator its port scanner. It gets the kind and HTTP status only.
   const message = Messages.callFailed(operation, connection.description, connection.shared ? failure.message : coarseFailure(failure));
   ctx.log.warn({ reason, status: failure.status, operation, detail: failure.message }, 'service call failed');
-  if (failure.kind === 'unauthorized') ctx.ports.connections.invalidate(connection);
+  if (failure.kind === 'unauthorized') connection.invalidate();
   const result: ReconcileResult =
     failure.kind === 'rate-limited' && failure.retryAfterMs !== undefined
       ? // The account waits as a whole (service/call-gates.ts); the queue spreads the keys out (retry-policy.ts).
@@ -48,7 +48,7 @@ export function rotationFailed(
   connection: Connection,
   operation: Extract<Operation, 'rotate' | 'rotate-read'> = 'rotate',
 ): Outcome {
-  ctx.ports.metrics.rotationFailed(trigger);
+  ctx.ports.metrics.count({ metric: 'rotation-failed', trigger });
   return serviceFailed(ctx, operation, failure, connection);
 }
 

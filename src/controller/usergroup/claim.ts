@@ -5,7 +5,6 @@ import type { UserGroup, UserGroupSpec } from '../../api/usergroup.js';
 import { claimHolderAlive, decideClaim, holderByRules, mayHoldId, onRulesSide, type ClaimInputs, type RulesHold } from '../policies/claim.js';
 import type { Connection } from '../connections.js';
 import { Reason } from '../policies/conditions.js';
-import { boundNamespace } from '../policies/id-binding.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './event-messages.js';
@@ -58,14 +57,13 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
       case 'create':
       case 'take-over': {
         ctx.signal?.throwIfAborted();
-        const written =
-          decision.kind === 'create' ? await ctx.ports.claims.create(decision.spec) : await ctx.ports.claims.replace(decision.claim, decision.spec);
+        const written = await ctx.ports.claims.write(decision.kind === 'create' ? undefined : decision.claim, decision.spec);
         if (written.ok) {
           // Debug: every first sync takes a claim, and its "user group synced" line follows at info.
           ctx.log.debug({ claim: written.claim.metadata.name, how: decision.kind }, 'claimed the userGroupId');
           return next({ claim: written.claim, heldBefore: decision.kind === 'take-over' });
         }
-        claim = await ctx.ports.claims.read(name);
+        claim = written.claim;
       }
     }
   }
@@ -90,7 +88,7 @@ export async function holdsId(ctx: ReconcileContext, { spec, connection }: Admit
 export async function idHeldByRules(ctx: ReconcileContext, spec: UserGroupSpec, connection: Connection): Promise<RulesHold> {
   if (!ctx.settings.seesAllNamespaces || !connection.shared) return { bound: false, holder: undefined };
   const me = ctx.ug;
-  const bound = boundNamespace(spec.userGroupId, ctx.ports.connections.clusterServices()) === me.metadata.namespace;
+  const bound = connection.boundNamespace(spec.userGroupId) === me.metadata.namespace;
   return holderByRules(me, bound, await rivals(ctx, spec.userGroupId, connection.account, (o) => onRulesSide(o, me, bound)));
 }
 
@@ -112,8 +110,8 @@ async function rivals(ctx: ReconcileContext, userGroupId: string, account: strin
 async function claimFor(ctx: ReconcileContext, holder: UserGroup, userGroupId: string, account: string): Promise<UserGroupClaim | undefined> {
   ctx.signal?.throwIfAborted();
   const { namespace, name, uid } = holder.metadata;
-  const written = await ctx.ports.claims.create({ userGroupId, account, namespace, userGroup: { name, uid } });
-  if (!written.ok) return ctx.ports.claims.read(claimName(account, userGroupId));
+  const written = await ctx.ports.claims.write(undefined, { userGroupId, account, namespace, userGroup: { name, uid } });
+  if (!written.ok) return written.claim;
   ctx.log.info(
     { claim: written.claim.metadata.name, holder: objectKey(holder.metadata) },
     'claimed the userGroupId for the UserGroup that held it by the rules',

@@ -65,13 +65,13 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   };
   let decision = decideLiveFinalizers(inputs);
   // A removal may be a namespace's deletion on its way (its Secrets deleted before its UserGroups): asked only then.
-  if ((decision.currentSecret === 'remove' || decision.userGroup === 'remove') && (await ports.finalizers.namespaceTerminating(ug.metadata.namespace))) {
+  if ((decision.currentSecret === 'remove' || decision.userGroup === 'remove') && (await ports.namespaces.get(ug.metadata.namespace).terminating())) {
     decision = decideLiveFinalizers({ ...inputs, namespaceTerminating: true });
   }
   // The Secret first: once a token is held, the UserGroup's deletion finds it kept (a terminating Secret stays readable).
-  if (decision.currentSecret && currentSecret && !(await ports.finalizers.secret(currentSecret, decision.currentSecret === 'add'))) return LOST_RACE;
-  if (decision.staleSecrets) for (const secret of stale) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
-  if (decision.userGroup && !(await ports.finalizers.userGroup(ug, decision.userGroup === 'add'))) return LOST_RACE;
+  if (decision.currentSecret && currentSecret && !(await ports.finalizers.set({ secret: currentSecret }, decision.currentSecret === 'add'))) return LOST_RACE;
+  if (decision.staleSecrets) for (const secret of stale) if (!(await ports.finalizers.set({ secret }, false))) return LOST_RACE;
+  if (decision.userGroup && !(await ports.finalizers.set({ userGroup: ug }, decision.userGroup === 'add'))) return LOST_RACE;
   if (decision.userGroup || decision.currentSecret) ctx.log.debug({ decision }, 'rotate-on-delete finalizers changed');
   return undefined;
 }
@@ -201,10 +201,10 @@ async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpe
     const named = ports.secretCache.seen(objectKey({ namespace: ug.metadata.namespace, name: spec.tokenSecret.name })).cached;
     if (named && hasRotateFinalizer(named.metadata)) secrets.set(named.metadata.name, named);
   }
-  for (const secret of secrets.values()) if (!(await ports.finalizers.secret(secret, false))) return LOST_RACE;
-  if (!(await ports.finalizers.userGroup(ug, false))) return LOST_RACE;
+  for (const secret of secrets.values()) if (!(await ports.finalizers.set({ secret }, false))) return LOST_RACE;
+  if (!(await ports.finalizers.set({ userGroup: ug }, false))) return LOST_RACE;
 
-  ports.metrics.deletionRotation(RESULT[ending.kind]);
+  ports.metrics.count({ metric: 'deletion-rotation', result: RESULT[ending.kind] });
   switch (ending.kind) {
     case 'rotated':
       ports.events.emit(ug, Events.rotatedOnDelete(ending.alreadyInvalid));
@@ -228,7 +228,7 @@ async function release(ctx: ReconcileContext, ending: Ending, spec: UserGroupSpe
 /** A failed deletion rotation: logged (the Event comes if it is abandoned); a refused API key is read again. */
 function failedCall(ctx: ReconcileContext, connection: Connection, kind: string, detail: string): void {
   ctx.log.warn({ kind, detail: connection.shared ? detail : undefined }, 'rotation before deletion failed; retrying within the limit');
-  if (kind === 'unauthorized') ctx.ports.connections.invalidate(connection);
+  if (kind === 'unauthorized') connection.invalidate();
 }
 
 function policyOf(spec: UserGroupSpec | undefined): PolicyView | undefined {

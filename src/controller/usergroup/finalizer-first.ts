@@ -29,7 +29,7 @@ export async function finalizerFirst(ctx: ReconcileContext, plan: Plan, progress
   if (!add) return next(progress);
   ctx.signal?.throwIfAborted();
   // Met a newer version: decided again from it.
-  if (!(await ctx.ports.finalizers.userGroup(ug, true))) return end({ report: undefined, result: failed('lost-race') });
+  if (!(await ctx.ports.finalizers.set({ userGroup: ug }, true))) return end({ report: undefined, result: failed('lost-race') });
   ctx.log.debug('rotate-on-delete finalizer added before the first service call');
   // Not in the cache yet (it is behind the apiserver, so the port leaves it alone): the finalizer's own watch event
   // brings the next reconcile (a finalizer change is one, triggers.ts); coming back before it would write again.

@@ -32,7 +32,7 @@ export async function observeSecret(ctx: ReconcileContext, held: Connected, sour
   if (inspection.state === 'foreign' && observed) return keptFor(ctx, held, observed) ?? inspection;
   if (inspection.state !== 'owned') return inspection;
   const owned = inspection;
-  const known = ctx.ports.secretCache.known(key, owned.resourceVersion);
+  const known = seen.known(owned.resourceVersion);
   const rotation = (): RotationDecision => rotationFor(ctx.ug, spec, owned, ctx.settings, ctx.ports.clock.now(), connection.fleet).rotation;
   const had = mustReadData(owned, known.verified, rotation) ? await withData(ctx, held, owned, known.verified ? known.token : undefined) : owned;
   if (had.state === 'owned' && had.token) known.remember(had.resourceVersion, had.token);

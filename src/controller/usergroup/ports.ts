@@ -1,29 +1,30 @@
 // The ports of a reconcile: what it may read and do, grouped by what it touches.
 import type { V1Secret } from '@kubernetes/client-node';
 import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
-import type { ClusterUserGroupService } from '../../api/clusterusergroupservice.js';
 import type { OwnerReference } from '../../api/meta.js';
 import type { ObservedSecret } from '../../api/secret.js';
 import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
 import type { RestartKind, RestartTarget } from '../../api/workload.js';
 import type { ClaimWriteResult } from '../../kube/claim-writer.js';
 import type { EventType } from '../../kube/event-recorder.js';
+import type { FinalizerTarget } from '../../kube/finalizer-writer.js';
 import type { SecretApplyResult } from '../../kube/secret-writer.js';
-import type { RestartResult, WorkloadRead } from '../../kube/workload-restarter.js';
-import type { PodList, PromptResult } from '../../kube/pod-prompter.js';
-import type { RequestKind, RequestSlot } from '../request-budget.js';
+import type { WorkloadRead } from '../../kube/workload-restarter.js';
+import type { PodList } from '../../kube/pod-prompter.js';
 import type { SecretValue } from '../../service/secret-value.js';
-import type { Connection, Resolution } from '../connections.js';
+import type { Resolution } from '../connections.js';
 
 /**
- * What a reconcile reads and does, grouped by what it touches. The controller wires them over its caches and
- * writers (controller/reconcile-ports.ts), every write fenced by the Lease; the unit tests over stand-ins.
+ * What a reconcile reads and does, grouped by what it touches: 14 ports, 20 methods. The controller wires them
+ * (controller/reconcile-ports.ts): the writers of src/kube themselves, each fencing its writes with the Lease and
+ * writing them through to the caches it is given, and the caches; the unit tests wire stand-ins.
  */
 export interface ReconcilePorts {
   readonly userGroups: UserGroupsPort;
   readonly claims: ClaimsPort;
   readonly secretCache: TokenSecretCacheView;
-  readonly secrets: TokenSecretApplyPort;
+  readonly namespaces: NamespacesPort;
+  readonly secrets: TokenSecretsPort;
   readonly status: StatusPort;
   readonly connections: ConnectionsPort;
   readonly workloads: WorkloadsPort;
@@ -35,13 +36,10 @@ export interface ReconcilePorts {
   readonly finalizers: FinalizersPort;
 }
 
-/** The rotate-on-delete finalizer (spec.deletionPolicy Rotate), on UserGroups and their token Secrets. */
+/** The rotate-on-delete finalizer (spec.deletionPolicy Rotate), on UserGroups and their token Secrets (FinalizerWriter). */
 export interface FinalizersPort {
   /** Adds or removes it; false when the object changed meanwhile (decide again) — gone counts as done. */
-  userGroup(ug: UserGroup, present: boolean): Promise<boolean>;
-  secret(secret: Pick<ObservedSecret, 'metadata'>, present: boolean): Promise<boolean>;
-  /** The namespace is being deleted: the namespace cache, else a live read (its watch event may come after a Secret's). */
-  namespaceTerminating(namespace: string): Promise<boolean>;
+  set(on: FinalizerTarget, present: boolean): Promise<boolean>;
 }
 
 /** The UserGroup cache. */
@@ -51,12 +49,11 @@ export interface UserGroupsPort {
   withId(userGroupId: string): UserGroup[];
 }
 
-/** UserGroupClaims: the cache (cluster-scoped, by name) and the apiserver. */
+/** UserGroupClaims: the cache (cluster-scoped, by name) and the apiserver (ClaimWriter). */
 export interface ClaimsPort {
   cached(name: string): UserGroupClaim | undefined;
-  read(name: string): Promise<UserGroupClaim | undefined>;
-  create(spec: ClaimSpec): Promise<ClaimWriteResult>;
-  replace(current: UserGroupClaim, spec: ClaimSpec): Promise<ClaimWriteResult>;
+  /** Creates the claim (`current` undefined) or takes over exactly that version; a lost race hands back what won, read again. */
+  write(current: UserGroupClaim | undefined, spec: ClaimSpec): Promise<ClaimWriteResult>;
   release(claim: UserGroupClaim): Promise<void>;
 }
 
@@ -64,19 +61,19 @@ export interface ClaimsPort {
 export interface TokenSecretCacheView {
   /**
    * A name as the caches know it: the token-Secret cache's copy (Secrets a UserGroup controls, metadata only: read
-   * the data with TokenSecretApplyPort.read), and whether the name-only cache of all other Secrets knows it
-   * (someone else's, or ours unlabelled).
+   * the data with TokenSecretsPort.read), whether the name-only cache of all other Secrets knows it (someone
+   * else's, or ours unlabelled), and what this process knows of its data.
    */
-  seen(key: string): { readonly cached: ObservedSecret | undefined; readonly otherExists: boolean };
+  seen(key: string): SeenSecret;
   /** The cached token Secrets this UserGroup controls (the current one, and any left from an earlier spec.tokenSecret.name). */
   owned(ug: UserGroup): ObservedSecret[];
-  /**
-   * The second owner of a token Secret under deletionPolicy Retain, which keeps it when its UserGroup is deleted:
-   * the namespace (from the namespaces cache; undefined if it is not there).
-   */
-  keeper(namespace: string): OwnerReference | undefined;
-  /** What this process knows of the data of the Secret `key` at this resourceVersion, and how it learns more. */
-  known(key: string, resourceVersion: string): KnownData;
+}
+
+export interface SeenSecret {
+  readonly cached: ObservedSecret | undefined;
+  readonly otherExists: boolean;
+  /** What this process knows of the Secret's data at this resourceVersion, and how it learns more. */
+  known(resourceVersion: string): KnownData;
 }
 
 /**
@@ -92,36 +89,47 @@ export interface KnownData {
   remember(resourceVersion: string, token: SecretValue): void;
 }
 
-/** Token Secrets at the apiserver: read one whole, write one (compare before write), delete one. */
-export interface TokenSecretApplyPort {
+/** Namespaces, as far as a UserGroup's token Secret and finalizers need them. */
+export interface NamespacesPort {
+  get(namespace: string): NamespaceView;
+}
+
+export interface NamespaceView {
+  /**
+   * The second owner of a token Secret under deletionPolicy Retain, which keeps it when its UserGroup is deleted:
+   * the namespace (from the namespaces cache; undefined if it is not there).
+   */
+  readonly keeper: OwnerReference | undefined;
+  /** The namespace is being deleted: the namespace cache, else a live read (its watch event may come after a Secret's). */
+  terminating(): Promise<boolean>;
+}
+
+/** Token Secrets at the apiserver (SecretWriter): read one whole, write one (compare before write), delete one. */
+export interface TokenSecretsPort {
   read(namespace: string, name: string): Promise<ObservedSecret | undefined>;
-  /** Writes the Secret unless `current` already is `desired` (SecretWriter.apply); what it writes, the cache view knows. */
+  /** Writes the Secret unless `current` already is `desired`; what it writes, the cache view knows when it returns. */
   apply(desired: V1Secret, current: ObservedSecret | undefined): Promise<SecretApplyResult>;
   delete(secret: ObservedSecret): Promise<void>;
 }
 
+/** UserGroup status (StatusWriter): the UserGroup as written, which the cache knows when it returns; undefined when it is gone. */
 export interface StatusPort {
-  patch(ug: UserGroup, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[]): Promise<void>;
+  patch(ug: UserGroup, status: UserGroupStatus, clear: readonly (keyof UserGroupStatus)[]): Promise<UserGroup | undefined>;
 }
 
+/** Which connection a UserGroup uses; the connection itself forgets its API key after a 401 and knows the rules' id bindings. */
 export interface ConnectionsPort {
   resolve(namespace: string, ref: ServiceRef | undefined, userGroupId: string): Promise<Resolution>;
-  /** Forget the connection's cached API key (after a 401). */
-  invalidate(connection: Connection): void;
-  /** Every ClusterUserGroupService, as cached: their rules decide whether an id is bound to one namespace. */
-  clusterServices(): readonly ClusterUserGroupService[];
 }
 
-/** The namespace's workloads, as far as restarting them needs. */
+/** The namespace's workloads, as far as restarting them needs (WorkloadRestarter): a read hands the restart of that version. */
 export interface WorkloadsPort {
   read(namespace: string, target: RestartTarget): Promise<WorkloadRead>;
-  restart(namespace: string, target: RestartTarget, resourceVersion: string, userGroupName: string, value: string): Promise<RestartResult>;
 }
 
-/** The namespace's Pods that consented to prompts for a UserGroup, as metadata. */
+/** The namespace's Pods that consented to prompts for a UserGroup, as metadata (PodPrompter): the list hands their prompt. */
 export interface PodsPort {
   consenting(namespace: string, userGroupName: string): Promise<PodList>;
-  prompt(namespace: string, pod: string, userGroupName: string, issuedAt: string): Promise<PromptResult>;
 }
 
 /** An Event about a UserGroup; every text and reason is in event-messages.ts. */
@@ -142,33 +150,41 @@ export type RestartOutcome = 'restarted' | 'not-allowed' | 'missing' | 'failed';
 /** Why a token was rotated: someone asked, its schedule, or the adoption of a group found at the service. */
 export type RotationTrigger = 'requested' | 'scheduled' | 'adoption';
 
+/**
+ * One count of the reconcile's counters (observability/metrics.ts), with its labels: a rotation done; a rotation
+ * the service did not do (a deferred one is no failure); a restart target's outcome; a
+ * deletion that held the rotate-on-delete finalizer let go (after rotating, without a call, or giving up).
+ */
+export type ReconcileCount =
+  | { readonly metric: 'token-rotated'; readonly trigger: RotationTrigger }
+  | { readonly metric: 'rotation-failed'; readonly trigger: RotationTrigger }
+  | { readonly metric: 'workload-restarted'; readonly kind: RestartKind; readonly outcome: RestartOutcome }
+  | { readonly metric: 'deletion-rotation'; readonly result: DeletionRotationResult };
+
 export interface MetricsPort {
-  tokenRotated(trigger: RotationTrigger): void;
-  /** A rotation the service did not do (not one that was only deferred: that is no failure). */
-  rotationFailed(trigger: RotationTrigger): void;
-  workloadRestarted(kind: RestartKind, outcome: RestartOutcome): void;
-  /** A deletion that held the rotate-on-delete finalizer let go: after rotating, without a call, or giving up. */
-  deletionRotation(result: DeletionRotationResult): void;
+  count(count: ReconcileCount): void;
 }
 
 /** How a deletion with spec.deletionPolicy Rotate ended (usergroup_delete_rotations_total). */
 export type DeletionRotationResult = 'rotated' | 'skipped' | 'abandoned';
 
 /**
- * The global caps (rate-cap.ts) and the namespaces' request budgets (request-budget.ts). Each takes a slot for this
- * UserGroup key: now, or the milliseconds until the slot kept for it (come back then).
+ * What a slot is taken from: the global caps (rate-cap.ts) on scheduled rotations (--scheduled-rotations-per-minute),
+ * workload restarts (--workload-restarts-per-minute) and Pod prompts (--mounted-token-refreshes-per-minute); the
+ * budgets (request-budget.ts) of the UserGroup's namespace for sync and rotation requests.
  */
+export type Cap = 'scheduled-rotation' | 'restart' | 'prompt' | 'sync-request' | 'rotation-request';
+
+/**
+ * A slot at once, or the milliseconds until the one kept for this key (come back then; `first`: this call gave it, so say
+ * so once). A budget's slot stays the key's until `spend()` (its call went out; a deferred one keeps it); a cap's
+ * is used up when taken.
+ */
+export type Slot = { readonly kind: 'now'; spend(): void } | { readonly kind: 'wait'; readonly inMs: number; readonly first: boolean };
+
 export interface CapsPort {
-  /** Scheduled rotations (--scheduled-rotations-per-minute): 0 now, else the wait. */
-  rotation(key: string): number;
-  /** Workload restarts (--workload-restarts-per-minute): 0 now, else the wait. */
-  restart(key: string): number;
-  /** Pod prompts (--mounted-token-refreshes-per-minute): 0 now, else the wait. */
-  prompt(key: string): number;
-  /** A sync or rotation request: a slot of that kind's budget of the UserGroup's namespace. */
-  request(kind: RequestKind, namespace: string, key: string): RequestSlot;
-  /** The request's call went out: its slot is used up (a deferred one keeps it). */
-  requestSpent(kind: RequestKind, namespace: string, key: string): void;
+  /** A slot of `cap` for this UserGroup key (namespace/name; a budget is the namespace's). */
+  take(cap: Cap, key: string): Slot;
 }
 
 export interface ClockPort {

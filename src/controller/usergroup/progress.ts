@@ -35,6 +35,8 @@ export interface Progress {
   readonly reclaimedFrom?: string;
   /** From the store step: when the stored token was obtained, and whether it is another than the one held before. */
   readonly stored?: { readonly issuedAt: string; readonly changed: boolean };
+  /** A requested rotation's slot of its namespace's budget (rotation-slot.ts): spent once its intent is written (rotate.ts). */
+  readonly rotationSlot?: { spend(): void };
   /** Work left for a slot a cap or a budget keeps for this key (waitForSlot): the key comes back at the earliest. */
   readonly wake?: SlotWake;
   /** From the restart step. */

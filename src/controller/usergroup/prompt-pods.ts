@@ -35,10 +35,10 @@ export async function promptPods(ctx: ReconcileContext, plan: Plan, progress: Pr
   let gone = 0;
   for (const pod of podsToPrompt(listed.pods, issuedAt)) {
     ctx.signal?.throwIfAborted();
-    const slotInMs = ctx.ports.caps.prompt(ctx.key);
+    const slot = ctx.ports.caps.take('prompt', ctx.key);
     // The cap keeps a slot for the key: come back then (the Pods prompted already carry this token and are skipped).
-    if (slotInMs > 0) return next(waitForSlot({ ...progress, prompts: { status: before } }, 'prompt', slotInMs));
-    const result = await ctx.ports.pods.prompt(namespace, pod.name, name, issuedAt);
+    if (slot.kind === 'wait') return next(waitForSlot({ ...progress, prompts: { status: before } }, 'prompt', slot.inMs));
+    const result = await listed.prompt(pod.name, issuedAt);
     if (result.kind === 'refused') return leave({ status: before, failure: promptFailed(ctx, result.error) });
     if (result.kind === 'prompted') prompted++;
     else gone++;

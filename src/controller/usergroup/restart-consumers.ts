@@ -60,22 +60,23 @@ async function restartOne(
   const what = describeTarget(target);
   const read = await ctx.ports.workloads.read(namespace, target);
   if (read.kind === 'refused') return restartFailed(ctx, target, read.error);
-  const workload = read.kind === 'found' ? read.workload : undefined;
+  const found = read.kind === 'found' ? read : undefined;
+  const workload = found?.workload;
   const action = workloadAction(workload, name, issuedAt);
   if (action === 'current') return 'skipped';
   if (action === 'missing' || action === 'not-allowed') {
-    ctx.ports.metrics.workloadRestarted(target.kind, action);
+    ctx.ports.metrics.count({ metric: 'workload-restarted', kind: target.kind, outcome: action });
     ctx.ports.events.emit(ctx.ug, action === 'missing' ? Events.restartTargetNotFound(what, namespace) : Events.restartTargetNotAllowed(what));
     return 'skipped';
   }
-  const slotInMs = ctx.ports.caps.restart(ctx.key);
-  if (slotInMs > 0) return { slotInMs };
-  if (!workload) return 'skipped';
-  const restarted = await ctx.ports.workloads.restart(namespace, target, workload.resourceVersion, name, issuedAt);
+  const slot = ctx.ports.caps.take('restart', ctx.key);
+  if (slot.kind === 'wait') return { slotInMs: slot.inMs };
+  if (!found) return 'skipped';
+  const restarted = await found.restart(name, issuedAt);
   // Changed since it was read (its consent too, perhaps), or deleted: decide again on what is there now.
   if (restarted.kind === 'conflict') return { failure: 'lost-race' };
   if (restarted.kind === 'refused') return restartFailed(ctx, target, restarted.error);
-  ctx.ports.metrics.workloadRestarted(target.kind, 'restarted');
+  ctx.ports.metrics.count({ metric: 'workload-restarted', kind: target.kind, outcome: 'restarted' });
   ctx.ports.events.emit(ctx.ug, Events.rolloutRestarted(what, issuedAt));
   ctx.log.info({ target: what }, 'restarted a workload for the new token');
   return 'restarted';
@@ -84,7 +85,7 @@ async function restartOne(
 /** The apiserver refused to read or restart a target (RBAC, validation): a Warning, and a retry with backoff. */
 function restartFailed(ctx: ReconcileContext, target: RestartTarget, error: ApiError): Pick<RestartProgress, 'failure'> {
   const what = describeTarget(target);
-  ctx.ports.metrics.workloadRestarted(target.kind, 'failed');
+  ctx.ports.metrics.count({ metric: 'workload-restarted', kind: target.kind, outcome: 'failed' });
   ctx.ports.events.emit(ctx.ug, Events.restartFailed(what, error.message));
   ctx.log.warn({ target: what, err: error.message }, 'workload restart failed');
   return { failure: 'restart-refused' };

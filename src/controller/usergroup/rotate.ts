@@ -87,7 +87,7 @@ async function rotate(
   if (!intent.ok) return intent;
   ctx.calls.intentRecorded();
   // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
-  if (rotation.kind === 'rotate' && !rotation.scheduled) ctx.ports.caps.requestSpent('rotation', ctx.ug.metadata.namespace, ctx.key);
+  if (rotation.kind === 'rotate' && !rotation.scheduled) progress.rotationSlot?.spend();
   let after: Progress = { ...before, secret: intent.value };
 
   const sentAt = iso(ctx.ports.clock.now());
@@ -150,7 +150,7 @@ function revokedBy(rotation: Rotation, currentAt: string | undefined, at: string
 
 /** The token was rotated: counted and told, the same way whichever path found it out. */
 function rotated(ctx: ReconcileContext, rotation: Rotation, how: Parameters<typeof Events.tokenRotated>[1]): void {
-  ctx.ports.metrics.tokenRotated(triggerOf(rotation));
+  ctx.ports.metrics.count({ metric: 'token-rotated', trigger: triggerOf(rotation) });
   ctx.ports.events.emit(ctx.ug, Events.tokenRotated(rotation, how));
 }
 

@@ -18,15 +18,14 @@ export function awaitRotationSlot(ctx: ReconcileContext, plan: Plan, progress: P
     case 'none':
       return Promise.resolve(next(progress));
     case 'scheduled-cap': {
-      const slotInMs = ctx.ports.caps.rotation(ctx.key);
-      return Promise.resolve(next(slotInMs > 0 ? waitForSlot(progress, 'rotation', slotInMs) : progress));
+      const slot = ctx.ports.caps.take('scheduled-rotation', ctx.key);
+      return Promise.resolve(next(slot.kind === 'wait' ? waitForSlot(progress, 'rotation', slot.inMs) : progress));
     }
     case 'request-budget': {
-      const namespace = ctx.ug.metadata.namespace;
       // The slot stays the key's until rotate.ts has written the intent (then it is spent): an intent write that
       // fails (a Secret met on create, a refused write) comes back to the same slot instead of paying twice.
-      const slot = ctx.ports.caps.request('rotation', namespace, ctx.key);
-      if (slot.kind === 'now') return Promise.resolve(next(progress));
+      const slot = ctx.ports.caps.take('rotation-request', ctx.key);
+      if (slot.kind === 'now') return Promise.resolve(next({ ...progress, rotationSlot: slot }));
       if (slot.first && rotation.kind === 'rotate') {
         ctx.ports.events.emit(ctx.ug, Events.requestWaiting('rotation', rotation.value, slot.inMs, ctx.settings.requestBudgets.rotation));
       }

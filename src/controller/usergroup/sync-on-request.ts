@@ -16,7 +16,7 @@ import { waitForSlot, type Progress } from './progress.js';
 export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
   const request = plan.syncRequest;
   if (request.kind !== 'put' || progress.group !== undefined) return next(progress);
-  const slot = ctx.ports.caps.request('sync', ctx.ug.metadata.namespace, ctx.key);
+  const slot = ctx.ports.caps.take('sync-request', ctx.key);
   if (slot.kind === 'wait') {
     if (slot.first) ctx.ports.events.emit(ctx.ug, Events.requestWaiting('sync', request.value, slot.inMs, ctx.settings.requestBudgets.sync));
     return next(waitForSlot(progress, 'sync-request', slot.inMs));
@@ -25,7 +25,7 @@ export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress:
   const result = await ctx.calls.upsert(connection, plan.request);
   // Deferred by the account's rate limit or a failing connection: the slot stays paid for this key.
   if (isDeferral(result)) return end(deferred(result, 'sync', connection));
-  ctx.ports.caps.requestSpent('sync', ctx.ug.metadata.namespace, ctx.key);
+  slot.spend();
   if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
   const { group } = result;
   ctx.log.info({ why: 'requested', request: request.value, created: group.created }, 'user group synced');

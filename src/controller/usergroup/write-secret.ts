@@ -32,7 +32,7 @@ export async function writeTokenSecret(
   content: SecretContent,
   current: ObservedSecret | undefined,
 ): Promise<Step<ObservedSecret>> {
-  const keeper = ctx.ports.secretCache.keeper(ctx.ug.metadata.namespace);
+  const { keeper } = ctx.ports.namespaces.get(ctx.ug.metadata.namespace);
   let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal, keeper);
   if (!(content.token instanceof SecretValue)) {
     if (current && secretMatches(current, desired)) return { ok: true, value: current };
