@@ -42,27 +42,43 @@ export type ReconcileResult =
   | { readonly kind: 'retry-after'; readonly afterMs: number }
   | { readonly kind: 'failed'; readonly cause: FailureCause };
 
-/** What the queue does with the key. */
-export type Requeue =
-  /** Forget the key's failures; add it again after `afterMs` if given. */
-  | { readonly kind: 'forget'; readonly afterMs?: number }
+/** The work queue's operations a reconcile's result is applied with (kube/workqueue.ts's WorkQueue has them). */
+export interface RequeueTarget {
+  /** Forgets the key's failures (its backoff starts over). */
+  forget(key: string): void;
+  /** Adds the key again after `afterMs`. */
+  addAfter(key: string, afterMs: number): void;
   /** One more failure of its class: the queue's backoff, but not sooner than `atLeastMs`. */
-  | { readonly kind: 'backoff'; readonly retryClass: RetryClass; readonly atLeastMs: number };
+  addRateLimited(key: string, retryClass: RetryClass, atLeastMs: number): void;
+}
 
-/** The one switch from a reconcile's result to what the queue does with its key. `now`: ms since the epoch. */
-export function requeueFor(result: ReconcileResult, now: number, random: () => number = Math.random): Requeue {
+/**
+ * The one switch from a reconcile's result to what the queue does with its key. `now`: ms since the epoch. Returns
+ * whether the key was added again after a delay (addAfter): for a converged one, that it asked to come back.
+ */
+export function requeue(queue: RequeueTarget, key: string, result: ReconcileResult, now: number, random: () => number = Math.random): boolean {
   switch (result.kind) {
     case 'done': {
+      queue.forget(key);
       const afterMs = result.wake && wakeAfterMs(result.wake, now);
-      return afterMs === undefined ? { kind: 'forget' } : { kind: 'forget', afterMs };
+      if (afterMs === undefined) return false;
+      queue.addAfter(key, afterMs);
+      return true;
     }
     case 'wait':
       // Replaces our guess and resets it, as controller-runtime's RequeueAfter does.
-      return { kind: 'forget', afterMs: result.afterMs };
+      queue.forget(key);
+      queue.addAfter(key, result.afterMs);
+      return true;
     case 'retry-after':
-      return { kind: 'forget', afterMs: jittered(result.afterMs, RETRY_AFTER_SPREAD_MS, random) };
-    case 'failed':
-      return { kind: 'backoff', ...RETRY_TABLE[result.cause] };
+      queue.forget(key);
+      queue.addAfter(key, jittered(result.afterMs, RETRY_AFTER_SPREAD_MS, random));
+      return true;
+    case 'failed': {
+      const { retryClass, atLeastMs } = RETRY_TABLE[result.cause];
+      queue.addRateLimited(key, retryClass, atLeastMs);
+      return false;
+    }
   }
 }
 

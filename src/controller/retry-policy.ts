@@ -1,7 +1,7 @@
 // The one retry table: the delays, floors and jitter of a key's requeue, the queue's backoff figures included (pure
 // data; worker.ts's RetryPolicy runs the backoff). The breaker, the 429 pause and the informers keep their own.
 /**
- * What the work queue does with a key after its reconcile, in figures: the table that requeueFor
+ * What the work queue does with a key after its reconcile, in figures: the table that requeue
  * (reconcile-contract.ts, like kube-rs's `error_policy` and the switch in controller-runtime's reconcileHandler) reads.
  *
  * "The service is down" is not a per-key matter: the connection's breaker (service/circuit-breaker.ts) and

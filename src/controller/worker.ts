@@ -5,7 +5,7 @@ import { ItemBackoff, type RandomSource, type RateLimiter } from '../kube/backof
 import { WorkQueue, type WorkQueueMetrics } from '../kube/workqueue.js';
 import { errorText } from '../platform/error-text.js';
 import { nextTurn, sleep } from '../platform/sleep.js';
-import { requeueFor, type ReconcileResult, type Reconciler } from './reconcile-contract.js';
+import { requeue, type ReconcileResult, type Reconciler } from './reconcile-contract.js';
 import { RETRY_PERSISTENT, RETRY_TRANSIENT, type RetryClass } from './retry-policy.js';
 
 /** How one reconcile went, for the usergroup_reconcile_* metrics. */
@@ -21,7 +21,7 @@ export interface WorkersOptions {
 
 /**
  * `concurrency` workers over one work queue, like controller-runtime's: take a key, reconcile it, and turn what came
- * of it — a throw included — into what the queue does with the key (reconcile-contract.ts's requeueFor). This is the only
+ * of it — a throw included — into what the queue does with the key (reconcile-contract.ts's requeue). This is the only
  * place a reconcile's error is caught and the only place a key is requeued. Running only between start() and a stop.
  */
 export class Workers {
@@ -110,14 +110,8 @@ export class Workers {
       if (key === undefined) return;
       const started = performance.now();
       const result = await this.reconcile(key, queue, signal);
-      const requeue = requeueFor(result, Date.now());
-      if (requeue.kind === 'forget') {
-        queue.forget(key);
-        if (requeue.afterMs !== undefined) queue.addAfter(key, requeue.afterMs);
-      } else {
-        queue.addRateLimited(key, requeue.retryClass, requeue.atLeastMs);
-      }
-      const verdict: ReconcileVerdict = result.kind === 'done' ? (requeue.kind === 'forget' && requeue.afterMs !== undefined ? 'requeue' : 'success') : 'error';
+      const addedAfter = requeue(queue, key, result, Date.now());
+      const verdict: ReconcileVerdict = result.kind === 'done' ? (addedAfter ? 'requeue' : 'success') : 'error';
       this.options.reconciled?.(verdict, (performance.now() - started) / 1000);
       queue.done(key);
       // A reconcile with nothing to do awaits only cached answers: without this, a restart's 100,000 of them ran

@@ -1,7 +1,7 @@
 // The gates every call to one endpoint (URL + API key) passes: the 429 pause, the circuit breaker, the token bucket's reservations.
 import { TokenBucket } from '../platform/token-bucket.js';
 import { CircuitBreaker, type Admission, type CircuitBreakerOptions } from './circuit-breaker.js';
-import type { ServiceCallResult, ServiceFailure, ServiceResult } from './types.js';
+import type { CallResult, Deferral, ServiceFailure, ServiceResult } from './types.js';
 
 /** Who is calling: one reconcile of one UserGroup. */
 export interface CallContext {
@@ -18,21 +18,6 @@ export interface CallContext {
   /** Queues the key again; run when a deferred call may go out. */
   readonly wake: () => void;
 }
-
-/**
- * A call not made, and why: `throttled` (the account's token bucket reserved a later slot for this key),
- * `busy` (this failing connection is trying one call at a time) or `paused` (its breaker is open after
- * failures in a row). None of them holds a worker: the key comes back when woken, or after `afterMs`.
- */
-export interface Deferral {
-  readonly why: 'throttled' | 'busy' | 'paused';
-  readonly afterMs: number;
-  readonly message: string;
-  /** For `paused`: the connection's last failure, which is what the user needs to know. */
-  readonly lastFailure?: ServiceFailure | undefined;
-}
-
-export type CallResult = ServiceResult | { readonly ok: false; readonly deferred: Deferral };
 
 export interface CallGateOptions {
   readonly qps: number;
@@ -98,8 +83,11 @@ export class CallGates {
     return turned && !turned.ok ? this.#deferral(turned, description) : undefined;
   }
 
-  /** One call through the gates; `send` makes it, cut off by the signal it is given. */
-  async call(description: string, context: CallContext, send: (signal: AbortSignal | undefined) => Promise<ServiceCallResult>): Promise<CallResult> {
+  /**
+   * One call through the gates; `send` makes it, cut off by the signal it is given (it then rejects: a withdrawn call
+   * is told from a failed one by the signal being aborted).
+   */
+  async call(description: string, context: CallContext, send: (signal: AbortSignal | undefined) => Promise<ServiceResult>): Promise<CallResult> {
     this.options.beforeCall?.();
     const { signal } = context;
     signal?.throwIfAborted();
@@ -127,17 +115,17 @@ export class CallGates {
       // A follow-up goes now and is charged to the bucket: later first calls wait for it.
       this.#bucket.reserve();
     }
-    let result: ServiceCallResult;
+    let result: ServiceResult;
     try {
       result = await send(signal);
     } catch (err) {
+      if (signal?.aborted) {
+        // Withdrawn by us, not failed by the service: its slot is freed without a verdict.
+        this.#breaker.release();
+        throw signal.reason;
+      }
       this.#breaker.record('failure');
       throw err;
-    }
-    if ('aborted' in result) {
-      // Withdrawn by us, not failed by the service: its slot is freed without a verdict.
-      this.#breaker.release();
-      throw withdrawn(signal);
     }
     const failed = connectionLevelFailure(result);
     this.#breaker.record(failed ? 'failure' : 'success');
@@ -203,11 +191,6 @@ export class CallGates {
     if (wait > 0) this.#prepaid.set(key, now + wait);
     return wait;
   }
-}
-
-/** The signal's reason, as throwIfAborted would throw it; a call is only aborted through its signal. */
-function withdrawn(signal: AbortSignal | undefined): unknown {
-  return signal?.reason ?? new DOMException('service call withdrawn', 'AbortError');
 }
 
 /**

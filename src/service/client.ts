@@ -5,7 +5,7 @@ import { parseOversizedResponse, parseServiceResponse } from './response.js';
 import type { SecretValue } from './secret-value.js';
 import { describeTransportError } from './transport-error.js';
 import { buildUpsertBody } from './upsert-body.js';
-import type { AbortedCall, ServiceCallResult, ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
+import type { ServiceFailureKind, ServiceResult, UpsertRequest } from './types.js';
 
 export type ServiceOperation = 'upsert' | 'rotate';
 
@@ -26,7 +26,8 @@ export interface ServiceCallSample {
 export interface CallOptions {
   /**
    * Withdraws the call (shutdown, lost leadership): one in flight is cut off at once, its connection closed,
-   * instead of running to the timeout; one not yet sent is not sent. Either way it ends as `aborted`.
+   * instead of running to the timeout; one not yet sent is not sent. Either way the call rejects with the signal's
+   * reason: a withdrawn call says nothing about the service, so it is no result.
    */
   readonly signal?: AbortSignal | undefined;
 }
@@ -48,7 +49,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 3_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 const DEFAULT_USER_AGENT = 'usergroup-operator';
-const ABORTED: AbortedCall = Object.freeze({ ok: false, aborted: true });
 
 function endpointOf(base: string): URL {
   let url: URL;
@@ -74,9 +74,9 @@ function positive(name: string, value: number, integer: boolean): number {
 }
 
 /**
- * The client of the analytics service's user-group API. Every call resolves to a ServiceResult, or to
- * AbortedCall when its signal withdrew it first; nothing throws, and no failure message can carry the API
- * key or a token.
+ * The client of the analytics service's user-group API. Every call resolves to a ServiceResult, or rejects with
+ * its signal's reason when the signal withdrew it first; nothing else throws, and no failure message can carry
+ * the API key or a token.
  */
 export class ServiceClient {
   readonly #endpoint: URL;
@@ -97,17 +97,13 @@ export class ServiceClient {
     this.#observe = options.observe;
   }
 
-  /** Creates or updates a user group: PUT {url}/api/user. Only a call given a signal can end as aborted. */
-  upsert(req: UpsertRequest): Promise<ServiceResult>;
-  upsert(req: UpsertRequest, options: CallOptions): Promise<ServiceCallResult>;
-  upsert(req: UpsertRequest, options: CallOptions = {}): Promise<ServiceCallResult> {
+  /** Creates or updates a user group: PUT {url}/api/user. Only a call given a signal can be withdrawn (a rejection). */
+  upsert(req: UpsertRequest, options: CallOptions = {}): Promise<ServiceResult> {
     return this.#call('upsert', 'PUT', () => JSON.stringify(buildUpsertBody(req)), [], options.signal);
   }
 
-  /** Rotates a user group's token: POST {url}/api/user with the token currently held. Aborted: as upsert. */
-  rotate(currentToken: SecretValue): Promise<ServiceResult>;
-  rotate(currentToken: SecretValue, options: CallOptions): Promise<ServiceCallResult>;
-  rotate(currentToken: SecretValue, options: CallOptions = {}): Promise<ServiceCallResult> {
+  /** Rotates a user group's token: POST {url}/api/user with the token currently held. Withdrawn: as upsert. */
+  rotate(currentToken: SecretValue, options: CallOptions = {}): Promise<ServiceResult> {
     return this.#call('rotate', 'POST', () => JSON.stringify({ current_token: currentToken.reveal() }), [currentToken], options.signal);
   }
 
@@ -117,23 +113,14 @@ export class ServiceClient {
     body: () => string,
     extraSecrets: readonly SecretValue[],
     signal: AbortSignal | undefined,
-  ): Promise<ServiceCallResult> {
-    if (signal?.aborted) {
-      return ABORTED;
-    }
+  ): Promise<ServiceResult> {
+    signal?.throwIfAborted();
     const started = performance.now();
     const secrets = [this.#apiKey, ...extraSecrets];
-    let status: number | undefined;
+    let outcome: ExchangeOutcome | undefined;
     let result: ServiceResult;
     try {
-      const outcome = await this.#send(method, body(), signal);
-      // Cut off by the signal: whatever error got reports is the abort itself, not the service's doing. An
-      // answer that came in full before the abort is still returned: it is a fact the caller may weigh.
-      if (outcome.kind === 'failed' && signal?.aborted) {
-        this.#report({ operation, status: outcome.status, outcome: 'aborted', durationMs: performance.now() - started });
-        return ABORTED;
-      }
-      status = outcome.status;
+      outcome = await this.#send(method, body(), signal);
       result = this.#classify(outcome, secrets);
     } catch (error) {
       // Only reachable through a bug (e.g. properties that cannot be serialised); keep the promise
@@ -142,10 +129,16 @@ export class ServiceClient {
         ok: false,
         failure: {
           kind: 'unavailable',
-          status,
+          status: outcome?.status,
           message: `client error: ${describeTransportError(error, { timeoutMs: this.#timeoutMs, secrets })}`,
         },
       };
+    }
+    // Cut off by the signal: whatever error got reports is the abort itself, not the service's doing. An answer
+    // that came in full before the abort is still returned: it is a fact the caller may weigh.
+    if (outcome?.kind === 'failed' && signal?.aborted) {
+      this.#report({ operation, status: outcome.status, outcome: 'aborted', durationMs: performance.now() - started });
+      throw signal.reason;
     }
     if (!result.ok) {
       // The service may echo the API key or the token we sent back in its message.
@@ -153,7 +146,7 @@ export class ServiceClient {
     }
     this.#report({
       operation,
-      status,
+      status: outcome?.status,
       outcome: result.ok ? 'ok' : result.failure.kind,
       durationMs: performance.now() - started,
     });

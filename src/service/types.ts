@@ -1,4 +1,4 @@
-// The service client's types: what is asked, the user group returned, and the failures.
+// The service edge's types: what is asked, the user group returned, the failures, and CallResult, the one result of a call.
 import type { SecretValue } from './secret-value.js';
 
 /** What we ask the service to create or update (PUT /api/user), in our own camelCase. */
@@ -39,18 +39,32 @@ export type ServiceFailure =
 
 export type ServiceFailureKind = ServiceFailure['kind'];
 
-export type ServiceResult = { ok: true; group: ServiceUserGroup } | { ok: false; failure: ServiceFailure };
-
 /**
- * A call its caller withdrew (its signal fired: shutdown, lost leadership) before an answer came. It says
- * nothing about the service, so it is no failure; the request may or may not have been applied there.
+ * A call not made, and why: `throttled` (the account's token bucket reserved a later slot for this key),
+ * `busy` (this failing connection is trying one call at a time) or `paused` (its breaker is open after
+ * failures in a row). None of them holds a worker: the key comes back when woken, or after `afterMs`.
  */
-export interface AbortedCall {
-  readonly ok: false;
-  readonly aborted: true;
+export interface Deferral {
+  readonly why: 'throttled' | 'busy' | 'paused';
+  readonly afterMs: number;
+  readonly message: string;
+  /** For `paused`: the connection's last failure, which is what the user needs to know. */
+  readonly lastFailure?: ServiceFailure | undefined;
 }
 
-export type ServiceCallResult = ServiceResult | AbortedCall;
+/**
+ * What one call to the service came to, from the client through the gates (call-gates.ts) to the reconcile's steps:
+ * the user group, the failure the service answered with, or a deferral (the gates did not send it now). A call its
+ * caller withdrew (its signal fired: shutdown, lost leadership) is none of these: it throws the signal's reason,
+ * since it says nothing about the service (the request may or may not have been applied there).
+ */
+export type CallResult =
+  | { readonly ok: true; readonly group: ServiceUserGroup }
+  | { readonly ok: false; readonly failure: ServiceFailure }
+  | { readonly ok: false; readonly deferred: Deferral };
+
+/** What the client itself answers: it sends every call it is given, so none is deferred. */
+export type ServiceResult = Exclude<CallResult, { readonly deferred: Deferral }>;
 
 /** The headers of a response as node:http reports them. */
 export type ResponseHeaders = Readonly<Record<string, string | string[] | undefined>>;

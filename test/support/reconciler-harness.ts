@@ -7,7 +7,7 @@ import { parseSecret, type ObservedSecret } from '../../src/api/secret.js';
 import { parseUserGroup, type Condition, type UserGroup, type UserGroupStatus } from '../../src/api/usergroup.js';
 import type { ObservedWorkload, RestartTarget } from '../../src/api/workload.js';
 import type { Connection, Resolution } from '../../src/controller/connections.js';
-import { requeueFor, type ReconcileResult, type Requeue } from '../../src/controller/reconcile-contract.js';
+import type { ReconcileResult } from '../../src/controller/reconcile-contract.js';
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { boundNamespace } from '../../src/controller/policies/id-binding.js';
 import { DEFAULT_REQUEST_BUDGETS, type RequestKind, type RequestSlot } from '../../src/controller/request-budget.js';
@@ -19,6 +19,7 @@ import { secretMatches, type SecretApplyResult } from '../../src/kube/secret-wri
 import { SecretValue } from '../../src/service/secret-value.js';
 import type { ServiceResult } from '../../src/service/types.js';
 import { SEAL, storedSecret } from './fixtures.js';
+import { toldQueue, type Told } from './told-queue.js';
 
 /**
  * The UserGroup reconcile on fake ports, for tests of its decisions without I/O: every port call is logged in `calls`
@@ -254,8 +255,8 @@ export interface Harness {
    */
   order(...names: string[]): string[];
   reconcile(): Promise<ReconcileResult>;
-  /** What the worker does with the key after `result`, at the harness's clock. */
-  requeue(result: ReconcileResult): Requeue;
+  /** What the worker's queue is told about the key after `result`, at the harness's clock. */
+  requeue(result: ReconcileResult): readonly Told[];
 }
 
 export function harness(world: World): Harness {
@@ -542,7 +543,7 @@ export function harness(world: World): Harness {
     secret: secretNow,
     order,
     reconcile,
-    requeue: (result) => requeueFor(result, now),
+    requeue: (result) => toldQueue(result, now),
   };
 }
 

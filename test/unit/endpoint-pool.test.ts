@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CallContext } from '../../src/service/call-gates.js';
 import { EndpointPool } from '../../src/service/endpoint-pool.js';
 import { SecretValue } from '../../src/service/secret-value.js';
-import type { ServiceCallResult } from '../../src/service/types.js';
+import type { ServiceResult } from '../../src/service/types.js';
 
 /**
  * The endpoint pool: one client and one set of call gates per URL and API key, and the sweep that drops endpoints
@@ -15,7 +15,7 @@ const KEY = new SecretValue('the-api-key');
 const MINUTE = 60_000;
 
 const ctx = (key: string): CallContext => ({ key, followUp: false, wake: () => undefined });
-const answered: ServiceCallResult = {
+const answered: ServiceResult = {
   ok: true,
   group: { teamId: 1, token: new SecretValue('tok'), name: 'n', providedId: 'g', created: false, environmentTag: undefined },
 };
@@ -58,7 +58,7 @@ describe('EndpointPool', () => {
   it('keeps an idle endpoint while a call through it is in flight', async () => {
     const p = pool();
     const held = p.endpoint(URL_A, KEY);
-    let answer: (result: ServiceCallResult) => void = () => undefined;
+    let answer: (result: ServiceResult) => void = () => undefined;
     const call = held.gates.call('UserGroupService t/own', ctx('t/a'), () => new Promise((resolve) => (answer = resolve)));
     vi.advanceTimersByTime(16 * MINUTE);
     p.endpoint(URL_B, KEY);

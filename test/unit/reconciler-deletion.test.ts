@@ -101,7 +101,7 @@ describe('deletionPolicy: the finalizer on live UserGroups', () => {
     expect(h.kubeWrites()).toEqual({ 'add UserGroup finalizer': 1 });
     expect(h.serviceCalls()).toEqual({});
     // It comes back at once, and goes on from the object that shows the finalizer.
-    expect(h.requeue(first)).toEqual({ kind: 'forget', afterMs: IMMEDIATE_RETRY_MS });
+    expect(h.requeue(first)).toEqual([['forget'], ['addAfter', IMMEDIATE_RETRY_MS]]);
     expect(await h.reconcile()).toMatchObject({ kind: 'done' });
     // Protocol: the finalizer is what makes a deletion rotate the token the first PUT hands out, so it is in place
     // before that PUT goes out (a deletion, or the controller stopping, right after the PUT still rotates it).

@@ -29,7 +29,7 @@ describe('a requested rotation on a follower: followed with PUTs, never a POST',
     expect(puts(h) + posts(h)).toBe(0);
     expect(h.calls).toContain('Event Normal RotationLeftToPrimary');
     expect(h.statuses.at(-1)?.rotation?.following).toEqual({ request: 'r1', since: '2026-11-22T01:00:00Z' });
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: FOLLOW_DELAY_MS });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', FOLLOW_DELAY_MS]]);
   });
 
   it('the primary has not rotated yet: one PUT, no POST, nothing handled, and the key comes back to look again', async () => {
@@ -47,7 +47,7 @@ describe('a requested rotation on a follower: followed with PUTs, never a POST',
     expect(ready).toMatchObject({ status: 'True', reason: 'Synced' });
     expect(ready?.message).toMatch(/rotation request "r1" is left to the fleet's primary cluster/);
     // Seen 10 s ago, looked now: next a quarter of that later, at least FOLLOW_MIN_INTERVAL_MS.
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 5_000]]);
   });
 
   it('the primary rotated: the PUT returns its token, stored and the request handled, by AnotherHolder, without a POST', async () => {
@@ -123,7 +123,7 @@ describe('a scheduled rotation in a fleet: at the time every cluster derives fro
     const result = await h.reconcile();
     expect(posts(h)).toBe(0);
     expect(h.calls).toContain('Event Normal RotationLeftToPrimary');
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 5_000]]);
   });
 });
 

@@ -94,7 +94,7 @@ describe('Pod prompts: once per new token, after it is stored', () => {
 
   it('the cap keeps a slot: the key comes back then, status still owes the prompts', async () => {
     const h = await world({ promptCapWaitMs: 4_000 });
-    expect(h.requeue(await h.reconcile())).toEqual({ kind: 'forget', afterMs: 4_000 });
+    expect(h.requeue(await h.reconcile())).toEqual([['forget'], ['addAfter', 4_000]]);
     expect(h.calls.filter((c) => c.startsWith('prompt Pod/'))).toEqual([]);
     expect(h.statuses.at(-1)?.podPrompts).toEqual({ tokenIssuedTime: ISSUED });
   });

@@ -108,7 +108,7 @@ describe('restart targets: once per new token, through the ports', () => {
 
   it('the global cap says wait: the token is stored and Ready, the restart comes back when a slot is free', async () => {
     const h = await world({ restartCapWaitMs: 4_000 });
-    expect(h.requeue(await h.reconcile())).toEqual({ kind: 'forget', afterMs: 4_000 });
+    expect(h.requeue(await h.reconcile())).toEqual([['forget'], ['addAfter', 4_000]]);
     expect(h.calls).not.toContain('restart Deployment/web');
     expect(h.writes.at(-1)?.token).toBe('tok-r1');
     expect(h.statuses.at(-1)?.rolloutRestarts).toEqual({ tokenIssuedTime: ISSUED });

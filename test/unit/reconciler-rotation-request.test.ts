@@ -53,7 +53,7 @@ describe('requested rotations and the namespace budget, through the ports', () =
     expect(h.kubeWrites()).toEqual({});
     expect(h.serviceToken()).toBe('tok-1');
     expect(result).toMatchObject({ kind: 'done', wake: { slotInMs: [6_000] } });
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 6_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 6_000]]);
     // Asked again before the slot (another reconcile): the same slot, not said again.
     const again = await world({ request: 'r1', rotationSlot: { kind: 'wait', inMs: 2_000, first: false } });
     await again.reconcile();

@@ -54,7 +54,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     expect(h.outcome()).toEqual(quiet('tok-1'));
     expect(h.writes).toEqual([]);
     expect(h.statuses.at(-1)?.rotation).toMatchObject({ tokenIssuedTime: ISSUED, nextRotationTime: iso(DUE) });
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 5 * 60_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 5 * 60_000]]);
   });
 
   it('due: the intent (pending, with the issue time) before the one POST, then the new token with a new issue time', async () => {
@@ -112,7 +112,7 @@ describe('scheduled rotation: once per token, through the ports', () => {
     const result = await h.reconcile();
     expect(h.outcome()).toEqual(quiet('tok-1'));
     expect(h.writes).toEqual([]);
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 4_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 4_000]]);
   });
 
   it('a requested rotation first; it dates the new token, which moves the schedule on (no second rotation)', async () => {

@@ -83,7 +83,7 @@ describe('sync on demand, through the ports', () => {
     expect(h.outcome()).toEqual({ service: {}, secret: 'tok-1', events: { 'Normal SyncRequestWaiting': 1 }, ready: 'Synced' });
     expect(h.kubeWrites()).toEqual({});
     expect(result).toMatchObject({ kind: 'done', wake: { slotInMs: [6_000] } });
-    expect(h.requeue(result)).toEqual({ kind: 'forget', afterMs: 6_000 });
+    expect(h.requeue(result)).toEqual([['forget'], ['addAfter', 6_000]]);
     const again = await world({ request: 's1', syncSlot: { kind: 'wait', inMs: 3_000, first: false } });
     await again.reconcile();
     expect(again.outcome()).toEqual({ service: {}, secret: 'tok-1', events: {}, ready: 'Synced' });

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { requeueFor } from '../../src/controller/reconcile-contract.js';
 import {
   CLOCK_WAKE_FLOOR_MS,
   DELETION_RETRY_MS,
@@ -13,29 +12,35 @@ import {
   type FailureCause,
 } from '../../src/controller/retry-policy.js';
 import { RetryPolicy } from '../../src/controller/worker.js';
+import { requeued, toldQueue } from '../support/told-queue.js';
 
 describe('the retry policy: one table from what a reconcile came to, to what the queue does', () => {
   const NOW = Date.parse('2026-11-22T01:00:00Z');
 
   it('done forgets the failures, and comes back for the resync when one is due', () => {
-    expect(requeueFor({ kind: 'done' }, NOW)).toEqual({ kind: 'forget' });
-    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 3_600_000 });
+    expect(requeued({ kind: 'done' }, NOW)).toEqual({ told: [['forget']], addedAfter: false });
+    expect(requeued({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [] } }, NOW)).toEqual({
+      told: [['forget'], ['addAfter', 3_600_000]],
+      addedAfter: true,
+    });
   });
 
   it("done: the earliest wake-up; one due by the clock not sooner than a second, a cap's slot at that very time", () => {
-    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000, NOW + 300_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 300_000 });
+    expect(toldQueue({ kind: 'done', wake: { dueAt: [NOW + 3_600_000, NOW + 300_000], slotInMs: [] } }, NOW)).toEqual([['forget'], ['addAfter', 300_000]]);
     // Due already (a clock behind the one that wrote the schedule): a second, not a busy loop.
-    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW - 5_000], slotInMs: [] } }, NOW)).toEqual({ kind: 'forget', afterMs: 1_000 });
-    expect(requeueFor({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [250] } }, NOW)).toEqual({ kind: 'forget', afterMs: 250 });
+    expect(toldQueue({ kind: 'done', wake: { dueAt: [NOW - 5_000], slotInMs: [] } }, NOW)).toEqual([['forget'], ['addAfter', 1_000]]);
+    expect(toldQueue({ kind: 'done', wake: { dueAt: [NOW + 3_600_000], slotInMs: [250] } }, NOW)).toEqual([['forget'], ['addAfter', 250]]);
+    // A wake with nothing in it asks for no return.
+    expect(requeued({ kind: 'done', wake: { dueAt: [], slotInMs: [] } }, NOW)).toEqual({ told: [['forget']], addedAfter: false });
   });
 
   it('a wait the connection asked for replaces the backoff and resets it', () => {
-    expect(requeueFor({ kind: 'wait', afterMs: 1_234 }, NOW)).toEqual({ kind: 'forget', afterMs: 1_234 });
+    expect(requeued({ kind: 'wait', afterMs: 1_234 }, NOW)).toEqual({ told: [['forget'], ['addAfter', 1_234]], addedAfter: true });
   });
 
   it("a Retry-After: the service's wait, plus up to a second so the keys it turned away do not come back at once", () => {
-    expect(requeueFor({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0)).toEqual({ kind: 'forget', afterMs: 5_000 });
-    expect(requeueFor({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0.999)).toEqual({ kind: 'forget', afterMs: 5_999 });
+    expect(requeued({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0)).toEqual({ told: [['forget'], ['addAfter', 5_000]], addedAfter: true });
+    expect(toldQueue({ kind: 'retry-after', afterMs: 5_000 }, NOW, () => 0.999)).toEqual([['forget'], ['addAfter', 5_999]]);
   });
 
   const causes: [FailureCause, 'transient' | 'persistent', number][] = [
@@ -51,7 +56,8 @@ describe('the retry policy: one table from what a reconcile came to, to what the
     ['prompt-refused', 'persistent', 0],
   ];
   it.each(causes)('%s: %s backoff, at least %d ms', (cause, retryClass, atLeastMs) => {
-    expect(requeueFor({ kind: 'failed', cause }, NOW)).toEqual({ kind: 'backoff', retryClass, atLeastMs });
+    // The failures are not forgotten: the backoff counts this one.
+    expect(requeued({ kind: 'failed', cause }, NOW)).toEqual({ told: [['addRateLimited', retryClass, atLeastMs]], addedAfter: false });
   });
 
   it('every cause the table knows has its requeue checked above', () => {

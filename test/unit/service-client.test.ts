@@ -312,7 +312,7 @@ async function startHoldingServer(): Promise<{ url: string; connections: () => n
 
 describe('ServiceClient calls withdrawn by their signal', () => {
   it.each(['upsert', 'rotate'] as const)(
-    '%s: aborted while the server holds it returns at once as aborted, and the connection is closed',
+    "%s: aborted while the server holds it rejects at once with the signal's reason, and the connection is closed",
     async (operation) => {
       const srv = await startHoldingServer();
       const samples: ServiceCallSample[] = [];
@@ -322,11 +322,11 @@ describe('ServiceClient calls withdrawn by their signal', () => {
         operation === 'upsert' ? c.upsert(upsertReq, { signal: withdraw.signal }) : c.rotate(new SecretValue(OLD_TOKEN), { signal: withdraw.signal });
       await srv.held;
       const abortedAt = performance.now();
-      withdraw.abort();
-      const result = await call;
+      const reason = new DOMException('withdrawn by the test', 'AbortError');
+      withdraw.abort(reason);
+      await expect(call).rejects.toBe(reason);
       const returnedMs = performance.now() - abortedAt;
       const closedMs = (await srv.closed) - abortedAt;
-      expect(result).toEqual({ ok: false, aborted: true });
       // Not the 30 s timeout: the abort itself ends the call, and the server sees its connection go.
       expect(returnedMs).toBeLessThan(500);
       expect(closedMs).toBeLessThan(500);
@@ -339,8 +339,9 @@ describe('ServiceClient calls withdrawn by their signal', () => {
     const srv = await startHoldingServer();
     const samples: ServiceCallSample[] = [];
     const c = client(srv.url, { observe: (s) => samples.push(s) });
-    expect(await c.upsert(upsertReq, { signal: AbortSignal.abort() })).toEqual({ ok: false, aborted: true });
-    expect(await c.rotate(new SecretValue(OLD_TOKEN), { signal: AbortSignal.abort() })).toEqual({ ok: false, aborted: true });
+    const reason = new Error('stopped before it was sent');
+    await expect(c.upsert(upsertReq, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    await expect(c.rotate(new SecretValue(OLD_TOKEN), { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'AbortError' });
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(srv.connections()).toBe(0);
     expect(samples).toEqual([]);

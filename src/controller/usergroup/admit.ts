@@ -5,7 +5,7 @@ import { Reason } from '../policies/conditions.js';
 import type { Connection, Resolution } from '../connections.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './event-messages.js';
-import { blocked, DONE, end, next, type Outcome, type Step } from './outcome.js';
+import { blocked, DONE, next, type Outcome, type Step } from './outcome.js';
 import { deferred } from './call-failure.js';
 import { refused } from './refuse.js';
 
@@ -21,22 +21,22 @@ export interface Admitted {
  */
 export async function admit(ctx: ReconcileContext): Promise<Step<Admitted>> {
   const { ug } = ctx;
-  if (!ug.spec.ok) return end(blocked(ctx, Reason.InvalidSpec, ug.spec.error));
+  if (!ug.spec.ok) return blocked(ctx, Reason.InvalidSpec, ug.spec.error);
   const spec = ug.spec.value;
-  if (spec.suspend) return end({ report: { status: 'False', reason: Reason.Suspended, message: Messages.suspended, fields: {} }, result: DONE });
+  if (spec.suspend) return { ends: true, report: { status: 'False', reason: Reason.Suspended, message: Messages.suspended, fields: {} }, result: DONE };
 
   const resolution = await resolveConnection(ctx, spec);
   if (!resolution.ok) {
     // The tenant rules say no: the namespace may not hold this group's token either. A rule change requeues us.
     if (refusedByRules(resolution)) {
-      return end(await refused(ctx, resolution.reason, resolution.message, spec));
+      return refused(ctx, resolution.reason, resolution.message, spec);
     }
     // A missing UserGroupService is watched; a missing API-key Secret is not, so poll for it, slowly.
-    return end(blocked(ctx, resolution.reason, resolution.message, 'connection-unresolved'));
+    return blocked(ctx, resolution.reason, resolution.message, 'connection-unresolved');
   }
   const { connection } = resolution;
   const stop = alreadyDecided(ctx, spec, connection);
-  return stop ? end(stop) : next({ spec, connection });
+  return stop ?? next({ spec, connection });
 }
 
 /** The connection the spec names, past the tenant rules: where the live path and a deletion (finalize.ts) both begin. */
@@ -54,7 +54,7 @@ function alreadyDecided(ctx: ReconcileContext, spec: UserGroupSpec, connection: 
   // Refused adoption is final for this generation and policy: no claim and no PUT on every restart to hear it again.
   const ready = findReadyCondition(ctx.previous);
   if (connection.adoption === 'Refuse' && ready?.reason === Reason.AdoptionRefused && ready.observedGeneration === ctx.ug.metadata.generation) {
-    return { report: undefined, result: DONE };
+    return { ends: true, report: undefined, result: DONE };
   }
   // A connection that cannot be called now gets no claim written either: a flood of UserGroups on a dead
   // connection then costs one status write each, and they are woken when it may be called again.

@@ -5,9 +5,8 @@ import { decideAdoption, keptTokenIsCurrent } from '../policies/adoption.js';
 import { holdsRecord } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
-import { isDeferral } from './service-calls.js';
 import { Events, Messages } from './event-messages.js';
-import { end, next, type Outcome, type Step } from './outcome.js';
+import { next, type Outcome, type Step } from './outcome.js';
 import { deferred, rotationFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import type { Progress } from './progress.js';
@@ -27,13 +26,13 @@ export async function adoptIfFound(ctx: ReconcileContext, plan: Plan, progress: 
   }
   if (decision.kind === 'none') return next(progress);
   const { spec, connection } = plan;
-  if (decision.policy === 'Refuse') return end(await adoptionRefused(ctx, plan, decision.kind));
+  if (decision.policy === 'Refuse') return adoptionRefused(ctx, plan, decision.kind);
   let adopted = progress;
   if (decision.policy === 'Rotate') {
     // Before anything is stored: a crash before the next store repeats the adoption, never skips the rotation.
     const rotated = await ctx.calls.rotate(connection, group.token);
-    if (isDeferral(rotated)) return end(deferred(rotated, 'rotate', connection));
-    if (!rotated.ok) return end(rotationFailed(ctx, 'adoption', rotated.failure, connection));
+    if ('deferred' in rotated) return deferred(rotated.deferred, 'rotate', connection);
+    if (!rotated.ok) return rotationFailed(ctx, 'adoption', rotated.failure, connection);
     adopted = { ...adopted, token: rotated.group.token, rotatedAt: iso(ctx.ports.clock.now()) };
     ctx.ports.metrics.count({ metric: 'token-rotated', trigger: 'adoption' });
   }

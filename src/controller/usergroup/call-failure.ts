@@ -1,7 +1,6 @@
 // A service call that did not go out or failed, classified: its condition reason, message, Event and retry.
-import type { ServiceFailure } from '../../service/types.js';
+import type { Deferral, ServiceFailure } from '../../service/types.js';
 import { Reason } from '../policies/conditions.js';
-import type { Deferral } from '../../service/call-gates.js';
 import type { Connection } from '../connections.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
 import type { ReconcileContext } from './context.js';
@@ -15,13 +14,13 @@ import type { RotationTrigger } from './ports.js';
  */
 export function deferred(deferral: Deferral, operation: Operation, connection: Connection): Outcome {
   const result: ReconcileResult = { kind: 'wait', afterMs: deferral.afterMs };
-  if (deferral.why !== 'paused') return { report: undefined, result };
+  if (deferral.why !== 'paused') return { ends: true, report: undefined, result };
   // Reported as the failure that paused the connection: that is what the user can act on.
   const last = deferral.lastFailure;
   const reason = last ? reasonFor(last) : Reason.ServiceUnavailable;
   const cause = last ? ` (last failure: ${connection.shared ? last.message : coarseFailure(last)})` : '';
   const message = Messages.callPaused(operation, connection.description, deferral.message, cause);
-  return { report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };
+  return { ends: true, report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };
 }
 
 /** A service call failed: the condition and Event say why, the key is retried by the failure's class. */
@@ -37,7 +36,7 @@ export function serviceFailed(ctx: ReconcileContext, operation: Operation, failu
       ? // The account waits as a whole (service/call-gates.ts); the queue spreads the keys out (retry-policy.ts).
         { kind: 'retry-after', afterMs: failure.retryAfterMs }
       : failed(failure.kind === 'unauthorized' ? 'key-refused' : failure.kind === 'rejected' ? 'request-refused' : 'call-failed');
-  return { report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };
+  return { ends: true, report: { status: 'False', reason, message, fields: {}, event: Events.callFailed(operation, reason, message) }, result };
 }
 
 /** A rotation the service did not do (its POST, or the PUT that reads the token for it, failed): counted, then reported as any failed call. */

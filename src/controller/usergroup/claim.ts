@@ -8,7 +8,7 @@ import { Reason } from '../policies/conditions.js';
 import type { Admitted } from './admit.js';
 import type { ReconcileContext } from './context.js';
 import { Messages } from './event-messages.js';
-import { blocked, end, failed, next, type Step } from './outcome.js';
+import { blocked, failed, next, type Step } from './outcome.js';
 import { refused } from './refuse.js';
 
 /** What holds the id for this UserGroup, and since when. */
@@ -37,7 +37,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
     const byRules = await idHeldByRules(ctx, spec, connection);
     if (byRules.bound) {
       if (byRules.holder === undefined) return next({ claim: undefined, heldBefore: true });
-      return end(blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, objectKey(byRules.holder.metadata), connection.description)));
+      return blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, objectKey(byRules.holder.metadata), connection.description));
     }
     // The rules no longer bind the id (an admin just widened them): a UserGroup that held it by the rules of
     // before gets its claim now, before anyone else can take one.
@@ -49,11 +49,9 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
       case 'held':
         return next({ claim: decision.claim, heldBefore: true });
       case 'duplicate':
-        return end(blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, decision.holder, connection.description)));
+        return blocked(ctx, Reason.DuplicateUserGroupId, Messages.duplicate(spec.userGroupId, decision.holder, connection.description));
       case 'claimed-elsewhere':
-        return end(
-          await refused(ctx, Reason.UserGroupIdClaimed, Messages.claimedElsewhere(spec.userGroupId, connection.description, decision.claimName), spec),
-        );
+        return refused(ctx, Reason.UserGroupIdClaimed, Messages.claimedElsewhere(spec.userGroupId, connection.description, decision.claimName), spec);
       case 'create':
       case 'take-over': {
         ctx.signal?.throwIfAborted();
@@ -67,7 +65,7 @@ export async function holdClaim(ctx: ReconcileContext, { spec, connection }: Adm
       }
     }
   }
-  return end({ report: undefined, result: failed('lost-race') });
+  return { ends: true, report: undefined, result: failed('lost-race') };
 }
 
 /**

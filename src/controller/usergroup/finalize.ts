@@ -20,7 +20,7 @@ import type { SecretInspection } from '../policies/token-secret.js';
 import { syncHash, upsertRequestFor } from '../policies/sync.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import { type ReconcileContext } from './context.js';
-import { isDeferral, type ServiceCalls } from './service-calls.js';
+import type { ServiceCalls } from './service-calls.js';
 import { refusedByRules, resolveConnection } from './admit.js';
 import { holdsId } from './claim.js';
 import { observeSecret } from './observe-secret.js';
@@ -133,11 +133,12 @@ export async function finalizeDeletion(ctx: ReconcileContext): Promise<Reconcile
 
   const answer = await cutOff(ctx, connection, () => calls.rotate(connection, held));
   if (answer === undefined) return { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS };
-  const after = isDeferral(answer)
-    ? afterDeletionRotation('deferred', decision.remainingMs, answer.afterMs)
-    : afterDeletionRotation(answer.ok ? 'rotated' : answer.failure.kind === 'rejected' ? 'not-current' : 'failed', decision.remainingMs);
+  const after =
+    'deferred' in answer
+      ? afterDeletionRotation('deferred', decision.remainingMs, answer.deferred.afterMs)
+      : afterDeletionRotation(answer.ok ? 'rotated' : answer.failure.kind === 'rejected' ? 'not-current' : 'failed', decision.remainingMs);
   if (after.kind === 'retry') {
-    if (!isDeferral(answer) && !answer.ok) failedCall(ctx, connection, answer.failure.kind, answer.failure.message);
+    if ('failure' in answer) failedCall(ctx, connection, answer.failure.kind, answer.failure.message);
     return { kind: 'wait', afterMs: after.afterMs };
   }
   // The new token (answer.group.token) is dropped here, unread: nobody may use the deleted tenant's group with it.
@@ -158,7 +159,7 @@ async function learnToken(ctx: ReconcileContext, calls: ServiceCalls, connection
   const request = upsertRequestFor(spec);
   const answer = await cutOff(ctx, connection, () => calls.upsert(connection, request));
   if (answer === undefined) return { kind: 'wait', result: { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS } };
-  if (isDeferral(answer)) return { kind: 'wait', result: { kind: 'wait', afterMs: deletionRetryAfter(remainingMs, answer.afterMs) } };
+  if ('deferred' in answer) return { kind: 'wait', result: { kind: 'wait', afterMs: deletionRetryAfter(remainingMs, answer.deferred.afterMs) } };
   if (!answer.ok) {
     failedCall(ctx, connection, answer.failure.kind, answer.failure.message);
     return { kind: 'wait', result: { kind: 'wait', afterMs: deletionRetryAfter(remainingMs) } };

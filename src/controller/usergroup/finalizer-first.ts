@@ -3,7 +3,7 @@ import { hasRotateFinalizer } from '../../api/meta.js';
 import { finalizerBeforeCall } from '../policies/deletion.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
 import type { ReconcileContext } from './context.js';
-import { DONE, end, failed, next, type Step } from './outcome.js';
+import { DONE, failed, next, type Step } from './outcome.js';
 import { putPlanned, type Plan } from './plan.js';
 import type { Progress } from './progress.js';
 
@@ -29,12 +29,12 @@ export async function finalizerFirst(ctx: ReconcileContext, plan: Plan, progress
   if (!add) return next(progress);
   ctx.signal?.throwIfAborted();
   // Met a newer version: decided again from it.
-  if (!(await ctx.ports.finalizers.set({ userGroup: ug }, true))) return end({ report: undefined, result: failed('lost-race') });
+  if (!(await ctx.ports.finalizers.set({ userGroup: ug }, true))) return { ends: true, report: undefined, result: failed('lost-race') };
   ctx.log.debug('rotate-on-delete finalizer added before the first service call');
   // Not in the cache yet (it is behind the apiserver, so the port leaves it alone): the finalizer's own watch event
   // brings the next reconcile (a finalizer change is one, triggers.ts); coming back before it would write again.
   const shown = hasRotateFinalizer((ctx.ports.userGroups.get(ctx.key) ?? ug).metadata);
-  return end({ report: undefined, result: shown ? { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS } : DONE });
+  return { ends: true, report: undefined, result: shown ? { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS } : DONE };
 }
 
 /** The plan's steps call the service: a PUT (sync, on request, a rotation's read) or a rotation's POST. */

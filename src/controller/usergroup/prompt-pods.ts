@@ -5,7 +5,7 @@ import { podsToPrompt } from '../policies/pod-prompt.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { Events } from './event-messages.js';
-import { next, type Step } from './outcome.js';
+import { next, type Next } from './outcome.js';
 import type { Plan } from './plan.js';
 import { issuedAtNow, waitForSlot, type Progress, type PromptProgress } from './progress.js';
 
@@ -14,8 +14,8 @@ import { issuedAtNow, waitForSlot, type Progress, type PromptProgress } from './
  * rewrites its Secret volumes at once (instead of at its periodic sync, up to a minute and a half later). Pods of
  * owners that did not label them are never read or written; the operator reads Pods as metadata only.
  */
-export async function promptPods(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, never>> {
-  const leave = (prompts: PromptProgress): Step<Progress, never> => next({ ...progress, prompts });
+export async function promptPods(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Next<Progress>> {
+  const leave = (prompts: PromptProgress): Next<Progress> => next({ ...progress, prompts });
   if (!ctx.settings.podPrompts) return leave({ status: undefined });
   const issuedAt = issuedAtNow(plan, progress);
   const before = ctx.previous.podPrompts;

@@ -82,9 +82,9 @@ export async function reconcileUserGroup(deps: ReconcilerDeps, request: Reconcil
 /** The preconditions and the id's claim, then the steps from the token Secret on. */
 async function converge(ctx: ReconcileContext): Promise<Outcome> {
   const admitted = await admit(ctx);
-  if (!admitted.ok) return admitted.end;
+  if (admitted.ends) return admitted;
   const claim = await holdClaim(ctx, admitted.value);
-  if (!claim.ok) return claim.end;
+  if (claim.ends) return claim;
   const held: Held = { ...admitted.value, ...claim.value };
   // Neither cache knowing the Secret's name means none exists, unless a watch lags behind a creation: then our
   // create meets it before any rotation or Secret write, and the second pass reads it live. Only here is that
@@ -103,8 +103,8 @@ async function fromSecret(ctx: ReconcileContext, held: Held, source: SecretSourc
   const decided = plan({ ug: ctx.ug, held, secret, settings: ctx.settings, now: ctx.ports.clock.now() });
   let step: Step<Progress> = next(startingPoint(decided, ctx.previous));
   for (const run of STEPS) {
-    if (!step.ok) return step.end;
+    if (step.ends) return step;
     step = await run(ctx, decided, step.value);
   }
-  return step.ok ? synced(ctx, decided, step.value) : step.end;
+  return step.ends ? step : synced(ctx, decided, step.value);
 }

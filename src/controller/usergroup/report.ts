@@ -71,5 +71,5 @@ export function synced(ctx: ReconcileContext, plan: Plan, progress: Progress): O
   // A follower still waiting for the primary's rotation says so in Ready's message: the token is current, but not new.
   const following = plan.rotation.kind === 'follow' && waitsForSlot(progress, 'follow') ? plan.rotation : undefined;
   const message = following ? Messages.syncedFollowing(plan.spec.tokenSecret.name, following) : Messages.synced(plan.spec.tokenSecret.name);
-  return { report: { status: 'True', reason: Reason.Synced, message, fields }, result };
+  return { ends: true, report: { status: 'True', reason: Reason.Synced, message, fields }, result };
 }

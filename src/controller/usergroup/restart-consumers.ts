@@ -5,7 +5,7 @@ import { decideRestarts, describeTarget, workloadAction } from '../policies/rest
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
 import { Events } from './event-messages.js';
-import { next, type Step } from './outcome.js';
+import { next, type Next } from './outcome.js';
 import type { Plan } from './plan.js';
 import { issuedAtNow, waitForSlot, type Progress, type RestartProgress } from './progress.js';
 
@@ -13,7 +13,7 @@ import { issuedAtNow, waitForSlot, type Progress, type RestartProgress } from '.
  * After the new token is stored (pods restarted before would start with the old one): restart the workloads
  * listed in spec.rolloutRestartTargets whose owners allow it, once per token (policies/restart.ts decides).
  */
-export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress, never>> {
+export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Next<Progress>> {
   const { spec } = plan;
   const issuedAt = issuedAtNow(plan, progress);
   const before = ctx.previous.rolloutRestarts;
@@ -24,7 +24,7 @@ export async function restartConsumers(ctx: ReconcileContext, plan: Plan, progre
     issuedAt,
   });
   const recorded = { ...before, tokenIssuedTime: issuedAt };
-  const leave = (restarts: RestartProgress): Step<Progress, never> => next({ ...progress, restarts });
+  const leave = (restarts: RestartProgress): Next<Progress> => next({ ...progress, restarts });
   switch (decision.kind) {
     case 'none':
       // Dropped with the last target: listing targets again later starts from the token of that day.

@@ -2,9 +2,8 @@
 import { nextFollowLook, type RotationDecision } from '../policies/rotation.js';
 import type { ReconcileContext } from './context.js';
 import { iso } from './context.js';
-import { isDeferral } from './service-calls.js';
 import { Events, type Rotation } from './event-messages.js';
-import { end, next, type Step } from './outcome.js';
+import { next, type Step } from './outcome.js';
 import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import { waitForSlot, waitsForSlot, type Progress, type RevokedToken } from './progress.js';
@@ -73,8 +72,8 @@ async function rotate(
   if (!rotation.scheduled && progress.group === undefined) {
     const current = await ctx.calls.upsert(connection, plan.request);
     // The rotation is what did not happen: reported and counted as a rotation that failed.
-    if (isDeferral(current)) return end(deferred(current, 'rotate-read', connection));
-    if (!current.ok) return end(rotationFailed(ctx, triggerOf(rotation), current.failure, connection, 'rotate-read'));
+    if ('deferred' in current) return deferred(current.deferred, 'rotate-read', connection);
+    if (!current.ok) return rotationFailed(ctx, triggerOf(rotation), current.failure, connection, 'rotate-read');
     before = { ...progress, group: current.group, token: current.group.token };
     readAt = iso(ctx.ports.clock.now());
   }
@@ -84,7 +83,7 @@ async function rotate(
   // crash the same value is found pending.
   const issuedAt = rotation.scheduled ? plan.issuedAt : plan.owned?.issuedAt;
   const intent = await writeTokenSecret(ctx, plan, { token, handled: before.book.handled, pending: rotation.value, issuedAt }, before.secret);
-  if (!intent.ok) return intent;
+  if (intent.ends) return intent;
   ctx.calls.intentRecorded();
   // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
   if (rotation.kind === 'rotate' && !rotation.scheduled) progress.rotationSlot?.spend();
@@ -92,7 +91,7 @@ async function rotate(
 
   const sentAt = iso(ctx.ports.clock.now());
   const answer = await ctx.calls.rotate(connection, token);
-  if (isDeferral(answer)) return end(deferred(answer, 'rotate', connection));
+  if ('deferred' in answer) return deferred(answer.deferred, 'rotate', connection);
   if (answer.ok) {
     const at = iso(ctx.ports.clock.now());
     after = { ...after, token: answer.group.token, rotatedAt: at, revoked: revokedBy(rotation, sentAt, at, 'ThisController') };
@@ -102,16 +101,16 @@ async function rotate(
     // The token POSTed is not current any more. A PUT returns the current one: a different one means another
     // holder of the account's key rotated it since it was read (after the request, for a requested rotation).
     const current = await ctx.calls.upsert(connection, plan.request);
-    if (isDeferral(current)) return end(deferred(current, 'sync', connection));
-    if (!current.ok) return end(serviceFailed(ctx, 'sync', current.failure, connection));
+    if ('deferred' in current) return deferred(current.deferred, 'sync', connection);
+    if (!current.ok) return serviceFailed(ctx, 'sync', current.failure, connection);
     // Still the same token: the service refused the rotation itself. Not handled; retry it.
-    if (current.group.token.equals(token)) return end(rotationFailed(ctx, triggerOf(rotation), answer.failure, connection));
+    if (current.group.token.equals(token)) return rotationFailed(ctx, triggerOf(rotation), answer.failure, connection);
     const at = iso(ctx.ports.clock.now());
     after = { ...after, group: current.group, token: current.group.token, revoked: revokedBy(rotation, readAt, at, 'AnotherHolder') };
     ctx.ports.events.emit(ctx.ug, Events.rotatedElsewhere(rotation, readAt, at));
     ctx.log.info({ request: rotation.value }, 'the token was rotated elsewhere before this POST; stored the current token');
   } else {
-    return end(rotationFailed(ctx, triggerOf(rotation), answer.failure, connection));
+    return rotationFailed(ctx, triggerOf(rotation), answer.failure, connection);
   }
   return next({ ...after, book: { handled: handledAfter(rotation, progress), pending: undefined } });
 }

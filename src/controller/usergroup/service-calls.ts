@@ -1,7 +1,7 @@
 // The service calls of one reconcile: the first may be deferred, follow-ups of work begun always go out.
 import type { SecretValue } from '../../service/secret-value.js';
-import type { ServiceResult, UpsertRequest } from '../../service/types.js';
-import type { CallContext, CallResult, Deferral } from '../../service/call-gates.js';
+import type { CallResult, Deferral, UpsertRequest } from '../../service/types.js';
+import type { CallContext } from '../../service/call-gates.js';
 import type { Connection } from '../connections.js';
 
 /**
@@ -20,11 +20,11 @@ export class ServiceCalls {
     private readonly wake: () => void,
   ) {}
 
-  async upsert(connection: Connection, request: UpsertRequest): Promise<ServiceResult | Deferral> {
+  async upsert(connection: Connection, request: UpsertRequest): Promise<CallResult> {
     return this.count(await connection.upsert(request, this.context()));
   }
 
-  async rotate(connection: Connection, token: SecretValue): Promise<ServiceResult | Deferral> {
+  async rotate(connection: Connection, token: SecretValue): Promise<CallResult> {
     return this.count(await connection.rotate(token, this.context()));
   }
 
@@ -51,13 +51,9 @@ export class ServiceCalls {
     return { key: this.key, followUp: this.made > 0 || this.intentStored, signal: this.signal, wake: this.wake };
   }
 
-  private count(result: CallResult): ServiceResult | Deferral {
-    if (!result.ok && 'deferred' in result) return result.deferred;
-    this.made += 1;
+  /** Passes the result on as it came; a deferred call did not go out, so the next one is still the first. */
+  private count(result: CallResult): CallResult {
+    if (!('deferred' in result)) this.made += 1;
     return result;
   }
-}
-
-export function isDeferral(result: ServiceResult | Deferral): result is Deferral {
-  return 'why' in result;
 }

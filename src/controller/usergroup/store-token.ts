@@ -23,7 +23,7 @@ export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Pr
   // To the millisecond: the issue time names the token (restart targets), and two rotations may share a second.
   const issuedAt = changed ? new Date(ctx.ports.clock.now()).toISOString() : held?.issuedAt;
   const stored = await writeTokenSecret(ctx, plan, { token: content, ...progress.book, issuedAt }, progress.secret);
-  if (!stored.ok) return stored;
+  if (stored.ends) return stored;
   // A renamed tokenSecret leaves a copy of a live token behind: remove the old Secrets we own.
   for (const stale of ctx.ports.secretCache.owned(ctx.ug).filter((s) => s.metadata.name !== spec.tokenSecret.name)) {
     await ctx.ports.secrets.delete(stale);

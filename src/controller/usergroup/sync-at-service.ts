@@ -1,7 +1,6 @@
 // Step 5, sync at the service: the PUT the plan calls for (policies/sync.ts decides).
 import type { ReconcileContext } from './context.js';
-import { isDeferral } from './service-calls.js';
-import { end, next, type Step } from './outcome.js';
+import { next, type Step } from './outcome.js';
 import { deferred, serviceFailed } from './call-failure.js';
 import { putPlanned, type Plan } from './plan.js';
 import type { Progress } from './progress.js';
@@ -14,8 +13,8 @@ export async function syncAtService(ctx: ReconcileContext, plan: Plan, progress:
   const { sync, connection } = plan;
   if (!putPlanned(sync, plan.rotation)) return next(progress);
   const result = await ctx.calls.upsert(connection, plan.request);
-  if (isDeferral(result)) return end(deferred(result, 'sync', connection));
-  if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
+  if ('deferred' in result) return deferred(result.deferred, 'sync', connection);
+  if (!result.ok) return serviceFailed(ctx, 'sync', result.failure, connection);
   const { group } = result;
   ctx.log.info({ why: sync.kind === 'upsert' ? sync.why : 'rotation-recovery', created: group.created }, 'user group synced');
   return next({ ...progress, group, token: group.token });

@@ -1,8 +1,7 @@
 // Step 5b, sync on request: the PUT a usergroup.dev/sync-requested-at value asks for, when nothing else makes one.
 import type { ReconcileContext } from './context.js';
-import { isDeferral } from './service-calls.js';
 import { Events } from './event-messages.js';
-import { end, next, type Step } from './outcome.js';
+import { next, type Step } from './outcome.js';
 import { deferred, serviceFailed } from './call-failure.js';
 import type { Plan } from './plan.js';
 import { waitForSlot, type Progress } from './progress.js';
@@ -24,9 +23,9 @@ export async function syncOnRequest(ctx: ReconcileContext, plan: Plan, progress:
   const { connection } = plan;
   const result = await ctx.calls.upsert(connection, plan.request);
   // Deferred by the account's rate limit or a failing connection: the slot stays paid for this key.
-  if (isDeferral(result)) return end(deferred(result, 'sync', connection));
+  if ('deferred' in result) return deferred(result.deferred, 'sync', connection);
   slot.spend();
-  if (!result.ok) return end(serviceFailed(ctx, 'sync', result.failure, connection));
+  if (!result.ok) return serviceFailed(ctx, 'sync', result.failure, connection);
   const { group } = result;
   ctx.log.info({ why: 'requested', request: request.value, created: group.created }, 'user group synced');
   return next({ ...progress, group, token: group.token });

@@ -6,7 +6,7 @@ import { SecretValue } from '../../service/secret-value.js';
 import { desiredSecret, inspectSecret, type SecretContent } from '../policies/token-secret.js';
 import type { ReconcileContext } from './context.js';
 import { readLive } from './observe-secret.js';
-import { end, failed, secretWriteRefused, type Outcome, type Step } from './outcome.js';
+import { failed, next, secretWriteRefused, type Outcome, type Step } from './outcome.js';
 import type { Held } from './plan.js';
 
 /**
@@ -14,7 +14,7 @@ import type { Held } from './plan.js';
  * conflict, and the steps pass it on as one; the step runner alone (reconcile.ts) knows it by this very value and,
  * the first time, decides again from a live read instead.
  */
-const SECRET_APPEARED: Outcome = { report: undefined, result: failed('lost-race') };
+const SECRET_APPEARED: Outcome = { ends: true, report: undefined, result: failed('lost-race') };
 
 /** Whether a reconcile's ending is a Secret that appeared (see SECRET_APPEARED). */
 export function secretAppeared(ending: Outcome): boolean {
@@ -35,11 +35,11 @@ export async function writeTokenSecret(
   const { keeper } = ctx.ports.namespaces.get(ctx.ug.metadata.namespace);
   let desired = desiredSecret(ctx.ug.metadata, spec, content, connection.seal, keeper);
   if (!(content.token instanceof SecretValue)) {
-    if (current && secretMatches(current, desired)) return { ok: true, value: current };
+    if (current && secretMatches(current, desired)) return next(current);
     // Metadata must change and only the digest is at hand: read the token it stands for.
     const live = inspectSecret(await readLive(ctx, { spec }), ctx.ug.metadata, spec, connection.seal);
     if (live.state !== 'owned' || !live.token || live.resourceVersion !== current?.metadata.resourceVersion)
-      return end({ report: undefined, result: failed('lost-race') });
+      return { ends: true, report: undefined, result: failed('lost-race') };
     desired = desiredSecret(ctx.ug.metadata, spec, { ...content, token: live.token }, connection.seal, keeper);
   }
   ctx.signal?.throwIfAborted();
@@ -48,11 +48,11 @@ export async function writeTokenSecret(
     case 'unchanged':
     case 'created':
     case 'updated':
-      return { ok: true, value: applied.secret };
+      return next(applied.secret);
     case 'conflict':
       ctx.log.info({ secret: spec.tokenSecret.name, conflict: applied.conflict }, 'token Secret changed while we worked; deciding again');
-      return end(applied.conflict === 'exists' ? SECRET_APPEARED : { report: undefined, result: failed('lost-race') });
+      return applied.conflict === 'exists' ? SECRET_APPEARED : { ends: true, report: undefined, result: failed('lost-race') };
     case 'refused':
-      return end(secretWriteRefused(spec.tokenSecret.name, applied.error));
+      return secretWriteRefused(spec.tokenSecret.name, applied.error);
   }
 }
