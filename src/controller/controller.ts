@@ -36,8 +36,8 @@ import {
   type Trigger,
   type TriggerView,
 } from './triggers.js';
-import { Events } from './usergroup/event-messages.js';
-import type { DeletionRotationResult, ReconcileCount, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup/ports.js';
+import { Events } from './usergroup-messages.js';
+import type { DeletionRotationResult, ReconcileCount, ReconcilePorts, RestartOutcome, RotationTrigger } from './usergroup-ports.js';
 import { reconcileUserGroup } from './usergroup/reconcile.js';
 import { Workers, type ReconcileVerdict } from './worker.js';
 

@@ -14,7 +14,7 @@ import type { Caches } from './caches.js';
 import type { Connections } from './connections.js';
 import type { RateCap } from './rate-cap.js';
 import type { RequestBudget, RequestBudgets } from './request-budget.js';
-import type { Cap, MetricsPort, NamespaceView, ReconcilePorts, Slot } from './usergroup/ports.js';
+import type { Cap, MetricsPort, NamespaceView, ReconcilePorts, Slot } from './usergroup-ports.js';
 
 /** The apiserver writers a reconcile uses, each made with the Lease fence and the caches it writes through to (controller.ts). */
 export interface Writers {

@@ -43,7 +43,7 @@ function stringProperty(value: unknown, key: 'code' | 'message'): string | undef
  * itself must never be logged, wrapped or rethrown.
  */
 export function describeTransportError(error: unknown, context: { timeoutMs: number; secrets: readonly (SecretValue | undefined)[] }): string {
-  // got's TimeoutError, recognised by shape so that this module does not load got (see http-exchange.ts).
+  // got's TimeoutError, recognised by shape so that this module does not load got (see client.ts).
   const event = timeoutEvent(error);
   if (event !== undefined) {
     return event === 'request' ? `request timed out after ${context.timeoutMs} ms` : `request timed out waiting for ${sanitizeText(event, 40)}`;

@@ -14,7 +14,7 @@ import { sized } from './support/scale.js';
  * 6. Hostile service responses. For each kind of broken answer, with already-Synced groups: turn the
  * fault on for every call, trigger work (a spec change → PUT on some groups, a rotation request → POST
  * on others) and check that each group reports a clear Ready=False with the documented reason
- * (README Troubleshooting; src/service/response.ts and src/controller/usergroup/call-failure.ts), a Warning Event,
+ * (README Troubleshooting; src/service/response.ts and src/controller/usergroup-step.ts), a Warning Event,
  * that the controller process lives on, and that the Secret still holds the previous valid token (sha256
  * equal to the simulator's current one, which the faults never change). Then the fault goes away and the
  * invariant must hold: the rotation requested under the fault executes exactly once, the spec change

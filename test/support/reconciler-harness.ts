@@ -11,7 +11,7 @@ import type { ReconcileResult } from '../../src/controller/reconcile-contract.js
 import { desiredSecret } from '../../src/controller/policies/token-secret.js';
 import { boundNamespace } from '../../src/controller/policies/id-binding.js';
 import { DEFAULT_REQUEST_BUDGETS, type RequestKind, type RequestSlot } from '../../src/controller/request-budget.js';
-import type { ReconcilePorts, Slot } from '../../src/controller/usergroup/ports.js';
+import type { ReconcilePorts, Slot } from '../../src/controller/usergroup-ports.js';
 import { reconcileUserGroup } from '../../src/controller/usergroup/reconcile.js';
 import type { ApiError } from '../../src/kube/api-error.js';
 import type { RestartResult } from '../../src/kube/workload-restarter.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { RotationDecision } from '../../src/controller/policies/rotation.js';
 import { inspectSecret } from '../../src/controller/policies/token-secret.js';
 import { mustReadData } from '../../src/controller/usergroup/plan.js';
-import { waitForSlot, waitsForSlot, wakeAfterSync, type Progress } from '../../src/controller/usergroup/progress.js';
+import { type Progress, waitForSlot, waitsForSlot, wakeAfterSync } from '../../src/controller/usergroup-step.js';
 import { SEAL } from '../support/fixtures.js';
 import { sealedSecret, userGroup } from '../support/reconciler-harness.js';
 

@@ -1,5 +1,5 @@
 // Adoption policy: what to do with a group the PUT found at the service (adopt it as the tenant rule says, or take
-// back this namespace's own) (pure; the step is usergroup/adopt.ts).
+// back this namespace's own) (pure; the step is usergroup/sync-at-service.ts adoptIfFound).
 import type { Adoption, Fleet } from '../../api/clusterusergroupservice.js';
 
 /**

@@ -1,4 +1,4 @@
-// Pod prompt policy: which consenting Pods a new token prompts (pure; the step is usergroup/prompt-pods.ts).
+// Pod prompt policy: which consenting Pods a new token prompts (pure; the step is usergroup/consumers.ts).
 import type { ConsentingPod } from '../../api/pod.js';
 
 /** The consenting Pods not yet prompted for this token (a run that died half-way prompted the others). */

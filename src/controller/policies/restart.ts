@@ -1,4 +1,4 @@
-// Restart policy: what a new token does to spec.rolloutRestartTargets (pure; the step is usergroup/restart-consumers.ts).
+// Restart policy: what a new token does to spec.rolloutRestartTargets (pure; the step is usergroup/consumers.ts).
 import type { ObservedWorkload, RestartTarget } from '../../api/workload.js';
 import { oncePerToken, type PerToken } from './once-per-token.js';
 

@@ -1,6 +1,5 @@
 // Rotation policy: whether this reconcile rotates the token (requested, scheduled, or one to recover or settle after
-// a crash), when a token falls due, and which slot it waits for (pure; the steps are usergroup/rotation-slot.ts and
-// usergroup/rotate.ts).
+// a crash), when a token falls due, and which slot it waits for (pure; the steps are in usergroup/rotate.ts).
 import { uidFraction } from '../hash.js';
 import type { SecretInspection } from './token-secret.js';
 

@@ -38,7 +38,7 @@ export function decideSync({ status, desiredHash, secret, resyncDue }: SyncInput
   if (status.syncedHash === undefined) return { kind: 'upsert', why: 'never-synced' };
   if (status.syncedHash !== desiredHash) return { kind: 'upsert', why: 'request-changed' };
   if (secret.state === 'missing') return { kind: 'upsert', why: 'secret-missing' };
-  // Kept from a deleted UserGroup: the PUT tells whether its token is still the group's (usergroup/adopt.ts).
+  // Kept from a deleted UserGroup: the PUT tells whether its token is still the group's (usergroup/sync-at-service.ts adoptIfFound).
   if (secret.state === 'kept') return { kind: 'upsert', why: 'secret-kept' };
   if (secret.state === 'owned' && !secret.trusted) return { kind: 'upsert', why: 'secret-unreadable' };
   if (resyncDue) return { kind: 'upsert', why: 'resync' };

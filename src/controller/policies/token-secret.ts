@@ -65,7 +65,7 @@ export type SecretInspection =
    * A token Secret kept from a UserGroup of this namespace that was deleted under deletionPolicy Retain: no live
    * UserGroup controls it, and its record, sealed under this connection's key for this userGroupId, Secret name and
    * key, vouches for the token's digest and the bookkeeping. Not this UserGroup's yet: the adopt step decides
-   * whether it takes the Secret back (usergroup/adopt.ts).
+   * whether it takes the Secret back (usergroup/sync-at-service.ts adoptIfFound).
    */
   | {
       readonly state: 'kept';

@@ -3,11 +3,8 @@ import { claimName } from '../../api/claim.js';
 import { findReadyCondition, type UserGroupSpec } from '../../api/usergroup.js';
 import { Reason } from '../policies/conditions.js';
 import type { Connection, Resolution } from '../connections.js';
-import type { ReconcileContext } from './context.js';
-import { Messages } from './event-messages.js';
-import { blocked, DONE, next, type Outcome, type Step } from './outcome.js';
-import { deferred } from './call-failure.js';
-import { refused } from './refuse.js';
+import { blocked, deferred, DONE, next, type Outcome, type ReconcileContext, refused, type Step } from '../usergroup-step.js';
+import { Messages } from '../usergroup-messages.js';
 
 /** A UserGroup that may go on to claim its id: a valid spec and the connection its namespace may use. */
 export interface Admitted {

@@ -6,10 +6,8 @@ import { claimHolderAlive, decideClaim, holderByRules, mayHoldId, onRulesSide, t
 import type { Connection } from '../connections.js';
 import { Reason } from '../policies/conditions.js';
 import type { Admitted } from './admit.js';
-import type { ReconcileContext } from './context.js';
-import { Messages } from './event-messages.js';
-import { blocked, failed, next, type Step } from './outcome.js';
-import { refused } from './refuse.js';
+import { blocked, failed, next, type ReconcileContext, refused, type Step } from '../usergroup-step.js';
+import { Messages } from '../usergroup-messages.js';
 
 /** What holds the id for this UserGroup, and since when. */
 export interface IdHold {

@@ -1,36 +1,72 @@
-// spec.deletionPolicy Rotate: keep the rotate-on-delete finalizers, and rotate the token when a UserGroup goes.
-import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
+// spec.deletionPolicy Rotate: the rotate-on-delete finalizer before the first call and kept after, and the rotation when a UserGroup goes.
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
-import type { ObservedSecret } from '../../api/secret.js';
-import type { UserGroupSpec } from '../../api/usergroup.js';
-import type { Connection } from '../connections.js';
 import {
   afterDeletionLearn,
   afterDeletionRotation,
   decideDeletion,
   decideLiveFinalizers,
-  deletionRetryAfter,
   type DeletionDecision,
+  deletionRetryAfter,
+  finalizerBeforeCall,
   type PolicyView,
   type SecretFinalizerView,
 } from '../policies/deletion.js';
-import type { ReconcileResult } from '../reconcile-contract.js';
 import { IMMEDIATE_RETRY_MS } from '../retry-policy.js';
+import { DONE, failed, next, type Progress, type ReconcileContext, type ServiceCalls, type Step } from '../usergroup-step.js';
+import { type Plan, putPlanned } from './plan.js';
+import { TOKEN_RECORD_ANNOTATION } from '../../api/constants.js';
+import type { ObservedSecret } from '../../api/secret.js';
+import type { UserGroupSpec } from '../../api/usergroup.js';
+import type { Connection } from '../connections.js';
+import type { ReconcileResult } from '../reconcile-contract.js';
 import type { SecretInspection } from '../policies/token-secret.js';
 import { syncHash, upsertRequestFor } from '../policies/sync.js';
 import type { SecretValue } from '../../service/secret-value.js';
-import { type ReconcileContext } from './context.js';
-import type { ServiceCalls } from './service-calls.js';
 import { refusedByRules, resolveConnection } from './admit.js';
 import { holdsId } from './claim.js';
 import { observeSecret } from './observe-secret.js';
-import { Events } from './event-messages.js';
-import { DONE, failed } from './outcome.js';
-import type { DeletionRotationResult } from './ports.js';
+import { Events } from '../usergroup-messages.js';
+import type { DeletionRotationResult } from '../usergroup-ports.js';
+
+/**
+ * With spec.deletionPolicy Rotate, the finalizer that makes a deletion rotate the token is written before any call
+ * that may hand a token out, as kube-rs's finalizer() does: a deletion between the first PUT and the token's Secret
+ * (or while the controller is down in between) still holds the UserGroup until the token is rotated. Known from the
+ * cache: no request once it is there, none for Retain.
+ *
+ * Added, the reconcile ends and comes back at once instead of going on: the next one starts from the cached object
+ * that shows the finalizer (the port puts its answer there), so its status write and finalizer decisions are made
+ * on that object, not on one older than our own write. The finalizer's watch event then brings no reconcile of its
+ * own (the cache already shows it). The cost is one more pass, from the caches only, once in the UserGroup's life.
+ */
+export async function finalizerFirst(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
+  const { ug, settings } = ctx;
+  const add = finalizerBeforeCall({
+    policy: { policy: plan.spec.deletionPolicy, suspend: plan.spec.suspend },
+    userGroupFinalized: hasRotateFinalizer(ug.metadata),
+    callsService: callsService(plan),
+    disabled: !settings.rotateOnDelete,
+  });
+  if (!add) return next(progress);
+  ctx.signal?.throwIfAborted();
+  // Met a newer version: decided again from it.
+  if (!(await ctx.ports.finalizers.set({ userGroup: ug }, true))) return { ends: true, report: undefined, result: failed('lost-race') };
+  ctx.log.debug('rotate-on-delete finalizer added before the first service call');
+  // Not in the cache yet (it is behind the apiserver, so the port leaves it alone): the finalizer's own watch event
+  // brings the next reconcile (a finalizer change is one, triggers.ts); coming back before it would write again.
+  const shown = hasRotateFinalizer((ctx.ports.userGroups.get(ctx.key) ?? ug).metadata);
+  return { ends: true, report: undefined, result: shown ? { kind: 'wait', afterMs: IMMEDIATE_RETRY_MS } : DONE };
+}
+
+/** The plan's steps call the service: a PUT (sync, on request, a rotation's read) or a rotation's POST. */
+function callsService(plan: Plan): boolean {
+  const { rotation } = plan;
+  return putPlanned(plan.sync, rotation) || plan.syncRequest.kind === 'put' || rotation.kind === 'rotate' || rotation.kind === 'recover';
+}
 
 /**
  * spec.deletionPolicy: the rotate-on-delete finalizer kept on the objects that ask for it (keepFinalizers, after a
- * reconcile of a live UserGroup; the UserGroup's goes on before its first service call, finalizer-first.ts), and a
+ * reconcile of a live UserGroup; the UserGroup's goes on before its first service call, finalizerFirst), and a
  * deletion that holds it (finalizeDeletion): one POST /api/user with the held token (or one a PUT learns, when no
  * Secret holds it) through the connection's gates, then the finalizers go. Decisions are in policies/deletion.ts.
  */
@@ -47,7 +83,7 @@ export async function keepFinalizers(ctx: ReconcileContext): Promise<ReconcileRe
   const { ug, ports } = ctx;
   const spec = ug.spec.ok ? ug.spec.value : undefined;
   const owned = ports.secretCache.owned(ug);
-  // The cache's copy: it shows a finalizer written after this reconcile read its object (finalizer-first.ts).
+  // The cache's copy: it shows a finalizer written after this reconcile read its object (finalizerFirst).
   const userGroupFinalized = hasRotateFinalizer((ports.userGroups.get(ctx.key) ?? ug).metadata);
   const wanted = spec?.deletionPolicy === 'Rotate' && ctx.settings.rotateOnDelete;
   if (!wanted && !userGroupFinalized && !owned.some((s) => hasRotateFinalizer(s.metadata))) return undefined;

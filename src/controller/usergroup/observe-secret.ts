@@ -4,17 +4,14 @@ import type { ObservedSecret } from '../../api/secret.js';
 import type { SecretValue } from '../../service/secret-value.js';
 import type { RotationDecision } from '../policies/rotation.js';
 import { inspectSecret, keptSecret, type KeptSecret, type SecretInspection } from '../policies/token-secret.js';
-import type { ReconcileContext } from './context.js';
-import { mustReadData, rotationFor, type Held, type OwnedSecret } from './plan.js';
+import { readLive, type Connected, type ReconcileContext } from '../usergroup-step.js';
+import { mustReadData, rotationFor, type OwnedSecret } from './plan.js';
 
 /**
  * Where the Secret comes from: the caches (the usual), or a live read — a create met a Secret neither cache knew
  * of (a watch lagging behind a creation), and the reconcile decides again from what is really there.
  */
 export type SecretSource = 'cache' | 'live';
-
-/** What observing the Secret needs: the spec and its connection (the live path holds the claim too; a deletion reads it). */
-type Connected = Pick<Held, 'spec' | 'connection'>;
 
 /**
  * The token Secret as far as this reconcile must know it. The cache has no data: it is had (recalled from this
@@ -49,11 +46,6 @@ function keptFor(ctx: ReconcileContext, { spec, connection }: Connected, observe
   const alive = (owner: { name: string; uid: string }): boolean =>
     ctx.ports.userGroups.get(objectKey({ namespace, name: owner.name }))?.metadata.uid === owner.uid;
   return keptSecret(observed, namespace, spec, connection.seal, alive);
-}
-
-/** Reads the token Secret live, data included. */
-export function readLive(ctx: ReconcileContext, { spec }: Pick<Held, 'spec'>): Promise<ObservedSecret | undefined> {
-  return ctx.ports.secrets.read(ctx.ug.metadata.namespace, spec.tokenSecret.name);
 }
 
 /** The Secret with its data: the token this process wrote at this very version (checked against the sealed digest), else a read. */

@@ -17,7 +17,7 @@ import { decideSync, nextResyncAt, syncHash, upsertRequestFor, type SyncDecision
 import { decideSyncRequest, type SyncRequestDecision } from '../policies/sync.js';
 import type { KeptSecret, SecretInspection } from '../policies/token-secret.js';
 import type { IdHold } from './claim.js';
-import type { ReconcileSettings } from './context.js';
+import type { ReconcileSettings } from '../usergroup-step.js';
 
 /** What a reconcile holds once admitted and its id is held (by its claim, or by the rules alone). */
 export interface Held extends IdHold {

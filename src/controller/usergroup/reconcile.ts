@@ -3,28 +3,35 @@ import type { Logger } from 'pino';
 import { hasRotateFinalizer, objectKey } from '../../api/meta.js';
 import { Reason } from '../policies/conditions.js';
 import type { ReconcileRequest, ReconcileResult } from '../reconcile-contract.js';
-import { adoptIfFound } from './adopt.js';
+import { adoptIfFound } from './sync-at-service.js';
 import { admit } from './admit.js';
 import { holdClaim } from './claim.js';
-import { type ReconcileContext, type ReconcileSettings } from './context.js';
-import { ServiceCalls } from './service-calls.js';
-import { Messages } from './event-messages.js';
+import {
+  blocked,
+  DONE,
+  next,
+  type Outcome,
+  type Progress,
+  type ReconcileContext,
+  type ReconcileSettings,
+  secretAppeared,
+  ServiceCalls,
+  startingPoint,
+  type Step,
+} from '../usergroup-step.js';
+import { Messages } from '../usergroup-messages.js';
 import { finalizeDeletion, keepFinalizers } from './finalize.js';
-import { finalizerFirst } from './finalizer-first.js';
+import { finalizerFirst } from './finalize.js';
 import { observeSecret, type SecretSource } from './observe-secret.js';
-import { blocked, DONE, next, type Outcome, type Step } from './outcome.js';
 import { plan, type Held, type Plan } from './plan.js';
-import type { ReconcilePorts } from './ports.js';
-import { startingPoint, type Progress } from './progress.js';
+import type { ReconcilePorts } from '../usergroup-ports.js';
 import { report, synced } from './report.js';
-import { promptPods } from './prompt-pods.js';
-import { restartConsumers } from './restart-consumers.js';
+import { promptPods, restartConsumers } from './consumers.js';
 import { rotateIfAsked } from './rotate.js';
-import { awaitRotationSlot } from './rotation-slot.js';
+import { takeRotationSlot } from './rotate.js';
 import { storeToken } from './store-token.js';
 import { syncAtService } from './sync-at-service.js';
-import { syncOnRequest } from './sync-on-request.js';
-import { secretAppeared } from './write-secret.js';
+import { syncOnRequest } from './sync-at-service.js';
 
 export interface ReconcilerDeps {
   readonly ports: ReconcilePorts;
@@ -44,7 +51,7 @@ const STEPS: readonly ConvergeStep[] = [
   syncAtService,
   syncOnRequest,
   adoptIfFound,
-  awaitRotationSlot,
+  takeRotationSlot,
   rotateIfAsked,
   storeToken,
   promptPods,

@@ -5,12 +5,20 @@ import { nextReadyCondition, Reason } from '../policies/conditions.js';
 import { handledSyncRequest, nextResyncAt } from '../policies/sync.js';
 import { sameCanonicalJson } from '../hash.js';
 import type { ReconcileResult } from '../reconcile-contract.js';
-import type { ReconcileContext } from './context.js';
-import { iso } from './context.js';
-import { Messages } from './event-messages.js';
-import { DONE, failed, type Outcome, type StatusReport } from './outcome.js';
+import {
+  DONE,
+  failed,
+  iso,
+  issuedAtNow,
+  type Outcome,
+  type Progress,
+  type ReconcileContext,
+  type StatusReport,
+  waitsForSlot,
+  wakeAfterSync,
+} from '../usergroup-step.js';
+import { Messages } from '../usergroup-messages.js';
 import { tokenSchedule, type Plan } from './plan.js';
-import { issuedAtNow, waitsForSlot, wakeAfterSync, type Progress } from './progress.js';
 
 /**
  * The one status write of a reconcile, from its outcome: only when the status would differ from what the

@@ -1,13 +1,50 @@
-// Step 7, rotate: the exactly-once rotation protocol (intent recorded, POST, token stored) (policies/rotation.ts decides).
-import { nextFollowLook, type RotationDecision } from '../policies/rotation.js';
-import type { ReconcileContext } from './context.js';
-import { iso } from './context.js';
-import { Events, type Rotation } from './event-messages.js';
-import { next, type Step } from './outcome.js';
-import { deferred, rotationFailed, serviceFailed } from './call-failure.js';
+// Steps 6b and 7, rotate: a slot of the cap or the namespace budget, then the exactly-once rotation protocol (policies/rotation.ts decides).
+import { nextFollowLook, type RotationDecision, rotationGate } from '../policies/rotation.js';
+import {
+  deferred,
+  iso,
+  next,
+  type Progress,
+  type ReconcileContext,
+  type RevokedToken,
+  rotationFailed,
+  serviceFailed,
+  type Step,
+  waitForSlot,
+  waitsForSlot,
+  writeTokenSecret,
+} from '../usergroup-step.js';
+import { Events, type Rotation } from '../usergroup-messages.js';
 import type { Plan } from './plan.js';
-import { waitForSlot, waitsForSlot, type Progress, type RevokedToken } from './progress.js';
-import { writeTokenSecret } from './write-secret.js';
+
+// (policies/rotation.ts rotationGate says which).
+
+/**
+ * Takes the rotation's slot. Without one the rotation waits (rotateIfAsked leaves it alone), the rest of the reconcile
+ * converges, and the key comes back at the slot kept for it (wakeAfterSync); an over-budget request is said once,
+ * with a `RotationRequestWaiting` Event. No request and nothing due: nothing asked, no call, no write.
+ */
+export function takeRotationSlot(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {
+  const { rotation } = plan;
+  switch (rotationGate(rotation, progress.adopted?.tokenRotated === true)) {
+    case 'none':
+      return Promise.resolve(next(progress));
+    case 'scheduled-cap': {
+      const slot = ctx.ports.caps.take('scheduled-rotation', ctx.key);
+      return Promise.resolve(next(slot.kind === 'wait' ? waitForSlot(progress, 'rotation', slot.inMs) : progress));
+    }
+    case 'request-budget': {
+      // The slot stays the key's until rotate.ts has written the intent (then it is spent): an intent write that
+      // fails (a Secret met on create, a refused write) comes back to the same slot instead of paying twice.
+      const slot = ctx.ports.caps.take('rotation-request', ctx.key);
+      if (slot.kind === 'now') return Promise.resolve(next({ ...progress, rotationSlot: slot }));
+      if (slot.first && rotation.kind === 'rotate') {
+        ctx.ports.events.emit(ctx.ug, Events.requestWaiting('rotation', rotation.value, slot.inMs, ctx.settings.requestBudgets.rotation));
+      }
+      return Promise.resolve(next(waitForSlot(progress, 'rotation', slot.inMs)));
+    }
+  }
+}
 
 /**
  * The exactly-once rotation protocol. The request is recorded as pending on the Secret before the POST, so a run
@@ -46,7 +83,7 @@ export async function rotateIfAsked(ctx: ReconcileContext, plan: Plan, progress:
     case 'rotate':
       // An adoption rotation made the token newer than any rotation request: that request is satisfied.
       if (progress.adopted?.tokenRotated) return next({ ...progress, book: { ...progress.book, handled: handledAfter(rotation, progress) } });
-      // No slot yet (rotation-slot.ts): it waits, nothing is written for it, and the key comes back at the slot.
+      // No slot yet (takeRotationSlot): it waits, nothing is written for it, and the key comes back at the slot.
       if (waitsForSlot(progress, 'rotation')) return next(progress);
       return rotate(ctx, plan, progress, rotation);
   }
@@ -85,7 +122,7 @@ async function rotate(
   const intent = await writeTokenSecret(ctx, plan, { token, handled: before.book.handled, pending: rotation.value, issuedAt }, before.secret);
   if (intent.ends) return intent;
   ctx.calls.intentRecorded();
-  // A requested rotation's slot (rotation-slot.ts) is used up: from here on it is work begun (recover), never asked again.
+  // A requested rotation's slot (takeRotationSlot) is used up: from here on it is work begun (recover), never asked again.
   if (rotation.kind === 'rotate' && !rotation.scheduled) progress.rotationSlot?.spend();
   let after: Progress = { ...before, secret: intent.value };
 

@@ -1,11 +1,8 @@
 // Step 8, store: write the token Secret as it should be now, and remove the ones of an earlier name.
 import { sha256Hex } from '../hash.js';
-import type { ReconcileContext } from './context.js';
-import { Events } from './event-messages.js';
-import { next, type Step } from './outcome.js';
+import { next, type Progress, type ReconcileContext, type Step, writeTokenSecret } from '../usergroup-step.js';
+import { Events } from '../usergroup-messages.js';
 import type { Plan } from './plan.js';
-import type { Progress } from './progress.js';
-import { writeTokenSecret } from './write-secret.js';
 
 /** Writes the token Secret as it should be now, and removes token Secrets of an earlier spec.tokenSecret.name. */
 export async function storeToken(ctx: ReconcileContext, plan: Plan, progress: Progress): Promise<Step<Progress>> {

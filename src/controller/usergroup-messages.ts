@@ -1,9 +1,9 @@
 // The text of every Event a reconcile sends about a UserGroup and of the condition messages that share it.
-import { RESTART_CONSENT_ANNOTATION } from '../../api/constants.js';
-import type { Reason } from '../policies/conditions.js';
-import type { RotationDecision } from '../policies/rotation.js';
-import type { RequestBudgetOptions, RequestKind } from '../request-budget.js';
-import type { UserGroupEvent } from './ports.js';
+import { RESTART_CONSENT_ANNOTATION } from '../api/constants.js';
+import type { Reason } from './policies/conditions.js';
+import type { RotationDecision } from './policies/rotation.js';
+import type { RequestBudgetOptions, RequestKind } from './request-budget.js';
+import type { UserGroupEvent } from './usergroup-ports.js';
 
 /**
  * Every Event a reconcile sends about a UserGroup, and the condition messages that share their text: one table,

@@ -1,18 +1,18 @@
 // The ports of a reconcile: what it may read and do, grouped by what it touches.
 import type { V1Secret } from '@kubernetes/client-node';
-import type { ClaimSpec, UserGroupClaim } from '../../api/claim.js';
-import type { OwnerReference } from '../../api/meta.js';
-import type { ObservedSecret } from '../../api/secret.js';
-import type { ServiceRef, UserGroup, UserGroupStatus } from '../../api/usergroup.js';
-import type { RestartKind, RestartTarget } from '../../api/workload.js';
-import type { ClaimWriteResult } from '../../kube/claim-writer.js';
-import type { EventType } from '../../kube/event-recorder.js';
-import type { FinalizerTarget } from '../../kube/finalizer-writer.js';
-import type { SecretApplyResult } from '../../kube/secret-writer.js';
-import type { WorkloadRead } from '../../kube/workload-restarter.js';
-import type { PodList } from '../../kube/pod-prompter.js';
-import type { SecretValue } from '../../service/secret-value.js';
-import type { Resolution } from '../connections.js';
+import type { ClaimSpec, UserGroupClaim } from '../api/claim.js';
+import type { OwnerReference } from '../api/meta.js';
+import type { ObservedSecret } from '../api/secret.js';
+import type { ServiceRef, UserGroup, UserGroupStatus } from '../api/usergroup.js';
+import type { RestartKind, RestartTarget } from '../api/workload.js';
+import type { ClaimWriteResult } from '../kube/claim-writer.js';
+import type { EventType } from '../kube/event-recorder.js';
+import type { FinalizerTarget } from '../kube/finalizer-writer.js';
+import type { SecretApplyResult } from '../kube/secret-writer.js';
+import type { WorkloadRead } from '../kube/workload-restarter.js';
+import type { PodList } from '../kube/pod-prompter.js';
+import type { SecretValue } from '../service/secret-value.js';
+import type { Resolution } from './connections.js';
 
 /**
  * What a reconcile reads and does, grouped by what it touches: 14 ports, 20 methods. The controller wires them
@@ -132,7 +132,7 @@ export interface PodsPort {
   consenting(namespace: string, userGroupName: string): Promise<PodList>;
 }
 
-/** An Event about a UserGroup; every text and reason is in event-messages.ts. */
+/** An Event about a UserGroup; every text and reason is in usergroup-messages.ts. */
 export interface UserGroupEvent {
   readonly type: EventType;
   readonly reason: string;
