@@ -12,12 +12,9 @@
 #                             envtest's set). The printed directory then links both, with their versions.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -p=2" CGO_ENABLED=0
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || {
-  echo "build.sh: Go is required to build the test control plane (see README: Requirements); not found on PATH or in /usr/local/go/bin" >&2
-  exit 1
-}
+# shellcheck source=../go-env.sh
+source "$here/../go-env.sh"
+go_env local controlplane/build.sh
 
 modversion() { sed -En "s#^(require )?[[:space:]]*$2 (v[^ ]*).*#\2#p" "$here/$1/go.mod" | head -n1; }
 k8s=$(modversion kube k8s.io/kubernetes)
@@ -31,7 +28,7 @@ kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/c
 helm_ldflags="-s -w -X $helm_module/internal/version.version=$helm -X $helm_module/internal/version.gitTreeState=clean"
 
 # Everything that decides the binaries' bytes: toolchain, build flags, pinned modules.
-key=$( { go version; echo "$GOFLAGS $CGO_ENABLED -trimpath"; echo "$kube_ldflags"; echo "$helm_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
+key=$( { go version; echo "$GOFLAGS $CGO_ENABLED ${GO_BUILD_FLAGS[*]}"; echo "$kube_ldflags"; echo "$helm_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
 root=${USERGROUP_OPERATOR_CACHE:-${XDG_CACHE_HOME:-${HOME:?HOME is not set (or set USERGROUP_OPERATOR_CACHE)}/.cache}/usergroup-operator}
 dir="$root/controlplane/$k8s-$key"
 bins=(etcd kube-apiserver kube-controller-manager kubectl helm)
@@ -90,7 +87,7 @@ build() { # binary module package ldflags: built only when wanted and not in the
   for b in "${wanted[@]}"; do
     [ "$b" = "$1" ] || continue
     step "go build $3"
-    (cd "$here/$2" && go build -trimpath -ldflags "$4" -o "$stage/$1" "$3")
+    (cd "$here/$2" && go build "${GO_BUILD_FLAGS[@]}" -ldflags "$4" -o "$stage/$1" "$3")
     mv "$stage/$1" "$dir/bin/$1"
     step "built $1 in $(( SECONDS - t ))s"
   done

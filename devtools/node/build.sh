@@ -12,9 +12,9 @@
 #   USERGROUP_OPERATOR_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/usergroup-operator)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -p=2" CGO_ENABLED=0
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
-command -v go >/dev/null || { echo "node/build.sh: Go is required; not found on PATH or in /usr/local/go/bin" >&2; exit 1; }
+# shellcheck source=../go-env.sh
+source "$here/../go-env.sh"
+go_env local node/build.sh
 
 modversion() { sed -En "s#^(require )?[[:space:]]*$2 (v[^ ]*).*#\2#p" "$here/$1/go.mod" | head -n1; }
 k8s=$(modversion kube k8s.io/kubernetes)
@@ -30,7 +30,7 @@ containerd_ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version
 containerd_tags="no_btrfs no_devmapper no_zfs"
 cni_ldflags="-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$cni"
 
-key=$( { go version; echo "$GOFLAGS $CGO_ENABLED -trimpath $containerd_tags"; echo "$kube_ldflags"; echo "$containerd_ldflags"; echo "$cni_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
+key=$( { go version; echo "$GOFLAGS $CGO_ENABLED ${GO_BUILD_FLAGS[*]} $containerd_tags"; echo "$kube_ldflags"; echo "$containerd_ldflags"; echo "$cni_ldflags"; cat "$here"/*/go.mod "$here"/*/go.sum; } | sha256sum | cut -c1-16)
 root=${USERGROUP_OPERATOR_CACHE:-${XDG_CACHE_HOME:-${HOME:?HOME is not set (or set USERGROUP_OPERATOR_CACHE)}/.cache}/usergroup-operator}
 dir="$root/node/$k8s-$key"
 bins=(kubelet kube-proxy kube-scheduler containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback cni/portmap)
@@ -52,7 +52,7 @@ step "building kubernetes $k8s (kubelet, kube-proxy, kube-scheduler), containerd
 build() { # module package output ldflags [tags]
   local t=$SECONDS
   step "go build $2"
-  (cd "$here/$1" && go build -trimpath ${5:+-tags "$5"} -ldflags "$4" -o "$stage/$3" "$2")
+  (cd "$here/$1" && go build "${GO_BUILD_FLAGS[@]}" ${5:+-tags "$5"} -ldflags "$4" -o "$stage/$3" "$2")
   step "built $3 in $(( SECONDS - t ))s"
 }
 build kube k8s.io/kubernetes/cmd/kubelet kubelet "$kube_ldflags"
